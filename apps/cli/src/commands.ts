@@ -1,0 +1,10 @@
+import type { Command } from 'commander';
+import type { CliContext } from './main';
+import { registerRefundCommands } from './refunds.commands';
+import { registerWebhookCommands } from './webhooks.commands';
+
+/** Command groups beyond `merchant`. */
+export function registerExtraCommands(program: Command, ctx: CliContext): void {
+  registerWebhookCommands(program, ctx);
+  registerRefundCommands(program, ctx);
+}

@@ -1,0 +1,101 @@
+import 'reflect-metadata';
+import { Command, CommanderError } from 'commander';
+import { ConfigError, loadConfig } from '@retain/config';
+import { MerchantsRepository, createDataSource } from '@retain/db';
+import type { DataSource } from 'typeorm';
+import { registerExtraCommands } from './commands';
+
+/**
+ * The operator CLI (decisions §11): `npm run retain -- <command>`. Every command prints one JSON
+ * object on stdout; errors print `{"error": "..."}` on stderr and exit non-zero.
+ */
+const print = (value: unknown): void => {
+  process.stdout.write(JSON.stringify(value, null, 2) + '\n');
+};
+
+export interface CliContext {
+  db: () => Promise<DataSource>;
+  print: (value: unknown) => void;
+  config: ReturnType<typeof loadConfig>;
+}
+
+async function main(argv: string[]): Promise<void> {
+  const config = loadConfig('cli');
+  let ds: DataSource | undefined;
+  const db = async (): Promise<DataSource> => {
+    if (!ds) {
+      ds = createDataSource(config.databaseUrl, 2);
+      await ds.initialize();
+    }
+    return ds;
+  };
+  const merchants = async (): Promise<MerchantsRepository> => new MerchantsRepository(await db(), config.cardKeys);
+
+  const program = new Command('retain').description('Retain operator CLI').exitOverride();
+  const merchant = program.command('merchant').description('manage merchants and their credentials');
+  merchant
+    .command('create')
+    .requiredOption('--login <login>', 'merchant login (author_id of pushes)')
+    .option('--webhook-url <url>', 'where push notifications are sent')
+    .action(async (o: { login: string; webhookUrl?: string }) => {
+      if (o.webhookUrl) assertWebhookUrl(o.webhookUrl);
+      print(await (await merchants()).create(o.login, o.webhookUrl ?? null));
+    });
+  merchant
+    .command('set-webhook')
+    .requiredOption('--login <login>')
+    .option('--url <url>', 'new webhook URL (omit to clear)')
+    .option('--webhook-url <url>', 'alias of --url')
+    .option('--rotate-secret', 'also issue a new signing secret (printed once)')
+    .action(async (o: { login: string; url?: string; webhookUrl?: string; rotateSecret?: boolean }) => {
+      const url = o.url ?? o.webhookUrl ?? null;
+      if (url) assertWebhookUrl(url);
+      print(await (await merchants()).setWebhook(o.login, url, o.rotateSecret === true));
+    });
+  merchant
+    .command('rotate-key')
+    .requiredOption('--login <login>')
+    .option('--keep-old', 'leave the current keys valid (revoke them later with another rotate-key)')
+    .action(async (o: { login: string; keepOld?: boolean }) => {
+      print(await (await merchants()).rotateKey(o.login, o.keepOld === true));
+    });
+  merchant
+    .command('disable')
+    .requiredOption('--login <login>')
+    .action(async (o: { login: string }) => {
+      print(await (await merchants()).setDisabled(o.login, true));
+    });
+  merchant
+    .command('enable')
+    .requiredOption('--login <login>')
+    .action(async (o: { login: string }) => {
+      print(await (await merchants()).setDisabled(o.login, false));
+    });
+  registerExtraCommands(program, { db, print, config });
+
+  try {
+    await program.parseAsync(argv);
+  } finally {
+    if (ds?.isInitialized) await ds.destroy();
+  }
+}
+
+function assertWebhookUrl(url: string): void {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new Error('webhook URL is not a valid URL');
+  }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error('webhook URL must be http(s)');
+}
+
+main(process.argv).then(
+  () => process.exit(0),
+  (err: unknown) => {
+    if (err instanceof CommanderError) process.exit(err.exitCode);
+    const message = err instanceof ConfigError || err instanceof Error ? err.message : String(err);
+    process.stderr.write(JSON.stringify({ error: message }) + '\n');
+    process.exit(1);
+  },
+);

@@ -1,0 +1,29 @@
+import { Module, type DynamicModule } from '@nestjs/common';
+import { APP_FILTER } from '@nestjs/core';
+import type { RetainConfig } from '@retain/config';
+import { PlatformModule } from '@retain/platform';
+import { MerchantAuthGuard } from './auth/merchant-auth.guard';
+import { ApiExceptionFilter } from './http/api-exception.filter';
+import { KeysController } from './keys/keys.controller';
+import { RefundRequestService } from './refunds/refund-request.service';
+import { RefundsController } from './refunds/refunds.controller';
+import { SubmissionService } from './transactions/submission.service';
+import { TransactionsController } from './transactions/transactions.controller';
+
+/** The merchants' HTTP API. */
+@Module({})
+export class IntakeApiModule {
+  static forRoot(config: RetainConfig): DynamicModule {
+    return {
+      module: IntakeApiModule,
+      imports: [PlatformModule.forApp('intake-api', config)],
+      controllers: [TransactionsController, RefundsController, KeysController],
+      providers: [
+        SubmissionService,
+        RefundRequestService,
+        MerchantAuthGuard,
+        { provide: APP_FILTER, useClass: ApiExceptionFilter },
+      ],
+    };
+  }
+}

@@ -1,0 +1,94 @@
+import {
+  HttpException,
+  HttpStatus,
+  Inject,
+  Injectable,
+  createParamDecorator,
+  type CanActivate,
+  type ExecutionContext,
+} from '@nestjs/common';
+import type { RetainConfig } from '@retain/config';
+import { MerchantsRepository, hashApiKey, type MerchantEntity } from '@retain/db';
+import { RetCode, RetMessage } from '@retain/domain';
+import { RETAIN_CONFIG } from '@retain/platform';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { DataSource } from 'typeorm';
+
+export interface AuthenticatedMerchant {
+  id: string;
+  merchantVid: string;
+  login: string;
+}
+
+type RequestWithMerchant = FastifyRequest & { merchant?: AuthenticatedMerchant };
+
+/** Short cache of key -> merchant so a burst of calls does not hit Postgres for each; a disable
+ *  or rotation takes effect within CACHE_MS. Keyed by the key's hash, never the key itself. */
+const CACHE_MS = 5000;
+
+export class UnauthorizedError extends HttpException {
+  constructor() {
+    super({ code: RetCode.RET401, message: RetMessage.authRequired }, HttpStatus.UNAUTHORIZED);
+  }
+}
+
+/** Credentials of decisions §2: Basic base64(login:api_key) or Bearer <api_key>. */
+export function parseCredentials(header: string | undefined): { login?: string; apiKey: string } | null {
+  if (!header) return null;
+  const [scheme, value] = header.split(/\s+/, 2);
+  if (!scheme || !value) return null;
+  if (/^bearer$/i.test(scheme)) return { apiKey: value.trim() };
+  if (/^basic$/i.test(scheme)) {
+    const decoded = Buffer.from(value, 'base64').toString('utf8');
+    const idx = decoded.indexOf(':');
+    if (idx < 0) return null;
+    return { login: decoded.slice(0, idx), apiKey: decoded.slice(idx + 1) };
+  }
+  return null;
+}
+
+@Injectable()
+export class MerchantAuthGuard implements CanActivate {
+  private readonly merchants: MerchantsRepository;
+  private readonly cache = new Map<string, { at: number; merchant: MerchantEntity | null }>();
+
+  constructor(db: DataSource, @Inject(RETAIN_CONFIG) config: RetainConfig) {
+    this.merchants = new MerchantsRepository(db, config.cardKeys);
+  }
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    const req = context.switchToHttp().getRequest<RequestWithMerchant>();
+    const reply = context.switchToHttp().getResponse<FastifyReply>();
+    const creds = parseCredentials(req.headers.authorization);
+    const fail = (): never => {
+      void reply.header('WWW-Authenticate', 'Basic realm="retain"');
+      throw new UnauthorizedError();
+    };
+    if (!creds || !creds.apiKey.startsWith('rk_')) return fail();
+    const merchant = await this.lookup(creds.apiKey);
+    if (!merchant || (creds.login !== undefined && creds.login !== merchant.login)) return fail();
+    if (merchant.disabledAt) {
+      throw new HttpException({ code: RetCode.RET403, message: RetMessage.forbidden }, HttpStatus.FORBIDDEN);
+    }
+    req.merchant = { id: merchant.id, merchantVid: merchant.merchantVid, login: merchant.login };
+    return true;
+  }
+
+  private async lookup(apiKey: string): Promise<MerchantEntity | null> {
+    const now = Date.now();
+    const cacheKey = hashApiKey(apiKey);
+    const hit = this.cache.get(cacheKey);
+    if (hit && now - hit.at < CACHE_MS) return hit.merchant;
+    const merchant = await this.merchants.findByApiKey(apiKey);
+    if (this.cache.size > 10_000) this.cache.clear();
+    this.cache.set(cacheKey, { at: now, merchant });
+    return merchant;
+  }
+}
+
+/** The authenticated merchant of the request (set by MerchantAuthGuard). */
+export const CurrentMerchant = createParamDecorator((_data: unknown, ctx: ExecutionContext) => {
+  const req = ctx.switchToHttp().getRequest<RequestWithMerchant>();
+  if (!req.merchant) throw new UnauthorizedError();
+  return req.merchant;
+});

@@ -1,0 +1,201 @@
+import { HttpException, HttpStatus, Injectable, Logger } from '@nestjs/common';
+import { amountToMinor, validateRefunds, type NormalizedRefundRequest } from '@retain/api-contract';
+import { RefundEntity, TransactionEntity } from '@retain/db';
+import { RefundStatus, RetCode, RetMessage, TransactionStatus, newVid, type ErrorEntry } from '@retain/domain';
+import { closeStop } from '@retain/platform';
+import { OutboxRelay } from '@retain/queues';
+import { DataSource, In, type EntityManager } from 'typeorm';
+import type { AuthenticatedMerchant } from '../auth/merchant-auth.guard';
+
+export interface RefundCallResult {
+  status: 200 | 207;
+  body: { message: string; error_count?: number; rejected?: { id: string; errors: ErrorEntry[] }[] };
+}
+
+/** Transactions with money captured (a refund is possible). */
+const CAPTURED = [
+  TransactionStatus.Captured,
+  TransactionStatus.PartiallyRefunded,
+  TransactionStatus.RefundRequested,
+  TransactionStatus.Refunded,
+] as string[];
+/** Transactions still in the retry phase (a refund call stops them). */
+const IN_RETRY = [TransactionStatus.Failed, TransactionStatus.InRetry] as string[];
+
+class DryRunRollback extends Error {}
+
+/**
+ * POST /retain/refunds (decisions §8). Every item is decided under a row lock on its transaction,
+ * so the refundable amount (captured minus refunds not Failed, in minor units) holds under
+ * concurrent calls. Accepted items commit together; rejected ones change nothing.
+ */
+@Injectable()
+export class RefundRequestService {
+  private readonly logger = new Logger(RefundRequestService.name);
+
+  constructor(
+    private readonly db: DataSource,
+    private readonly relay: OutboxRelay,
+  ) {}
+
+  async request(merchant: AuthenticatedMerchant, body: unknown, dryrun: boolean): Promise<RefundCallResult> {
+    const validated = validateRefunds(body);
+    if (!validated.ok) throw new HttpException(validated.error, HttpStatus.BAD_REQUEST);
+    const errors = new Map<number, ErrorEntry[]>();
+    const candidates: { index: number; value: NormalizedRefundRequest }[] = [];
+    for (const item of validated.items) {
+      if ('errors' in item) errors.set(item.index, item.errors);
+      else candidates.push({ index: item.index, value: item.value });
+    }
+    let accepted = 0;
+    let outbox: string[] = [];
+    try {
+      await this.db.transaction(async (m) => {
+        const r = await this.apply(m, merchant.id, candidates, errors);
+        accepted = r.accepted;
+        outbox = r.outbox;
+        if (dryrun) throw new DryRunRollback();
+      });
+    } catch (err) {
+      if (!(err instanceof DryRunRollback)) throw err;
+      outbox = [];
+    }
+    this.relay.publish(outbox).catch((err: unknown) => {
+      this.logger.warn({ err: (err as Error).message }, 'outbox publish deferred to the sweeper');
+    });
+    const message = `${accepted} refunds received for processing`;
+    if (errors.size === 0) return { status: 200, body: { message } };
+    const rejected = [...errors.entries()]
+      .sort((a, b) => a[0] - b[0])
+      .map(([index, errs]) => ({ id: validated.items[index]?.id ?? `refunds[${index}]`, errors: errs }));
+    return { status: 207, body: { message, error_count: rejected.length, rejected } };
+  }
+
+  private async apply(
+    m: EntityManager,
+    merchantId: string,
+    candidates: { index: number; value: NormalizedRefundRequest }[],
+    errors: Map<number, ErrorEntry[]>,
+  ): Promise<{ accepted: number; outbox: string[] }> {
+    if (candidates.length === 0) return { accepted: 0, outbox: [] };
+    // Lock in a stable order so two calls touching the same transactions cannot deadlock.
+    const ids = [...new Set(candidates.map((c) => c.value.id))].sort();
+    const txns = await m.getRepository(TransactionEntity).find({
+      where: { merchantId, merchantTxnId: In(ids) },
+      order: { merchantTxnId: 'ASC' },
+      lock: { mode: 'pessimistic_write' },
+    });
+    const byId = new Map(txns.map((t) => [t.merchantTxnId, t]));
+    const outbox: string[] = [];
+    let accepted = 0;
+    for (const { index, value } of candidates) {
+      const txn = byId.get(value.id);
+      const reject = (e: ErrorEntry): void => {
+        errors.set(index, [...(errors.get(index) ?? []), e]);
+      };
+      if (!txn) {
+        reject({ code: RetCode.RET0404, message: RetMessage.notFound });
+        continue;
+      }
+      let requested: bigint | null = null;
+      if (value.amount !== null) {
+        const check = amountToMinor(value.amount, txn.currency);
+        if (!check.ok) {
+          reject(check.error);
+          continue;
+        }
+        requested = check.minor;
+      }
+      const status = txn.status;
+      if (
+        status === TransactionStatus.Cancelled ||
+        status === TransactionStatus.Stopped ||
+        txn.reviewStatus === 'rejected'
+      ) {
+        reject({ code: RetCode.RET015, message: RetMessage.refundCancelled });
+        continue;
+      }
+      if (CAPTURED.includes(status)) {
+        const refundable = await this.refundable(m, txn);
+        const amount = requested ?? refundable;
+        if (amount <= 0n || amount > refundable) {
+          reject({ code: RetCode.RET027, message: RetMessage.refundExceeds });
+          continue;
+        }
+        await this.createRefund(m, txn, 'refund', amount);
+        Object.assign(txn, { status: TransactionStatus.RefundRequested, statusChangedAt: new Date() });
+        await m.save(txn);
+        accepted++;
+        continue;
+      }
+      if (IN_RETRY.includes(status)) {
+        const amount = requested ?? BigInt(txn.amountMinor);
+        if (amount > BigInt(txn.amountMinor)) {
+          reject({ code: RetCode.RET027, message: RetMessage.refundExceeds });
+          continue;
+        }
+        await this.createRefund(m, txn, 'stop', amount);
+        Object.assign(txn, {
+          status: TransactionStatus.StopRequested,
+          stopRequestedAt: new Date(),
+          nextAttemptAt: null,
+          statusChangedAt: new Date(),
+        });
+        await m.save(txn);
+        const [{ n }]: { n: number }[] = await m.query(
+          `SELECT count(*)::int AS n FROM attempts WHERE transaction_id = $1 AND state = 'pending'`,
+          [txn.id],
+        );
+        // No attempt in flight: the stop completes now. Otherwise the retry worker completes it
+        // when the attempt's outcome is recorded (a capture turns it into a refund).
+        if (n === 0) outbox.push(...(await closeStop(m, txn)));
+        accepted++;
+        continue;
+      }
+      // Stop Requested already: nothing more to stop or refund.
+      reject({ code: RetCode.RET027, message: RetMessage.refundExceeds });
+    }
+    return { accepted, outbox };
+  }
+
+  /** Captured minus every refund that has not failed, in minor units. */
+  private async refundable(m: EntityManager, txn: TransactionEntity): Promise<bigint> {
+    const [{ sum }]: { sum: string }[] = await m.query(
+      `SELECT COALESCE(sum(amount_minor), 0)::text AS sum FROM refunds
+        WHERE transaction_id = $1 AND kind = 'refund' AND status <> 'Failed'`,
+      [txn.id],
+    );
+    return BigInt(txn.capturedAmountMinor ?? '0') - BigInt(sum);
+  }
+
+  private async createRefund(
+    m: EntityManager,
+    txn: TransactionEntity,
+    kind: 'refund' | 'stop',
+    amount: bigint,
+  ): Promise<void> {
+    // The status to go back to if the processor rejects it: the one before any refund request.
+    const previous =
+      txn.status === TransactionStatus.RefundRequested
+        ? ((
+            await m.getRepository(RefundEntity).findOne({
+              where: { transactionId: txn.id, status: RefundStatus.Processing },
+              order: { requestedAt: 'ASC' },
+            })
+          )?.previousStatus ?? TransactionStatus.Captured)
+        : txn.status;
+    const now = new Date();
+    await m.getRepository(RefundEntity).insert({
+      vid: newVid(),
+      merchantId: txn.merchantId,
+      transactionId: txn.id,
+      kind,
+      amountMinor: amount.toString(),
+      currency: txn.currency,
+      status: RefundStatus.Processing,
+      previousStatus: previous,
+      requestedAt: now,
+      timestamp: now,
+    });
+  }
+}

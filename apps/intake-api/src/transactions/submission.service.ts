@@ -1,0 +1,323 @@
+import { HttpException, HttpStatus, Inject, Injectable, Logger } from '@nestjs/common';
+import { validateSubmission, type NormalizedTransaction } from '@retain/api-contract';
+import type { RetainConfig } from '@retain/config';
+import {
+  RECOVERING_STATUSES,
+  RetCode,
+  RetMessage,
+  cardBrand,
+  cardColumnsFromPan,
+  newVid,
+  type ErrorEntry,
+} from '@retain/domain';
+import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
+import { OutboxRelay, QueueName, addToOutbox } from '@retain/queues';
+import { DataSource, type EntityManager } from 'typeorm';
+import type { AuthenticatedMerchant } from '../auth/merchant-auth.guard';
+
+export interface RejectedEntry {
+  id: string;
+  errors: ErrorEntry[];
+}
+
+export interface SubmissionResult {
+  status: 200 | 207;
+  body?: { success_count: number; error_count: number; rejected: RejectedEntry[] };
+}
+
+interface ExistingRow {
+  merchant_txn_id: string;
+  subscription_id: string;
+  status: string;
+  review_status: string;
+}
+
+const FINISHED_IS_RET004 = (status: string): boolean => !RECOVERING_STATUSES.includes(status as never);
+
+/**
+ * POST /retain/transactions: primary validation, duplicate and subscription checks against
+ * Postgres, then ONE database transaction saving the submission, the accepted transactions and
+ * the outbox row that starts the post-submission review (decisions §4).
+ */
+@Injectable()
+export class SubmissionService {
+  private readonly logger = new Logger(SubmissionService.name);
+
+  constructor(
+    private readonly db: DataSource,
+    private readonly relay: OutboxRelay,
+    private readonly metrics: RetainMetrics,
+    @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
+  ) {}
+
+  async submit(
+    merchant: AuthenticatedMerchant,
+    body: unknown,
+    dryrun: boolean,
+    requestId: string,
+  ): Promise<SubmissionResult> {
+    const validated = validateSubmission(body);
+    if (!validated.ok) throw new HttpException(validated.error, HttpStatus.BAD_REQUEST);
+
+    const errors = new Map<number, ErrorEntry[]>();
+    const addError = (index: number, e: ErrorEntry): void => {
+      errors.set(index, [...(errors.get(index) ?? []), e]);
+    };
+    const candidates: { index: number; value: NormalizedTransaction }[] = [];
+    const seenIds = new Set<string>();
+    for (const item of validated.items) {
+      // Same id twice in one call: the first occurrence is processed, each later one RETDUP.
+      if (item.id !== null && seenIds.has(item.id)) {
+        addError(item.index, { code: RetCode.RETDUP, message: RetMessage.duplicateInSubmission });
+      }
+      if (item.id !== null) seenIds.add(item.id);
+      if ('errors' in item && item.errors.length > 0) {
+        for (const e of item.errors) addError(item.index, e);
+      } else if ('value' in item && !errors.has(item.index)) {
+        candidates.push({ index: item.index, value: item.value });
+      }
+    }
+
+    const run = async (m: EntityManager | DataSource, lock: boolean): Promise<NormalizedTransaction[]> => {
+      const accepted = await this.checkAgainstStored(m, merchant.id, candidates, addError, lock);
+      return accepted;
+    };
+
+    let accepted: NormalizedTransaction[];
+    if (dryrun) {
+      accepted = await run(this.db, false);
+    } else {
+      accepted = await this.save(merchant, requestId, validated.items.length, run, () => errors.size);
+    }
+
+    const rejected: RejectedEntry[] = [...errors.entries()]
+      .sort((a, b) => a[0] - b[0])
+      .map(([index, errs]) => ({ id: validated.items[index]?.id ?? `transactions[${index}]`, errors: errs }));
+    if (!dryrun) {
+      this.metrics.submissions.inc({ result: 'accepted' }, accepted.length);
+      this.metrics.submissions.inc({ result: 'rejected' }, rejected.length);
+    }
+    if (rejected.length === 0) return { status: 200 };
+    return {
+      status: 207,
+      body: { success_count: accepted.length, error_count: rejected.length, rejected },
+    };
+  }
+
+  /** RETDUP2 / RET004 / RET003 against stored transactions of this merchant. */
+  private async checkAgainstStored(
+    m: EntityManager | DataSource,
+    merchantId: string,
+    candidates: { index: number; value: NormalizedTransaction }[],
+    addError: (index: number, e: ErrorEntry) => void,
+    lock: boolean,
+  ): Promise<NormalizedTransaction[]> {
+    if (candidates.length === 0) return [];
+    const ids = candidates.map((c) => c.value.id);
+    const subs = [...new Set(candidates.map((c) => c.value.subscription.id))];
+    if (lock) {
+      // Serialise this merchant's submissions (RET003/RETDUP2 must hold under concurrency). One
+      // lock per merchant, not per subscription: a 1000-row batch would otherwise take 1000 locks.
+      await m.query(`SELECT pg_advisory_xact_lock(hashtextextended('retain-submit:' || $1, 0))`, [merchantId]);
+    }
+    const existing: ExistingRow[] = await m.query(
+      `SELECT merchant_txn_id, subscription_id, status, review_status FROM transactions
+        WHERE merchant_id = $1 AND (merchant_txn_id = ANY($2::text[]) OR subscription_id = ANY($3::text[]))`,
+      [merchantId, ids, subs],
+    );
+    const byId = new Map(existing.map((r) => [r.merchant_txn_id, r]));
+    const recoveringSubs = new Map<string, string>();
+    for (const r of existing) {
+      if (r.review_status !== 'rejected' && RECOVERING_STATUSES.includes(r.status as never)) {
+        recoveringSubs.set(r.subscription_id, r.merchant_txn_id);
+      }
+    }
+    const accepted: NormalizedTransaction[] = [];
+    for (const { index, value } of candidates) {
+      const prior = byId.get(value.id);
+      let ok = true;
+      if (prior && prior.review_status !== 'rejected') {
+        ok = false;
+        addError(
+          index,
+          FINISHED_IS_RET004(prior.status)
+            ? { code: RetCode.RET004, message: RetMessage.previouslyProcessed }
+            : { code: RetCode.RETDUP2, message: RetMessage.duplicatePrior },
+        );
+      }
+      const holder = recoveringSubs.get(value.subscription.id);
+      if (holder !== undefined && holder !== value.id) {
+        ok = false;
+        addError(index, { code: RetCode.RET003, message: RetMessage.subscriptionProcessing });
+      }
+      if (ok) {
+        accepted.push(value);
+        recoveringSubs.set(value.subscription.id, value.id);
+      }
+    }
+    return accepted;
+  }
+
+  private async save(
+    merchant: AuthenticatedMerchant,
+    requestId: string,
+    received: number,
+    check: (m: EntityManager, lock: boolean) => Promise<NormalizedTransaction[]>,
+    rejectedCount: () => number,
+  ): Promise<NormalizedTransaction[]> {
+    const { accepted, outboxIds } = await this.db.transaction(async (m) => {
+      const acceptedRows = await check(m, true);
+      const [submission]: { id: string }[] = await m.query(
+        `INSERT INTO submissions (merchant_id, request_id, received_count, accepted_count, rejected_count)
+         VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+        [merchant.id, requestId, received, acceptedRows.length, rejectedCount()],
+      );
+      if (acceptedRows.length === 0) return { accepted: acceptedRows, outboxIds: [] as string[] };
+      // A transaction rejected by the post-submission review may come again with the same id.
+      await m.query(
+        `DELETE FROM transactions WHERE merchant_id = $1 AND merchant_txn_id = ANY($2::text[]) AND review_status = 'rejected'`,
+        [merchant.id, acceptedRows.map((t) => t.id)],
+      );
+      await this.insertTransactions(m, merchant.id, submission!.id, acceptedRows);
+      const ids = await addToOutbox(m, [
+        { queue: QueueName.SubmissionReview, data: { v: 1, submissionId: submission!.id } },
+      ]);
+      return { accepted: acceptedRows, outboxIds: ids };
+    });
+    // Fast path to Redis; if it fails the outbox sweeper publishes the row a few seconds later.
+    this.relay.publish(outboxIds).catch((err: unknown) => {
+      this.logger.warn({ err: (err as Error).message }, 'outbox publish deferred to the sweeper');
+    });
+    return accepted;
+  }
+
+  /** One multi-row INSERT through jsonb_to_recordset: a single round trip for up to 1000 rows. */
+  private async insertTransactions(
+    m: EntityManager,
+    merchantId: string,
+    submissionId: string,
+    rows: NormalizedTransaction[],
+  ): Promise<void> {
+    const now = new Date().toISOString();
+    const records = rows.map((t) => this.toRecord(t, now));
+    await m.query(
+      `INSERT INTO transactions (vid, merchant_id, submission_id, merchant_txn_id, status, review_status,
+         amount_minor, currency, failed_at, submitted_ts, status_changed_at, division_number, auth_code,
+         avs_code, cvn_code, payment_network_transaction_id, previous_billing_count, is_network_token,
+         cryptogram, eci_indicator, billing_descriptor, processor_transaction_id, subscription_id, account_id,
+         account, subscription, payment_method, metadata, card_kind, card_jwe, card_enc, card_key_id,
+         card_hmac, card_bin, card_last4, card_network, account_hash, expiration_date)
+       SELECT x.vid, $1::uuid, $2::uuid, x.id, 'Failed', 'pending', x.amount_minor, x.currency, x.failed_at,
+         x.submitted_ts, x.submitted_ts, x.division_number, x.auth_code, x.avs_code, x.cvn_code,
+         x.payment_network_transaction_id, x.previous_billing_count, x.is_network_token, x.cryptogram,
+         x.eci_indicator, x.billing_descriptor, x.processor_transaction_id, x.subscription_id, x.account_id,
+         x.account, x.subscription, x.payment_method, x.metadata, x.card_kind, x.card_jwe, x.card_enc,
+         x.card_key_id, x.card_hmac, x.card_bin, x.card_last4, x.card_network, x.account_hash, x.expiration_date
+       FROM jsonb_to_recordset($3::jsonb) AS x(vid text, id text, amount_minor bigint, currency text,
+         failed_at timestamptz, submitted_ts timestamptz, division_number text, auth_code text, avs_code text,
+         cvn_code text, payment_network_transaction_id text, previous_billing_count int, is_network_token smallint,
+         cryptogram text, eci_indicator text, billing_descriptor text, processor_transaction_id text,
+         subscription_id text, account_id text, account jsonb, subscription jsonb, payment_method jsonb,
+         metadata jsonb, card_kind text, card_jwe text, card_enc text, card_key_id text, card_hmac text,
+         card_bin text, card_last4 text, card_network text, account_hash text, expiration_date text)`,
+      [merchantId, submissionId, JSON.stringify(records)],
+    );
+  }
+
+  private toRecord(t: NormalizedTransaction, submittedTs: string): Record<string, unknown> {
+    const card = this.cardColumns(t);
+    return {
+      vid: newVid(),
+      id: t.id,
+      amount_minor: t.amountMinor.toString(),
+      currency: t.currency,
+      failed_at: t.failedAt.toISOString(),
+      submitted_ts: submittedTs,
+      division_number: t.division_number,
+      auth_code: t.auth_code,
+      avs_code: t.avs_code ?? null,
+      cvn_code: t.cvn_code ?? null,
+      payment_network_transaction_id: t.payment_network_transaction_id ?? null,
+      previous_billing_count: t.previous_billing_count ?? null,
+      is_network_token: t.is_network_token ?? null,
+      cryptogram: t.cryptogram ?? null,
+      eci_indicator: t.eci_indicator ?? null,
+      billing_descriptor: t.billing_descriptor ?? null,
+      processor_transaction_id: t.processor_transaction_id ?? null,
+      subscription_id: t.subscription.id,
+      account_id: t.account.id,
+      account: { ...t.account, vid: newVid() },
+      subscription: t.subscription,
+      payment_method: { ...t.payment_method, vid: newVid(), card_account_display: card.display },
+      metadata: t.metadata ?? {},
+      card_kind: t.card.kind,
+      card_jwe: card.jwe,
+      card_enc: card.enc,
+      card_key_id: card.keyId,
+      card_hmac: card.hmac,
+      card_bin: card.bin,
+      card_last4: card.last4,
+      card_network: card.network,
+      account_hash: card.accountHash,
+      expiration_date: t.expiration_date ?? null,
+    };
+  }
+
+  /** Card data per decisions §10: a clear number is sealed here and never stored in clear. */
+  private cardColumns(t: NormalizedTransaction): {
+    jwe: string | null;
+    enc: string | null;
+    keyId: string | null;
+    hmac: string | null;
+    bin: string | null;
+    last4: string | null;
+    network: string | null;
+    accountHash: string | null;
+    display: string | null;
+  } {
+    const none = { jwe: null, enc: null, keyId: null, hmac: null, bin: null, last4: null, network: null };
+    const c = t.card;
+    switch (c.kind) {
+      case 'clear': {
+        const cols = cardColumnsFromPan(this.config.cardKeys, c.pan);
+        return {
+          ...none,
+          enc: cols.cardEnc,
+          keyId: cols.cardKeyId,
+          hmac: cols.cardHmac,
+          bin: cols.cardBin,
+          last4: cols.cardLast4,
+          network: cardBrand(c.pan),
+          accountHash: cols.accountHash,
+          display: cols.display,
+        };
+      }
+      case 'jwe':
+        return { ...none, jwe: c.jwe, accountHash: null, display: null };
+      case 'masked': {
+        const digits = c.masked.replace(/[^0-9*Xx]/g, '');
+        const bin = /^\d{6,8}/.exec(digits)?.[0] ?? null;
+        return {
+          ...none,
+          bin,
+          last4: digits.slice(-4),
+          network: bin ? cardBrand(bin) : null,
+          accountHash: c.accountHash.toLowerCase(),
+          display: c.masked,
+        };
+      }
+      case 'token':
+        return {
+          ...none,
+          bin: c.bin ?? null,
+          network: c.bin ? cardBrand(c.bin) : null,
+          accountHash: t.account_hash ?? null,
+          display: c.bin ?? null,
+        };
+      default: {
+        const never: never = c;
+        throw new Error(`unknown card kind ${JSON.stringify(never)}`);
+      }
+    }
+  }
+}

@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiClient, closeTestDb, createMerchant, startApp, txn, type RunningApp } from '@retain/testing';
+
+// decisions §1: health, readiness, metrics and the OpenAPI document live outside the API prefix.
+describe('operations endpoints of intake-api', () => {
+  let api: RunningApp;
+
+  beforeAll(async () => {
+    api = await startApp('intake-api');
+  });
+  afterAll(async () => {
+    await api.stop();
+    await closeTestDb();
+  });
+
+  it('answers /healthz and /readyz (Postgres and Redis reachable)', async () => {
+    expect((await fetch(`${api.url}/healthz`)).status).toBe(200);
+    const ready = await fetch(`${api.url}/readyz`);
+    expect(ready.status).toBe(200);
+    const body = (await ready.json()) as any;
+    expect(body.details.postgres.status).toBe('up');
+    expect(body.details.redis.status).toBe('up');
+  });
+
+  it('exposes Prometheus metrics with HTTP histograms and submission counters, free of card data', async () => {
+    const m = await createMerchant();
+    const client = new ApiClient(api.url, m.api_key);
+    expect((await client.submit([txn({}, '4000000000000077')])).status).toBe(200);
+    const res = await fetch(`${api.url}/metrics`);
+    expect(res.headers.get('content-type')).toContain('text/plain');
+    const text = await res.text();
+    expect(text).toContain('retain_http_request_duration_seconds_bucket');
+    expect(text).toMatch(/retain_submitted_transactions_total\{[^}]*result="accepted"[^}]*\} [1-9]/);
+    expect(text).toContain('process_cpu_user_seconds_total');
+    expect(text).not.toContain('4000000000000077');
+    expect(text).not.toContain(m.api_key);
+  });
+
+  it('serves an OpenAPI 3 document covering every endpoint and schema, and the docs page', async () => {
+    const doc = (await (await fetch(`${api.url}/openapi.json`)).json()) as any;
+    expect(doc.openapi).toMatch(/^3\./);
+    const paths = Object.keys(doc.paths);
+    expect(paths).toEqual(expect.arrayContaining(['/retain/transactions', '/retain/transactions/{id}']));
+    expect(doc.paths['/retain/transactions'].post).toBeDefined();
+    expect(doc.paths['/retain/transactions'].get).toBeDefined();
+    const schemas = Object.keys(doc.components.schemas);
+    expect(schemas).toEqual(
+      expect.arrayContaining(['TransactionDto', 'PaymentMethodDto', 'CreditCardDto', 'AddressDto', 'ErrorDto']),
+    );
+    expect(doc.components.securitySchemes).toBeDefined();
+    const docs = await fetch(`${api.url}/docs`);
+    expect(docs.status).toBe(200);
+    expect(await docs.text()).toContain('swagger');
+  });
+
+  it('stops cleanly on SIGTERM, finishing the request in flight', async () => {
+    const local = await startApp('intake-api');
+    const m = await createMerchant();
+    const client = new ApiClient(local.url, m.api_key);
+    const batch = Array.from({ length: 1000 }, () => txn());
+    const pending = client.submit(batch);
+    await new Promise((r) => setTimeout(r, 30));
+    const exit = local.stop('SIGTERM');
+    const res = await pending;
+    expect(res.status).toBe(200);
+    expect(await exit).toBe(0);
+  });
+});

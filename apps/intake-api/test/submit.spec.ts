@@ -1,0 +1,234 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ApiClient,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  testDb,
+  txn,
+  uniqueId,
+  type RunningApp,
+  type TestMerchant,
+} from '@retain/testing';
+
+const PAN = '4111111111111111';
+
+// decisions §4: every synchronous rule of POST /retain/transactions, through the real app.
+describe('POST /retain/transactions', () => {
+  let api: RunningApp;
+  let merchant: TestMerchant;
+  let client: ApiClient;
+
+  beforeAll(async () => {
+    api = await startApp('intake-api');
+    merchant = await createMerchant();
+    client = new ApiClient(api.url, merchant.api_key);
+  });
+  afterAll(async () => {
+    await api.stop();
+    await closeTestDb();
+  });
+
+  const rowsOf = async (ids: string[]) =>
+    (await testDb()).query(`SELECT * FROM transactions WHERE merchant_txn_id = ANY($1::text[])`, [ids]);
+
+  it('accepts a valid batch with 200 and no body, saving rows, the submission and the review outbox row', async () => {
+    const batch = [txn(), txn({}, '5555555555554444')];
+    const r = await client.submit(batch);
+    expect(r.status).toBe(200);
+    expect(r.text).toBe('');
+    const requestId = r.headers.get('x-request-id')!;
+    const rows = await rowsOf(batch.map((t) => t['id'] as string));
+    expect(rows).toHaveLength(2);
+    for (const row of rows) {
+      expect(row.status).toBe('Failed');
+      expect(row.card_enc).not.toContain(PAN);
+      expect(JSON.stringify(row)).not.toContain(PAN);
+      expect(row.account_hash).toMatch(/^[0-9a-f]{40}$/);
+    }
+    const [sub] = await (await testDb()).query(`SELECT * FROM submissions WHERE request_id = $1`, [requestId]);
+    expect(sub.accepted_count).toBe(2);
+    const outbox = await (await testDb()).query(`SELECT * FROM outbox WHERE payload->>'submissionId' = $1`, [sub.id]);
+    expect(outbox).toHaveLength(1);
+    expect(outbox[0].queue).toBe('submission.review');
+  });
+
+  it('reads back a submitted transaction with a masked card and the computed account_hash', async () => {
+    const t = txn();
+    expect((await client.submit([t])).status).toBe(200);
+    const r = await client.request('GET', `/v1/retain/transactions/${t['id']}`);
+    expect(r.status).toBe(200);
+    expect(r.json.object).toBe('List');
+    expect(r.json.total_count).toBe(1);
+    const got = r.json.data[0];
+    expect(got.id).toBe(t['id']);
+    expect(got.vid).toHaveLength(40);
+    expect(got.status).toBe('Failed');
+    expect(got.amount).toBe(19.99);
+    expect(got.retry_number).toBe(0);
+    expect(got.payment_method.credit_card.account).toBe('411111******1111');
+    expect(got.payment_method.type).toBe('CreditCard');
+    expect(got.payment_method.vid).toHaveLength(40);
+    expect(got.account.vid).toHaveLength(40);
+    expect(got.refunds).toEqual([]);
+    expect(got.metadata).toEqual({ plan: 'gold' });
+    expect(r.text).not.toContain(PAN);
+  });
+
+  it('lists every error of a bad transaction in a 207 and saves only the good ones', async () => {
+    const good = txn();
+    const bad = txn({ amount: -1, currency: 'ZZZ', timestamp: 'yesterday', division_number: undefined });
+    (bad['payment_method'] as any).credit_card.expiration_date = '2029-12';
+    const r = await client.submit([good, bad]);
+    expect(r.status).toBe(207);
+    expect(r.json.success_count).toBe(1);
+    expect(r.json.error_count).toBe(1);
+    const entry = r.json.rejected[0];
+    expect(entry.id).toBe(bad['id']);
+    const codes = entry.errors.map((e: any) => e.code);
+    expect(codes).toContain('RET006');
+    expect(codes.filter((c: string) => c === 'RET009').length).toBeGreaterThanOrEqual(3);
+    expect(entry.errors.map((e: any) => e.message).join(' ')).toMatch(/division_number/);
+    const rows = await rowsOf([good['id'] as string, bad['id'] as string]);
+    expect(rows.map((x: any) => x.merchant_txn_id)).toEqual([good['id']]);
+  });
+
+  it('names missing card elements and refuses a clear number that fails Luhn with RET010', async () => {
+    const noExp = txn();
+    delete (noExp['payment_method'] as any).credit_card.expiration_date;
+    const badLuhn = txn({}, '4111111111111112');
+    const r = await client.submit([noExp, badLuhn]);
+    expect(r.status).toBe(207);
+    const [a, b] = r.json.rejected;
+    expect(a.errors).toContainEqual({
+      code: 'RET006',
+      message: 'Missing transaction element: payment_method.credit_card.expiration_date',
+    });
+    expect(b.errors.map((e: any) => e.code)).toContain('RET010');
+    expect(r.text).not.toContain('4111111111111112');
+  });
+
+  it('rejects a repeated id in one call with RETDUP (first processed) and a prior one with RETDUP2', async () => {
+    const t = txn();
+    const again = { ...txn(), id: t['id'] };
+    const r = await client.submit([t, again]);
+    expect(r.status).toBe(207);
+    expect(r.json.success_count).toBe(1);
+    expect(r.json.rejected).toEqual([
+      { id: t['id'], errors: [{ code: 'RETDUP', message: 'Duplicate transaction within submission' }] },
+    ]);
+    const r2 = await client.submit([{ ...txn(), id: t['id'] }]);
+    expect(r2.status).toBe(207);
+    expect(r2.json.rejected[0].errors[0].code).toBe('RETDUP2');
+  });
+
+  it('answers RET004 for an id already finished and RET003 for a subscription still in recovery', async () => {
+    const done = txn();
+    expect((await client.submit([done])).status).toBe(200);
+    await (
+      await testDb()
+    ).query(`UPDATE transactions SET status = 'Captured' WHERE merchant_txn_id = $1`, [done['id']]);
+    const r = await client.submit([{ ...txn(), id: done['id'] }]);
+    expect(r.json.rejected[0].errors[0].code).toBe('RET004');
+
+    const first = txn();
+    expect((await client.submit([first])).status).toBe(200);
+    const sameSub = txn({ subscription: first['subscription'] });
+    const r2 = await client.submit([sameSub]);
+    expect(r2.status).toBe(207);
+    expect(r2.json.rejected[0].errors[0].code).toBe('RET003');
+    expect(await rowsOf([sameSub['id'] as string])).toHaveLength(0);
+  });
+
+  it('dryrun=1 answers the same and leaves nothing behind', async () => {
+    const ok = txn();
+    const bad = txn({ amount: 0 });
+    const before = await (await testDb()).query(`SELECT count(*)::int AS n FROM submissions`);
+    const r = await client.submit([ok, bad], '?dryrun=1');
+    expect(r.status).toBe(207);
+    expect(r.json.success_count).toBe(1);
+    expect(await rowsOf([ok['id'] as string])).toHaveLength(0);
+    const after = await (await testDb()).query(`SELECT count(*)::int AS n FROM submissions`);
+    expect(after[0].n).toBe(before[0].n);
+    expect((await client.submit([txn()], '?dryrun=1')).status).toBe(200);
+    const bad2 = await client.submit([txn()], '?dryrun=2');
+    expect(bad2.status).toBe(400);
+    expect(bad2.json).toEqual({ code: 'RET400', message: 'Invalid parameter: dryrun' });
+  });
+
+  it('accepts a batch of 1000 and refuses 1001, an empty array and a body that is not JSON', async () => {
+    const batch = Array.from({ length: 1000 }, () => txn());
+    const r = await client.submit(batch);
+    expect(r.status).toBe(200);
+    const [{ n }] = await (
+      await testDb()
+    ).query(`SELECT count(*)::int AS n FROM transactions WHERE merchant_txn_id = ANY($1::text[])`, [
+      batch.map((t) => t['id']),
+    ]);
+    expect(n).toBe(1000);
+    for (const body of [
+      { transactions: Array.from({ length: 1001 }, () => txn()) },
+      { transactions: [] },
+      { nope: [] },
+      '{"transactions": [',
+    ]) {
+      const res = await client.request('POST', '/v1/retain/transactions', body);
+      expect(res.status).toBe(400);
+      expect(res.json).toEqual({ code: 'RET400', message: 'Invalid parameter: transactions' });
+    }
+  });
+
+  it('answers 413 for a body over 10 MiB', async () => {
+    const huge = JSON.stringify({ transactions: [txn({ metadata: { k: 'x'.repeat(11 * 1024 * 1024) } })] });
+    const res = await client.request('POST', '/v1/retain/transactions', huge);
+    expect(res.status).toBe(413);
+    expect(res.json.code).toBe('RET413');
+  });
+
+  it('keeps tenants apart: another merchant sees 404 for my id and an empty list', async () => {
+    const mine = txn();
+    expect((await client.submit([mine])).status).toBe(200);
+    const other = await createMerchant();
+    const otherClient = new ApiClient(api.url, other.api_key);
+    const r = await otherClient.request('GET', `/v1/retain/transactions/${mine['id']}`);
+    expect(r.status).toBe(404);
+    expect(r.json).toEqual({ code: 'RET0404', message: 'No matching results found' });
+    expect((await otherClient.request('GET', '/v1/retain/transactions')).json.data).toEqual([]);
+    // The same merchant id may be used by another tenant independently.
+    expect((await otherClient.submit([{ ...txn(), id: mine['id'] }])).status).toBe(200);
+  });
+
+  it('never puts a full card number in a response, a log line or a Redis job', async () => {
+    const cards = ['4000000000000077', '5555555555554444'];
+    const r = await client.submit([txn({}, cards[0]), txn({ amount: -5 }, cards[1])]);
+    expect(r.status).toBe(207);
+    for (const c of cards) expect(r.text).not.toContain(c);
+    await new Promise((res) => setTimeout(res, 300));
+    for (const c of cards) expect(api.logs()).not.toContain(c);
+    const redis = new Redis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379');
+    try {
+      const prefix = process.env['QUEUE_PREFIX']!;
+      const keys = await redis.keys(`${prefix}*`);
+      for (const key of keys) {
+        const type = await redis.type(key);
+        const dump =
+          type === 'hash' ? JSON.stringify(await redis.hgetall(key)) : type === 'string' ? await redis.get(key) : '';
+        for (const c of cards) expect(dump ?? '').not.toContain(c);
+      }
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  it('answers 404 RET0404 for unknown routes and 405 for a wrong method', async () => {
+    const r = await client.request('GET', '/v1/retain/nothing-here');
+    expect(r.status).toBe(404);
+    expect(r.json.code).toBe('RET0404');
+    const m = await client.request('DELETE', '/v1/retain/transactions');
+    expect(m.status).toBe(405);
+    const u = await client.request('GET', `/v1/retain/transactions/${uniqueId()}`);
+    expect(u.status).toBe(404);
+    expect(u.json).toEqual({ code: 'RET0404', message: 'No matching results found' });
+  });
+});

@@ -1,0 +1,56 @@
+import { InjectQueue, Processor, WorkerHost } from '@nestjs/bullmq';
+import { Inject, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { jobLockMs, type RetainConfig } from '@retain/config';
+import { JobRunner, RETAIN_CONFIG } from '@retain/platform';
+import { QueueName } from '@retain/queues';
+import type { Job, Queue } from 'bullmq';
+import { RefundBatchService } from './refund-batch.service';
+
+const SCHEDULER_ID = 'refund-batch';
+
+/**
+ * The batch runs on REFUND_BATCH_CRON (UTC) through a BullMQ job scheduler, one run at a time
+ * (concurrency 1; refunds are claimed with SKIP LOCKED besides). The scheduler is re-upserted
+ * periodically so a Redis flush does not silence the batch. Operators trigger a run at once with
+ * `npm run retain -- refunds batch-now`, which adds a job to the same queue.
+ */
+@Processor(QueueName.RefundBatch, { concurrency: 1, lockDuration: jobLockMs(), stalledInterval: jobLockMs() })
+export class RefundBatchProcessor extends WorkerHost implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger(RefundBatchProcessor.name);
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly batch: RefundBatchService,
+    private readonly runner: JobRunner,
+    @InjectQueue(QueueName.RefundBatch) private readonly queue: Queue,
+    @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
+  ) {
+    super();
+  }
+
+  async onModuleInit(): Promise<void> {
+    await this.ensureScheduler();
+    this.timer = setInterval(() => void this.ensureScheduler(), 60_000);
+    this.timer.unref();
+  }
+
+  onApplicationShutdown(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  private async ensureScheduler(): Promise<void> {
+    try {
+      await this.queue.upsertJobScheduler(
+        SCHEDULER_ID,
+        { pattern: this.config.refundBatchCron, tz: 'UTC' },
+        { name: 'batch', data: { v: 1, trigger: 'schedule' }, opts: { removeOnComplete: 100, removeOnFail: 100 } },
+      );
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, 'could not upsert the refund batch scheduler');
+    }
+  }
+
+  async process(job: Job): Promise<unknown> {
+    return this.runner.run(QueueName.RefundBatch, job, () => this.batch.runBatch());
+  }
+}

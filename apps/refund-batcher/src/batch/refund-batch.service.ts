@@ -1,0 +1,201 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import type { RetainConfig } from '@retain/config';
+import { AttemptEntity, RefundEntity, TransactionEntity, transactionView } from '@retain/db';
+import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
+import { RETAIN_CONFIG, closeStop } from '@retain/platform';
+import { PgSandboxLedger, createProcessor, type PaymentProcessor, type RefundResult } from '@retain/processor';
+import { OutboxRelay, announce } from '@retain/queues';
+import { DataSource, type EntityManager } from 'typeorm';
+
+/** Refunds claimed per round trip; a batch loops until nothing is left. */
+const CHUNK = 50;
+
+export interface BatchSummary {
+  sent: number;
+  completed: number;
+  failed: number;
+  stopsClosed: number;
+}
+
+/**
+ * The refund batch (decisions §8). Refunds are marked sent_at before the processor call and sent
+ * with their vid as idempotency key, so a batch killed half-way resumes without refunding twice:
+ * a refund already sent gets the processor's stored answer back. Each result is recorded under row
+ * locks with its `refund completed` / `refund failed` push in the same database transaction.
+ */
+@Injectable()
+export class RefundBatchService {
+  private readonly logger = new Logger(RefundBatchService.name);
+  private readonly processor: PaymentProcessor;
+
+  constructor(
+    private readonly db: DataSource,
+    private readonly relay: OutboxRelay,
+    @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
+  ) {
+    this.processor = createProcessor(config.processor, new PgSandboxLedger(db));
+  }
+
+  async runBatch(): Promise<BatchSummary> {
+    const summary: BatchSummary = { sent: 0, completed: 0, failed: 0, stopsClosed: 0 };
+    summary.stopsClosed = await this.settleStops();
+    for (;;) {
+      const claimed = await this.claim();
+      if (claimed.length === 0) break;
+      for (const c of claimed) {
+        const result = await this.processor.refund({
+          idempotencyKey: c.refundVid,
+          processorTransactionId: c.processorTransactionId,
+          amountMinor: BigInt(c.amountMinor),
+          currency: c.currency,
+        });
+        summary.sent++;
+        if (this.config.testPauseAfterProcessorMs > 0) {
+          await new Promise((resolve) => setTimeout(resolve, this.config.testPauseAfterProcessorMs));
+        }
+        const recorded = await this.record(c.refundId, result);
+        if (recorded === 'completed') summary.completed++;
+        if (recorded === 'failed') summary.failed++;
+      }
+    }
+    if (summary.sent > 0 || summary.stopsClosed > 0) this.logger.log(summary, 'refund batch done');
+    return summary;
+  }
+
+  /**
+   * Stops whose in-flight attempt has ended: captured -> the stop becomes a refund of this batch;
+   * not captured -> closed (normally the retry worker already did this; this is the safety net).
+   */
+  private async settleStops(): Promise<number> {
+    const rows: { transaction_id: string }[] = await this.db.query(
+      `SELECT DISTINCT r.transaction_id FROM refunds r JOIN transactions t ON t.id = r.transaction_id
+        WHERE r.kind = 'stop' AND r.status = 'Processing'
+          AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.transaction_id = t.id AND a.state = 'pending')`,
+    );
+    let closed = 0;
+    for (const { transaction_id } of rows) {
+      const outbox = await this.db.transaction(async (m) => {
+        const txn = await m
+          .getRepository(TransactionEntity)
+          .findOne({ where: { id: transaction_id }, lock: { mode: 'pessimistic_write' } });
+        if (!txn) return [];
+        if (txn.status === TransactionStatus.Captured) {
+          await m.query(
+            `UPDATE refunds SET kind = 'refund', previous_status = 'Captured', updated_at = now()
+              WHERE transaction_id = $1 AND kind = 'stop' AND status = 'Processing'`,
+            [txn.id],
+          );
+          Object.assign(txn, { status: TransactionStatus.RefundRequested, statusChangedAt: new Date() });
+          await m.save(txn);
+          return [];
+        }
+        const pending = await m
+          .getRepository(AttemptEntity)
+          .count({ where: { transactionId: txn.id, state: 'pending' } });
+        if (pending > 0) return [];
+        closed++;
+        return closeStop(m, txn);
+      });
+      await this.publish(outbox);
+    }
+    return closed;
+  }
+
+  private async claim(): Promise<
+    { refundId: string; refundVid: string; amountMinor: string; currency: string; processorTransactionId: string }[]
+  > {
+    return this.db.transaction(async (m) => {
+      const rows: {
+        id: string;
+        vid: string;
+        amount_minor: string;
+        currency: string;
+        processor_transaction_id: string | null;
+      }[] = await m.query(
+        `SELECT r.id, r.vid, r.amount_minor, r.currency, t.processor_transaction_id
+           FROM refunds r JOIN transactions t ON t.id = r.transaction_id
+          WHERE r.status = 'Processing' AND r.kind = 'refund'
+            AND (r.sent_at IS NULL OR r.sent_at < now() - interval '1 second')
+          ORDER BY r.created_at LIMIT $1 FOR UPDATE OF r SKIP LOCKED`,
+        [CHUNK],
+      );
+      if (rows.length === 0) return [];
+      await m.query(`UPDATE refunds SET sent_at = COALESCE(sent_at, now()) WHERE id = ANY($1::uuid[])`, [
+        rows.map((r) => r.id),
+      ]);
+      return rows.map((r) => ({
+        refundId: r.id,
+        refundVid: r.vid,
+        amountMinor: r.amount_minor,
+        currency: r.currency,
+        processorTransactionId: r.processor_transaction_id ?? '',
+      }));
+    });
+  }
+
+  private async record(refundId: string, result: RefundResult): Promise<'completed' | 'failed' | 'skipped'> {
+    const { outcome, outbox } = await this.db.transaction(async (m) => {
+      const refund = await m
+        .getRepository(RefundEntity)
+        .findOne({ where: { id: refundId }, lock: { mode: 'pessimistic_write' } });
+      if (!refund || refund.status !== RefundStatus.Processing) return { outcome: 'skipped' as const, outbox: [] };
+      const txn = await m
+        .getRepository(TransactionEntity)
+        .findOneOrFail({ where: { id: refund.transactionId }, lock: { mode: 'pessimistic_write' } });
+      const now = new Date();
+      const completed = result.outcome === 'completed';
+      Object.assign(refund, {
+        status: completed ? RefundStatus.Completed : RefundStatus.Failed,
+        timestamp: now,
+        processorRefundId: result.processorRefundId,
+        failureMessage: completed ? null : result.message,
+      });
+      await m.save(refund);
+      await this.settleTransaction(m, txn, refund);
+      const refunds = await m
+        .getRepository(RefundEntity)
+        .find({ where: { transactionId: txn.id }, order: { requestedAt: 'ASC' } });
+      const ids = await announce(m, [
+        {
+          merchantId: txn.merchantId,
+          eventName: completed ? EventName.RefundCompleted : EventName.RefundFailed,
+          payloadId: txn.vid,
+          merchantTransactionId: txn.merchantTxnId,
+          transactionRowId: txn.id,
+          content: transactionView(txn, refunds),
+          occurredAt: now,
+        },
+      ]);
+      return { outcome: completed ? ('completed' as const) : ('failed' as const), outbox: ids };
+    });
+    await this.publish(outbox);
+    return outcome;
+  }
+
+  /** Refunded when completed refunds reach the captured amount, Partially Refunded below it. */
+  private async settleTransaction(m: EntityManager, txn: TransactionEntity, refund: RefundEntity): Promise<void> {
+    const [agg]: { completed: string; processing: number }[] = await m.query(
+      `SELECT COALESCE(sum(amount_minor) FILTER (WHERE status = 'Completed'), 0)::text AS completed,
+              count(*) FILTER (WHERE status = 'Processing')::int AS processing
+         FROM refunds WHERE transaction_id = $1 AND kind = 'refund'`,
+      [txn.id],
+    );
+    const captured = BigInt(txn.capturedAmountMinor ?? '0');
+    const completed = BigInt(agg!.completed);
+    let status: string;
+    if (agg!.processing > 0) status = TransactionStatus.RefundRequested;
+    else if (completed >= captured && captured > 0n) status = TransactionStatus.Refunded;
+    else if (completed > 0n) status = TransactionStatus.PartiallyRefunded;
+    else status = refund.previousStatus ?? TransactionStatus.Captured;
+    if (status !== txn.status) {
+      Object.assign(txn, { status, statusChangedAt: new Date() });
+      await m.save(txn);
+    }
+  }
+
+  private async publish(ids: string[]): Promise<void> {
+    await this.relay.publish(ids).catch((err: unknown) => {
+      this.logger.warn({ err: (err as Error).message }, 'outbox publish deferred to the sweeper');
+    });
+  }
+}

@@ -1,0 +1,24 @@
+import { BullModule } from '@nestjs/bullmq';
+import { Module, type DynamicModule } from '@nestjs/common';
+import type { RetainConfig } from '@retain/config';
+import { PlatformModule } from '@retain/platform';
+import { QueueName } from '@retain/queues';
+import { AttemptProcessor } from './attempts/attempt.processor';
+import { AttemptService } from './attempts/attempt.service';
+import { AttemptSchedulerService } from './scheduler/attempt-scheduler.service';
+import { TickProcessor } from './scheduler/tick.processor';
+
+/** retry-worker: the scheduler tick and the attempt processor (decisions §7, network-rules.md). */
+@Module({})
+export class RetryWorkerModule {
+  static forRoot(config: RetainConfig): DynamicModule {
+    return {
+      module: RetryWorkerModule,
+      imports: [
+        PlatformModule.forApp('retry-worker', config),
+        BullModule.registerQueue({ name: QueueName.RetryTick }, { name: QueueName.RetryAttempt }),
+      ],
+      providers: [AttemptSchedulerService, TickProcessor, AttemptService, AttemptProcessor],
+    };
+  }
+}

@@ -1,0 +1,21 @@
+import { Processor, WorkerHost } from '@nestjs/bullmq';
+import { jobLockMs } from '@retain/config';
+import { JobRunner } from '@retain/platform';
+import { QueueName, type JobData } from '@retain/queues';
+import type { Job } from 'bullmq';
+import { AttemptService } from './attempt.service';
+
+/** Consumer of `retry.attempt`: one job per attempt row (job id = its outbox row id). */
+@Processor(QueueName.RetryAttempt, { concurrency: 16, lockDuration: jobLockMs(), stalledInterval: jobLockMs() })
+export class AttemptProcessor extends WorkerHost {
+  constructor(
+    private readonly attempts: AttemptService,
+    private readonly runner: JobRunner,
+  ) {
+    super();
+  }
+
+  async process(job: Job<JobData<'retry.attempt'>>): Promise<unknown> {
+    return this.runner.run(QueueName.RetryAttempt, job, () => this.attempts.run(job.data.attemptId));
+  }
+}

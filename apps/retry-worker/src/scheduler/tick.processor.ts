@@ -1,0 +1,54 @@
+import { InjectQueue, Processor, WorkerHost } from '@nestjs/bullmq';
+import { Inject, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import type { RetainConfig } from '@retain/config';
+import { RETAIN_CONFIG } from '@retain/platform';
+import { QueueName } from '@retain/queues';
+import type { Queue } from 'bullmq';
+import { AttemptSchedulerService } from './attempt-scheduler.service';
+
+const SCHEDULER_ID = 'retry-tick';
+
+/**
+ * The tick is a BullMQ job scheduler every SCHEDULER_TICK (one tick per period across all workers).
+ * Redis may lose the scheduler (a flush): every worker re-upserts it periodically, which is
+ * idempotent, so ticking resumes by itself.
+ */
+@Processor(QueueName.RetryTick, { concurrency: 1 })
+export class TickProcessor extends WorkerHost implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger(TickProcessor.name);
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly scheduler: AttemptSchedulerService,
+    @InjectQueue(QueueName.RetryTick) private readonly queue: Queue,
+    @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
+  ) {
+    super();
+  }
+
+  async onModuleInit(): Promise<void> {
+    await this.ensureScheduler();
+    this.timer = setInterval(() => void this.ensureScheduler(), Math.max(5000, this.config.tickMs * 10));
+    this.timer.unref();
+  }
+
+  onApplicationShutdown(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  private async ensureScheduler(): Promise<void> {
+    try {
+      await this.queue.upsertJobScheduler(
+        SCHEDULER_ID,
+        { every: this.config.tickMs },
+        { name: 'tick', data: { v: 1 }, opts: { removeOnComplete: true, removeOnFail: true } },
+      );
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, 'could not upsert the retry tick scheduler');
+    }
+  }
+
+  async process(): Promise<number> {
+    return this.scheduler.scheduleDue();
+  }
+}

@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ApiClient,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  testDb,
+  txn,
+  waitFor,
+  type RunningApp,
+} from '@retain/testing';
+
+const ENV = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000' };
+
+// Several retry-worker processes on one database and Redis; a worker killed mid-attempt.
+describe('horizontal safety of the retry engine', () => {
+  let api: RunningApp;
+  let validator: RunningApp;
+  let client: ApiClient;
+  const extra: RunningApp[] = [];
+
+  beforeAll(async () => {
+    [api, validator] = await Promise.all([
+      startApp('intake-api', { env: ENV }),
+      startApp('submission-validator', { env: ENV }),
+    ]);
+    const merchant = await createMerchant(null);
+    client = new ApiClient(api.url, merchant.api_key);
+  });
+  afterAll(async () => {
+    await Promise.all([api.stop(), validator.stop(), ...extra.map((a) => a.kill())]);
+    await closeTestDb();
+  });
+
+  const allFinal = async (ids: string[]) => {
+    const db = await testDb();
+    const rows: { status: string }[] = await db.query(
+      `SELECT status FROM transactions WHERE merchant_txn_id = ANY($1::text[])`,
+      [ids],
+    );
+    return rows.length === ids.length && rows.every((r) => ['Captured', 'Cancelled'].includes(r.status));
+  };
+
+  const assertNoDoubleCharge = async (ids: string[]) => {
+    const db = await testDb();
+    const perTxn: { captured: number; charges: number; approved: number }[] = await db.query(
+      `SELECT count(*) FILTER (WHERE a.state = 'captured')::int AS captured,
+              count(s.idempotency_key)::int AS charges,
+              count(*) FILTER (WHERE s.result->>'outcome' = 'approved')::int AS approved
+         FROM transactions t LEFT JOIN attempts a ON a.transaction_id = t.id
+         LEFT JOIN sandbox_operations s ON s.idempotency_key = a.vid
+        WHERE t.merchant_txn_id = ANY($1::text[]) GROUP BY t.id`,
+      [ids],
+    );
+    expect(perTxn.length).toBe(ids.length);
+    for (const r of perTxn) {
+      expect(r.captured).toBeLessThanOrEqual(1);
+      expect(r.approved).toBeLessThanOrEqual(1);
+    }
+    const dupAttempts = await db.query(
+      `SELECT transaction_id, retry_number FROM attempts GROUP BY 1, 2 HAVING count(*) > 1`,
+    );
+    expect(dupAttempts).toEqual([]);
+  };
+
+  it('two workers never run one attempt twice', async () => {
+    const [a, b] = await Promise.all([startApp('retry-worker', { env: ENV }), startApp('retry-worker', { env: ENV })]);
+    extra.push(a, b);
+    // No card with a permanent ban (41, MAC 03): the ban is per card and would outlive this test.
+    const cards = ['4111111111111111', '4000000000000077', '4000000000000119', '5555555555554444'];
+    const batch = Array.from({ length: 120 }, (_, i) => txn({}, cards[i % cards.length]));
+    expect((await client.submit(batch)).status).toBe(200);
+    const ids = batch.map((t) => t['id'] as string);
+    await waitFor(() => allFinal(ids), { timeoutMs: 60_000, what: 'all transactions final' });
+    await assertNoDoubleCharge(ids);
+    // Both workers took part.
+    expect(a.logs().length + b.logs().length).toBeGreaterThan(0);
+    await Promise.all([a.stop(), b.stop()]);
+  });
+
+  it('a worker killed after charging is recovered by another without a second charge', async () => {
+    const slow = await startApp('retry-worker', { env: { ...ENV, TEST_PAUSE_AFTER_PROCESSOR_MS: '60000' } });
+    extra.push(slow);
+    const batch = Array.from({ length: 5 }, () => txn({}, '4111111111111111'));
+    expect((await client.submit(batch)).status).toBe(200);
+    const ids = batch.map((t) => t['id'] as string);
+    const db = await testDb();
+    // Wait until the slow worker has charged (the sandbox ledger has the charges) but recorded nothing.
+    await waitFor(
+      async () => {
+        const [r] = await db.query(
+          `SELECT count(*)::int AS n FROM sandbox_operations s JOIN attempts a ON a.vid = s.idempotency_key
+             JOIN transactions t ON t.id = a.transaction_id WHERE t.merchant_txn_id = ANY($1::text[])`,
+          [ids],
+        );
+        return r.n === ids.length;
+      },
+      { timeoutMs: 30_000, what: 'charges made by the slow worker' },
+    );
+    const [pending] = await db.query(
+      `SELECT count(*)::int AS n FROM attempts a JOIN transactions t ON t.id = a.transaction_id
+        WHERE t.merchant_txn_id = ANY($1::text[]) AND a.state = 'pending'`,
+      [ids],
+    );
+    expect(pending.n).toBe(ids.length);
+    await slow.kill();
+    const rescuer = await startApp('retry-worker', { env: ENV });
+    extra.push(rescuer);
+    await waitFor(() => allFinal(ids), { timeoutMs: 60_000, what: 'rescued attempts recorded' });
+    const rows = await db.query(`SELECT status FROM transactions WHERE merchant_txn_id = ANY($1::text[])`, [ids]);
+    expect(rows.every((r: { status: string }) => r.status === 'Captured')).toBe(true);
+    await assertNoDoubleCharge(ids);
+    const [charges] = await db.query(
+      `SELECT count(*)::int AS n FROM sandbox_operations s JOIN attempts a ON a.vid = s.idempotency_key
+         JOIN transactions t ON t.id = a.transaction_id WHERE t.merchant_txn_id = ANY($1::text[])`,
+      [ids],
+    );
+    expect(charges.n).toBe(ids.length);
+    await rescuer.stop();
+  });
+});

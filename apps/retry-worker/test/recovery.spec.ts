@@ -1,0 +1,135 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ApiClient,
+  WebhookReceiver,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  testDb,
+  txn,
+  waitFor,
+  type RunningApp,
+} from '@retain/testing';
+
+const SCALE = { RETRY_TIME_SCALE: '1000000' };
+const FINAL = ['Captured', 'Cancelled', 'Stopped'];
+
+// decisions §7 and §12: a whole recovery from POST to signed push, for every card of the sandbox table.
+describe('recovery through the real apps', () => {
+  let apps: RunningApp[] = [];
+  let receiver: WebhookReceiver;
+  let client: ApiClient;
+
+  beforeAll(async () => {
+    receiver = await new WebhookReceiver().start();
+    apps = await Promise.all([
+      startApp('intake-api', { env: SCALE }),
+      startApp('submission-validator', { env: SCALE }),
+      startApp('retry-worker', { env: SCALE }),
+      startApp('webhook-dispatcher', { env: SCALE }),
+    ]);
+    const merchant = await createMerchant(receiver.url);
+    client = new ApiClient(apps[0]!.url, merchant.api_key);
+  });
+  afterAll(async () => {
+    await Promise.all(apps.map((a) => a.stop()));
+    await receiver.stop();
+    await closeTestDb();
+  });
+
+  const finalOf = (id: string) =>
+    waitFor(
+      async () => {
+        const r = await client.request('GET', `/v1/retain/transactions/${id}?related=true`);
+        return FINAL.includes(r.json?.data?.[0]?.status) ? r.json : null;
+      },
+      { timeoutMs: 45_000, what: `final status of ${id}` },
+    );
+
+  it('recovers or stops each sandbox card with the right attempts, statuses and pushes', async () => {
+    const cases: [string, string, number, string[]][] = [
+      // card, final status, attempts, attempt statuses/codes
+      ['4111111111111111', 'Captured', 1, ['Captured:00']],
+      ['5555555555554444', 'Captured', 1, ['Captured:00']],
+      ['4000000000000077', 'Captured', 3, ['Failed:51', 'Failed:51', 'Captured:00']],
+      ['4000000000000119', 'Captured', 2, ['Failed:null', 'Captured:00']],
+      ['4100000000000019', 'Cancelled', 1, ['Failed:41']],
+      ['5100000000000008', 'Cancelled', 1, ['Failed:51']],
+      ['4000000000000069', 'Cancelled', 1, ['Failed:54']],
+    ];
+    const txns = cases.map(([card]) => txn({}, card));
+    const r = await client.submit(txns);
+    expect(r.status).toBe(200);
+    for (let i = 0; i < cases.length; i++) {
+      const [card, status, attempts, shape] = cases[i]!;
+      const id = txns[i]!['id'] as string;
+      const list = await finalOf(id);
+      const [submitted, ...tries] = list.data;
+      expect(submitted.status, card).toBe(status);
+      expect(
+        tries.map((a: any) => `${a.status}:${a.auth_code}`),
+        card,
+      ).toEqual(shape);
+      expect(tries.map((a: any) => a.retry_number)).toEqual(Array.from({ length: attempts }, (_, k) => k + 1));
+      for (const a of tries) {
+        expect(a.id).toBe(id);
+        expect(a.vid).toHaveLength(40);
+        expect(a.vid).not.toBe(submitted.vid);
+        expect(a.retain_transaction_id.length).toBeLessThanOrEqual(40);
+        expect(a.timestamp).toBeTruthy();
+        if (a.status === 'Failed' && a.auth_code)
+          expect(['Soft Failure', 'Hard Failure']).toContain(a.auth_code_description);
+      }
+      if (status === 'Captured') {
+        const push = await waitFor(() =>
+          receiver.byEvent('retry succeeded').find((p) => p.body.header['transaction_id'] === id),
+        );
+        const last = tries[tries.length - 1];
+        expect(push.body.content['status']).toBe('Captured');
+        expect(push.body.content['vid']).toBe(last.vid);
+        expect(push.body.header['payload_id']).toBe(last.vid);
+        expect(push.body.content['retain_transaction_id']).toBe(last.retain_transaction_id);
+        const one = await client.request('GET', `/v1/retain/transactions/${last.retain_transaction_id}`);
+        expect(one.json.data).toHaveLength(1);
+        expect(one.json.data[0].vid).toBe(last.vid);
+      } else {
+        const push = await waitFor(() =>
+          receiver.byEvent('retry failed').find((p) => p.body.header['transaction_id'] === id),
+        );
+        expect(push.body.content['status']).toBe('Cancelled');
+        expect(push.body.content['vid']).toBe(submitted.vid);
+        expect(push.body.header['payload_id']).toBe(submitted.vid);
+        expect(submitted.next_activity).toBeNull();
+      }
+    }
+    // Hard declines are marked as such.
+    const hard = await client.request('GET', `/v1/retain/transactions/${txns[4]!['id']}?related=true`);
+    expect(hard.json.data[1].auth_code_description).toBe('Hard Failure');
+  });
+
+  it('keeps retrying a soft decline within the bounded schedule, then cancels', async () => {
+    const t = txn({}, '4000000000000002');
+    const before = new Date().toISOString();
+    expect((await client.submit([t])).status).toBe(200);
+    const list = await finalOf(t['id'] as string);
+    expect(list.data[0].status).toBe('Cancelled');
+    const tries = list.data.slice(1);
+    expect(tries.length).toBeGreaterThanOrEqual(3);
+    expect(tries.length).toBeLessThanOrEqual(20);
+    expect(tries.every((a: any) => a.auth_code === '05' && a.auth_code_description === 'Soft Failure')).toBe(true);
+    // updated_since finds transactions whose result changed.
+    const changed = await client.request('GET', `/v1/retain/transactions?updated_since=${encodeURIComponent(before)}`);
+    expect(changed.json.data.map((x: any) => x.id)).toContain(t['id']);
+  });
+
+  it('never charges a card twice for one attempt', async () => {
+    const db = await testDb();
+    const dupes = await db.query(
+      `SELECT transaction_id, count(*) FROM attempts WHERE state = 'captured' GROUP BY 1 HAVING count(*) > 1`,
+    );
+    expect(dupes).toEqual([]);
+    const charges = await db.query(`SELECT count(*)::int AS n FROM sandbox_operations WHERE kind = 'charge'`);
+    const attempts = await db.query(`SELECT count(*)::int AS n FROM attempts WHERE state <> 'pending'`);
+    expect(charges[0].n).toBe(attempts[0].n);
+  });
+});

@@ -1,0 +1,160 @@
+import { CompactEncrypt, importJWK } from 'jose';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ApiClient,
+  WebhookReceiver,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  testDb,
+  txn,
+  waitFor,
+  type RunningApp,
+  type TestMerchant,
+} from '@retain/testing';
+
+// decisions §6: the post-submission review through the real apps, and its `validation failed` push.
+describe('post-submission review', () => {
+  let api: RunningApp;
+  let validator: RunningApp;
+  let dispatcher: RunningApp;
+  let receiver: WebhookReceiver;
+  let merchant: TestMerchant;
+  let client: ApiClient;
+
+  beforeAll(async () => {
+    receiver = await new WebhookReceiver().start();
+    [api, validator, dispatcher] = await Promise.all([
+      startApp('intake-api'),
+      startApp('submission-validator'),
+      startApp('webhook-dispatcher'),
+    ]);
+    merchant = await createMerchant(receiver.url);
+    client = new ApiClient(api.url, merchant.api_key);
+  });
+  afterAll(async () => {
+    await Promise.all([api.stop(), validator.stop(), dispatcher.stop()]);
+    await receiver.stop();
+    await closeTestDb();
+  });
+
+  const encrypt = async (pan: string): Promise<string> => {
+    const jwks = (await (await fetch(`${api.url}/v1/retain/keys`)).json()) as { keys: any[] };
+    const jwk = jwks.keys[0];
+    const key = await importJWK(jwk, 'RSA-OAEP-256');
+    return new CompactEncrypt(new TextEncoder().encode(pan))
+      .setProtectedHeader({ alg: 'RSA-OAEP-256', enc: 'A256GCM', kid: jwk.kid })
+      .encrypt(key);
+  };
+  const row = async (id: string) =>
+    (await (await testDb()).query(`SELECT * FROM transactions WHERE merchant_txn_id = $1`, [id]))[0];
+
+  it('rejects a garbage JWE (RET010) and an unknown token (RET011) in one signed validation-failed push', async () => {
+    const garbage = txn();
+    (garbage['payment_method'] as any).credit_card.account = 'eyJhbGciOiJSU0EtT0FFUC0yNTYifQ.AAAA.BBBB.CCCC.DDDD';
+    const token = txn({
+      payment_method: { id: 'tok_nobody_knows', is_tokenized: true, credit_card: { account: '411111' } },
+    });
+    const good = txn();
+    const r = await client.submit([garbage, token, good]);
+    expect(r.status).toBe(200);
+    const requestId = r.headers.get('x-request-id')!;
+    const push = await waitFor(() => receiver.byEvent('validation failed')[0], { what: 'validation failed push' });
+    const h = push.body.header;
+    expect(h['request_id']).toBe(requestId);
+    expect(h['payload_id']).toBe(requestId);
+    expect(h['error_count']).toBe(2);
+    expect(h['class_name']).toBe('retain');
+    expect(h['author_id']).toBe(merchant.login);
+    expect(h['merchant_vid']).toBe(merchant.merchant_vid);
+    expect(String(h['message_id'])).toHaveLength(27);
+    expect(String(h['event_timestamp'])).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+[+-]\d\d:\d\d$/);
+    const content = push.body.content as any;
+    expect(content.success_count).toBe(1);
+    expect(content.error_count).toBe(2);
+    const byId = Object.fromEntries(content.rejected.map((x: any) => [x.id, x.errors.map((e: any) => e.code)]));
+    expect(byId[garbage['id'] as string]).toEqual(['RET010']);
+    expect(byId[token['id'] as string]).toEqual(['RET011']);
+    // Standard Webhooks signature, verified with the library merchants use.
+    expect(() =>
+      new Webhook(merchant.webhook_secret).verify(push.raw, push.headers as Record<string, string>),
+    ).not.toThrow();
+    expect(push.headers['webhook-id']).toBe(h['message_id']);
+
+    const rejected = await row(garbage['id'] as string);
+    expect(rejected.review_status).toBe('rejected');
+    expect(rejected.status).toBe('Failed');
+    expect(rejected.next_attempt_at).toBeNull();
+    const fetched = await client.request('GET', `/v1/retain/transactions/${token['id']}`);
+    expect(fetched.json.data[0].next_activity).toBeNull();
+    await waitFor(async () => (await row(good['id'] as string)).review_status === 'passed', { what: 'good passes' });
+    const ok = await client.request('GET', `/v1/retain/transactions/${good['id']}`);
+    expect(ok.json.data[0].next_activity).toMatch(/^\d{4}-\d\d-\d\d$/);
+
+    // A transaction rejected by the review may be submitted again with the same id.
+    const again = { ...txn(), id: garbage['id'] };
+    expect((await client.submit([again])).status).toBe(200);
+  });
+
+  it('decrypts a valid JWE made from the published JWKS, stores it sealed and masked', async () => {
+    const t = txn();
+    (t['payment_method'] as any).credit_card.account = await encrypt('4000000000000077');
+    expect((await client.submit([t])).status).toBe(200);
+    const stored = await waitFor(async () => {
+      const x = await row(t['id'] as string);
+      return x.review_status === 'passed' ? x : null;
+    });
+    expect(stored.card_jwe).toBeNull();
+    expect(JSON.stringify(stored)).not.toContain('4000000000000077');
+    expect(stored.card_last4).toBe('0077');
+    const r = await client.request('GET', `/v1/retain/transactions/${t['id']}`);
+    expect(r.json.data[0].payment_method.credit_card.account).toBe('400000******0077');
+    expect(r.json.data[0].payment_method.credit_card.account_hash).toMatch(/^[0-9a-f]{40}$/);
+  });
+
+  it('fails masked cards and a too-long payment method id with RET012; passes sandbox tokens', async () => {
+    const masked = txn();
+    (masked['payment_method'] as any).credit_card = {
+      account: '411111******1111',
+      account_hash: 'a'.repeat(40),
+      expiration_date: '202912',
+    };
+    const longId = txn({
+      payment_method: { id: `tok_sandbox_1111${'x'.repeat(80)}`, is_tokenized: true, credit_card: {} },
+    });
+    const tok = txn({ payment_method: { id: 'tok_sandbox_0077', is_tokenized: true, credit_card: {} } });
+    const r = await client.submit([masked, longId, tok]);
+    expect(r.status).toBe(200);
+    const requestId = r.headers.get('x-request-id')!;
+    const push = await waitFor(
+      () => receiver.byEvent('validation failed').find((p) => p.body.header['request_id'] === requestId),
+      { what: 'second validation push' },
+    );
+    const codes = Object.fromEntries(
+      (push.body.content as any).rejected.map((x: any) => [x.id, x.errors.map((e: any) => e.code)]),
+    );
+    expect(codes[masked['id'] as string]).toContain('RET012');
+    expect(codes[longId['id'] as string]).toContain('RET012');
+    expect(codes[tok['id'] as string]).toBeUndefined();
+    expect((await row(tok['id'] as string)).review_status).toBe('passed');
+  });
+
+  it('reviews a submission once even when its job runs twice', async () => {
+    const bad = txn();
+    (bad['payment_method'] as any).credit_card.account = 'eyJ.a.b.c.d';
+    const r = await client.submit([bad]);
+    const requestId = r.headers.get('x-request-id')!;
+    await waitFor(() => receiver.byEvent('validation failed').find((p) => p.body.header['request_id'] === requestId));
+    const db = await testDb();
+    // Publish the review job again, as a sweeper after a Redis failover would.
+    await db.query(
+      `UPDATE outbox SET completed_at = NULL, published_at = NULL, created_at = now() - interval '1 minute'
+        WHERE payload->>'submissionId' = (SELECT id::text FROM submissions WHERE request_id = $1)`,
+      [requestId],
+    );
+    await new Promise((res) => setTimeout(res, 3000));
+    const pushes = await db.query(`SELECT count(*)::int AS n FROM webhook_messages WHERE payload_id = $1`, [requestId]);
+    expect(pushes[0].n).toBe(1);
+  });
+});

@@ -1,0 +1,23 @@
+import { BullModule } from '@nestjs/bullmq';
+import { Module, type DynamicModule } from '@nestjs/common';
+import type { RetainConfig } from '@retain/config';
+import { PlatformModule } from '@retain/platform';
+import { QueueName } from '@retain/queues';
+import { DeliverProcessor } from './delivery/deliver.processor';
+import { DeliveryService } from './delivery/delivery.service';
+import { RetryTickService } from './delivery/retry-tick.service';
+
+/** webhook-dispatcher: signed push delivery, retries, dead messages (decisions §9). */
+@Module({})
+export class WebhookDispatcherModule {
+  static forRoot(config: RetainConfig): DynamicModule {
+    return {
+      module: WebhookDispatcherModule,
+      imports: [
+        PlatformModule.forApp('webhook-dispatcher', config),
+        BullModule.registerQueue({ name: QueueName.WebhookDeliver }),
+      ],
+      providers: [DeliveryService, DeliverProcessor, RetryTickService],
+    };
+  }
+}

@@ -1,0 +1,58 @@
+import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import type { RetainConfig } from '@retain/config';
+import { RETAIN_CONFIG } from '@retain/platform';
+import { QueueName, QueueRegistry } from '@retain/queues';
+import { DataSource } from 'typeorm';
+
+/**
+ * Delivery retries live in Postgres (next_attempt_at), not as hours-long delayed jobs in Redis.
+ * A timer in every dispatcher hands due messages to the queue, one job id per attempt, so several
+ * dispatchers may tick at once without sending an attempt twice (the claim in DeliveryService
+ * decides) and a Redis flush loses nothing: the rows are still due.
+ */
+@Injectable()
+export class RetryTickService implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger(RetryTickService.name);
+  private timer: NodeJS.Timeout | undefined;
+  private running = false;
+
+  constructor(
+    private readonly db: DataSource,
+    private readonly queues: QueueRegistry,
+    @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
+  ) {}
+
+  onModuleInit(): void {
+    this.timer = setInterval(() => void this.tick(), this.config.tickMs);
+    this.timer.unref();
+  }
+
+  onApplicationShutdown(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  async tick(): Promise<number> {
+    if (this.running) return 0;
+    this.running = true;
+    try {
+      const due: { message_id: string; attempt_count: number }[] = await this.db.query(
+        `SELECT message_id, attempt_count FROM webhook_messages
+          WHERE status = 'pending' AND next_attempt_at <= now() ORDER BY next_attempt_at LIMIT 1000`,
+      );
+      if (due.length === 0) return 0;
+      await this.queues.get(QueueName.WebhookDeliver).addBulk(
+        due.map((m) => ({
+          name: 'deliver',
+          data: { v: 1, messageId: m.message_id },
+          opts: { jobId: `${m.message_id}-${m.attempt_count + 1}` },
+        })),
+      );
+      return due.length;
+    } catch (err) {
+      this.logger.error({ err: (err as Error).message }, 'webhook retry tick failed');
+      return 0;
+    } finally {
+      this.running = false;
+    }
+  }
+}

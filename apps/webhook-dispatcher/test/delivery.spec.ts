@@ -1,0 +1,191 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { EventName } from '@retain/domain';
+import { OutboxRelay, QueueRegistry, announce, createRedis } from '@retain/queues';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  WebhookReceiver,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  testDb,
+  waitFor,
+  type RunningApp,
+  type TestMerchant,
+} from '@retain/testing';
+
+const ENV = { WEBHOOK_RETRY_SCHEDULE: '1s,1s,1s' };
+const cli = (...args: string[]) => {
+  const r = spawnSync(process.execPath, [path.resolve(__dirname, '../../../dist/apps/cli/src/main.js'), ...args], {
+    env: process.env,
+    encoding: 'utf8',
+  });
+  if (r.status !== 0) throw new Error(r.stderr);
+  return JSON.parse(r.stdout);
+};
+
+// decisions §9: signed delivery, retries with the same message_id, 410, SSRF guard, dead + replay.
+describe('webhook delivery', () => {
+  let dispatcher: RunningApp;
+  let receiver: WebhookReceiver;
+  let merchant: TestMerchant;
+  const redis = createRedis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379');
+  let queues: QueueRegistry;
+  let relay: OutboxRelay;
+
+  beforeAll(async () => {
+    receiver = await new WebhookReceiver().start();
+    merchant = await createMerchant(receiver.url);
+    queues = new QueueRegistry(redis, process.env['QUEUE_PREFIX']!);
+    relay = new OutboxRelay(await testDb(), queues);
+    dispatcher = await startApp('webhook-dispatcher', { env: ENV });
+  });
+  afterAll(async () => {
+    await dispatcher.stop();
+    await queues.close();
+    redis.disconnect();
+    await receiver.stop();
+    await closeTestDb();
+  });
+
+  /** A push as the engine records it: row + outbox in one transaction, then the fast-path publish. */
+  const push = async (merchantId: string, payloadId = 'p'.repeat(40), publish = true): Promise<string> => {
+    const db = await testDb();
+    const ids = await db.transaction((m) =>
+      announce(m, [
+        {
+          merchantId,
+          eventName: EventName.RetrySucceeded,
+          payloadId,
+          merchantTransactionId: 'inv-1',
+          content: { id: 'inv-1', status: 'Captured' },
+        },
+      ]),
+    );
+    if (publish) await relay.publish(ids);
+    const [row] = await db.query(
+      `SELECT w.message_id FROM webhook_messages w JOIN outbox o ON o.payload->>'messageId' = w.message_id WHERE o.id = $1`,
+      [ids[0]],
+    );
+    return row.message_id;
+  };
+  const merchantRow = async (login: string) =>
+    (await (await testDb()).query(`SELECT id FROM merchants WHERE login = $1`, [login]))[0].id as string;
+  const message = async (id: string) =>
+    (await (await testDb()).query(`SELECT * FROM webhook_messages WHERE message_id = $1`, [id]))[0];
+
+  it('delivers the spec body with Standard Webhooks headers that verify', async () => {
+    const id = await push(await merchantRow(merchant.login));
+    const got = await waitFor(() => receiver.received.find((p) => p.body.header['message_id'] === id));
+    const h = got.body.header;
+    expect(h['merchant_vid']).toHaveLength(40);
+    expect(h['payload_id']).toHaveLength(40);
+    expect(h['transaction_id']).toBe('inv-1');
+    expect(h['event_name']).toBe('retry succeeded');
+    expect(String(h['submitted'])).toMatch(/[+-]\d\d:\d\d$/);
+    expect(got.headers['webhook-id']).toBe(id);
+    expect(got.headers['webhook-timestamp']).toMatch(/^\d{10}$/);
+    expect(() =>
+      new Webhook(merchant.webhook_secret).verify(got.raw, got.headers as Record<string, string>),
+    ).not.toThrow();
+    expect(() =>
+      new Webhook(`whsec_${Buffer.alloc(32, 1).toString('base64')}`).verify(
+        got.raw,
+        got.headers as Record<string, string>,
+      ),
+    ).toThrow();
+    await waitFor(async () => (await message(id)).status === 'delivered', { what: 'delivered status' });
+  });
+
+  it('retries a receiver that is down with the same message_id, and logs every attempt', async () => {
+    receiver.status = 503;
+    const id = await push(await merchantRow(merchant.login));
+    await waitFor(() => receiver.received.filter((p) => p.body.header['message_id'] === id).length >= 2, {
+      what: 'two failed tries',
+    });
+    receiver.status = 202;
+    await waitFor(async () => (await message(id)).status === 'delivered', { what: 'delivered after recovery' });
+    const tries = receiver.received.filter((p) => p.body.header['message_id'] === id);
+    expect(new Set(tries.map((t) => t.headers['webhook-id']))).toEqual(new Set([id]));
+    const log = cli('webhooks', 'log', id);
+    expect(log.status).toBe('delivered');
+    expect(log.attempts.length).toBe(tries.length);
+    expect(log.attempts[0].status_code).toBe(503);
+    expect(log.attempts[log.attempts.length - 1].status_code).toBe(202);
+    expect(typeof log.attempts[0].latency_ms).toBe('number');
+  });
+
+  it('stops at once on 410 Gone', async () => {
+    receiver.status = 410;
+    const id = await push(await merchantRow(merchant.login));
+    await waitFor(async () => (await message(id)).status === 'gone', { what: 'gone' });
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(receiver.received.filter((p) => p.body.header['message_id'] === id)).toHaveLength(1);
+    receiver.status = 202;
+  });
+
+  it('keeps a message dead after the schedule, and replays it from the CLI with the same id', async () => {
+    receiver.status = 500;
+    const id = await push(await merchantRow(merchant.login));
+    await waitFor(async () => (await message(id)).status === 'dead', { timeoutMs: 20_000, what: 'dead' });
+    expect(receiver.received.filter((p) => p.body.header['message_id'] === id)).toHaveLength(4);
+    receiver.status = 202;
+    const since = new Date(Date.now() - 60_000).toISOString();
+    const out = cli('webhooks', 'replay', '--dead', '--since', since);
+    expect(out.message_ids).toContain(id);
+    await waitFor(async () => (await message(id)).status === 'delivered', { what: 'replayed delivery' });
+    const single = await push(await merchantRow(merchant.login));
+    await waitFor(async () => (await message(single)).status === 'delivered');
+    expect(cli('webhooks', 'replay', single)).toEqual({ replayed: 1, message_ids: [single] });
+    await waitFor(() => receiver.received.filter((p) => p.body.header['message_id'] === single).length === 2);
+  });
+
+  it('loses nothing when Redis is flushed between announcement and delivery', async () => {
+    await dispatcher.stop();
+    const merchantId = await merchantRow(merchant.login);
+    const ids = [await push(merchantId), await push(merchantId), await push(merchantId, 'q'.repeat(40), false)];
+    const keys = await redis.keys(`${process.env['QUEUE_PREFIX']}*`);
+    if (keys.length) await redis.del(...keys);
+    dispatcher = await startApp('webhook-dispatcher', { env: ENV });
+    for (const id of ids) await waitFor(async () => (await message(id)).status === 'delivered', { timeoutMs: 30_000 });
+    for (const id of ids) expect(receiver.received.filter((p) => p.body.header['message_id'] === id)).toHaveLength(1);
+  });
+});
+
+describe('webhook SSRF guard', () => {
+  it('refuses loopback and private addresses unless WEBHOOK_ALLOW_PRIVATE=true', async () => {
+    const receiver = await new WebhookReceiver().start();
+    const m = await createMerchant(receiver.url);
+    const dispatcher = await startApp('webhook-dispatcher', { env: { ...ENV, WEBHOOK_ALLOW_PRIVATE: 'false' } });
+    const redis = createRedis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379');
+    const queues = new QueueRegistry(redis, process.env['QUEUE_PREFIX']!);
+    try {
+      const db = await testDb();
+      const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [m.login]);
+      const outbox = await db.transaction((tx) =>
+        announce(tx, [{ merchantId, eventName: EventName.RetryFailed, payloadId: 'r'.repeat(40), content: {} }]),
+      );
+      await new OutboxRelay(db, queues).publish(outbox);
+      const [{ message_id: id }] = await db.query(
+        `SELECT payload->>'messageId' AS message_id FROM outbox WHERE id = $1`,
+        [outbox[0]],
+      );
+      const [log] = await waitFor(async () => {
+        const rows = await db.query(`SELECT * FROM webhook_deliveries WHERE message_id = $1`, [id]);
+        return rows.length ? rows : null;
+      });
+      expect(log.error).toBe('address not allowed');
+      expect(log.status_code).toBeNull();
+      expect(receiver.received).toHaveLength(0);
+      const metrics = await (await fetch(`${dispatcher.url}/metrics`)).text();
+      expect(metrics).toMatch(/retain_webhook_deliveries_total\{[^}]*result="refused"/);
+    } finally {
+      await dispatcher.stop();
+      await queues.close();
+      redis.disconnect();
+      await receiver.stop();
+      await closeTestDb();
+    }
+  });
+});

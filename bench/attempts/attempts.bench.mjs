@@ -1,0 +1,101 @@
+// bench/attempts: attempts per second through one retry-worker with the sandbox processor (due
+// transactions on distinct cards, so no network limit interferes), against a BullMQ no-op worker
+// at the same concurrency (16) draining the same number of jobs in the same run. Prints the ratio.
+// Run: node bench/attempts/attempts.bench.mjs [count]
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { Queue, Worker } from 'bullmq';
+import { root } from '../../tools/infra.mjs';
+import { benchEnv, table } from '../lib.mjs';
+
+const require = createRequire(import.meta.url);
+const N = Number(process.argv[2] ?? 3000);
+const env = await benchEnv('attempts');
+const merchant = await env.createMerchant();
+const { createRedis } = require(path.join(root, 'dist/libs/queues/src/index.js'));
+
+/** A valid Visa number per index (Luhn digit computed), so every transaction has its own card. */
+function visa(i) {
+  const body = `4${String(100000000000000 + i).slice(1)}`;
+  let sum = 0;
+  for (let k = 0; k < body.length; k++) {
+    let d = Number(body[body.length - 1 - k]);
+    if (k % 2 === 0) {
+      d *= 2;
+      if (d > 9) d -= 9;
+    }
+    sum += d;
+  }
+  return body + ((10 - (sum % 10)) % 10);
+}
+
+const { base } = await env.startApp('intake-api');
+for (let off = 0; off < N; off += 1000) {
+  const transactions = Array.from({ length: Math.min(1000, N - off) }, (_, k) => {
+    const i = off + k;
+    return {
+      id: `a_${i}`,
+      timestamp: '2026-11-20T10:15:00Z',
+      amount: 10,
+      currency: 'USD',
+      status: 'Failed',
+      division_number: 'd',
+      auth_code: '05',
+      account: { id: `c${i}` },
+      subscription: { id: `s${i}` },
+      payment_method: {
+        id: `p${i}`,
+        is_tokenized: false,
+        credit_card: { account: visa(i), expiration_date: '202912' },
+      },
+    };
+  });
+  const res = await fetch(`${base}/v1/retain/transactions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${merchant.api_key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ transactions }),
+  });
+  if (res.status !== 200) throw new Error(`submit ${res.status}`);
+}
+// Skip the review: every transaction is due now.
+await env.db.query(`UPDATE transactions SET review_status = 'passed', next_attempt_at = now()`);
+const t0 = performance.now();
+await env.startApp('retry-worker', { SCHEDULER_TICK: '200ms' });
+for (;;) {
+  const [{ n }] = await env.db.query(`SELECT count(*)::int AS n FROM attempts WHERE state <> 'pending'`);
+  if (n >= N) break;
+  await new Promise((r) => setTimeout(r, 50));
+}
+const workerSeconds = (performance.now() - t0) / 1000;
+
+// Floor: a BullMQ worker that does nothing, same concurrency, same number of jobs.
+const redis = createRedis(env.env.REDIS_URL);
+const prefix = `${env.env.QUEUE_PREFIX}floor`;
+const q = new Queue('noop', { connection: redis, prefix });
+await q.addBulk(Array.from({ length: N }, (_, i) => ({ name: 'noop', data: { i }, opts: { removeOnComplete: true } })));
+let done = 0;
+const t1 = performance.now();
+const w = new Worker('noop', async () => {}, { connection: redis.duplicate(), prefix, concurrency: 16 });
+await new Promise((resolve) => w.on('completed', () => ++done === N && resolve()));
+const floorSeconds = (performance.now() - t1) / 1000;
+await w.close();
+await q.obliterate({ force: true });
+await q.close();
+redis.disconnect();
+
+console.log(`\nbench/attempts: ${N} due attempts through one retry-worker (sandbox processor)\n`);
+table([
+  {
+    what: 'retry-worker (tick + attempt + record)',
+    seconds: workerSeconds.toFixed(2),
+    per_s: Math.round(N / workerSeconds),
+  },
+  {
+    what: 'BullMQ no-op worker, concurrency 16',
+    seconds: floorSeconds.toFixed(2),
+    per_s: Math.round(N / floorSeconds),
+  },
+]);
+console.log(`\nratio retry-worker/no-op throughput: ${(floorSeconds / workerSeconds).toFixed(2)}`);
+await env.close();
+process.exit(0);

@@ -1,0 +1,100 @@
+// Shared helpers of the benchmarks: a fresh database, a merchant, app processes, percentiles.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import {
+  APPS,
+  appEntry,
+  ensureBuilt,
+  ensureDevJweKey,
+  ensurePostgres,
+  ensureRedis,
+  freePort,
+  root,
+} from '../tools/infra.mjs';
+
+const require = createRequire(import.meta.url);
+
+export async function benchEnv(name) {
+  ensureBuilt();
+  const pg = await ensurePostgres(process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/retain');
+  const redis = await ensureRedis(process.env.REDIS_URL || 'redis://127.0.0.1:6379');
+  const url = new URL(pg.databaseUrl);
+  url.pathname = `/retain_bench_${name}_${randomBytes(3).toString('hex')}`;
+  const databaseUrl = url.toString();
+  const { migrate, createDataSource, MerchantsRepository } = require(path.join(root, 'dist/libs/db/src/index.js'));
+  const { loadConfig } = require(path.join(root, 'dist/libs/config/src/index.js'));
+  await migrate(databaseUrl);
+  const db = createDataSource(databaseUrl, 4);
+  await db.initialize();
+  const env = {
+    ...process.env,
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: redis.redisUrl,
+    QUEUE_PREFIX: `{bench${randomBytes(3).toString('hex')}}`,
+    CARD_JWE_PRIVATE_KEY_FILE: process.env.CARD_JWE_PRIVATE_KEY_FILE || ensureDevJweKey(),
+    LOG_LEVEL: 'warn',
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+    HOST: '127.0.0.1',
+  };
+  const merchants = new MerchantsRepository(db, loadConfig('cli', env).cardKeys);
+  const children = [];
+  return {
+    databaseUrl,
+    db,
+    env,
+    createMerchant: (webhookUrl = null) => merchants.create(`bench_${randomBytes(4).toString('hex')}`, webhookUrl),
+    async startApp(app, extraEnv = {}) {
+      if (!APPS.includes(app)) throw new Error(`unknown app ${app}`);
+      const port = await freePort();
+      const child = spawn(process.execPath, [appEntry(app)], {
+        env: {
+          ...env,
+          ...(app === 'intake-api' ? { PORT: String(port) } : { HEALTH_PORT: String(port) }),
+          ...extraEnv,
+        },
+        stdio: ['ignore', process.env.BENCH_LOGS ? 'inherit' : 'ignore', 'inherit'],
+      });
+      children.push(child);
+      const base = `http://127.0.0.1:${port}`;
+      for (let i = 0; i < 300; i++) {
+        try {
+          if ((await fetch(`${base}/readyz`)).ok) return { base, child };
+        } catch {}
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`${app} did not start`);
+    },
+    async close() {
+      for (const c of children) c.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 500));
+      await db.query(`SELECT 1`);
+      await db.destroy();
+      const admin = new URL(databaseUrl);
+      const dbName = admin.pathname.slice(1);
+      admin.pathname = '/postgres';
+      const { default: pgmod } = await import('pg');
+      const c = new pgmod.Client({ connectionString: admin.toString() });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
+      await c.end();
+      await redis.stop();
+      await pg.stop();
+    },
+  };
+}
+
+export function percentile(values, p) {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+}
+
+export const median = (values) => percentile(values, 50);
+
+export function table(rows) {
+  const widths = Object.keys(rows[0]).map((k) => Math.max(k.length, ...rows.map((r) => String(r[k]).length)));
+  const line = (cells) => cells.map((c, i) => String(c).padEnd(widths[i])).join('  ');
+  console.log(line(Object.keys(rows[0])));
+  for (const r of rows) console.log(line(Object.values(r)));
+}

@@ -1,0 +1,10 @@
+export * from './transaction-fields.table';
+export * from './date-time.parser';
+export { amountToMinor, type AmountCheck } from './amount.validator';
+export { classifyCardAccount } from './card-account.validator';
+export * from './submission.validator';
+export * from './refunds.validator';
+export * from './list-query.parser';
+export * from './common.dto';
+export * from './refund.dto';
+export * from './transaction.dto';

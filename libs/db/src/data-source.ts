@@ -1,0 +1,76 @@
+import { Client } from 'pg';
+import { DataSource, type DataSourceOptions } from 'typeorm';
+import { ENTITIES } from './entities';
+import { InitialSchema1732280000000 } from './migrations/1732280000000-InitialSchema';
+
+/** Migrations, listed explicitly and applied in this order. */
+export const MIGRATIONS = [InitialSchema1732280000000];
+
+export interface PoolTuning {
+  /**
+   * Do not wait for the WAL flush at commit. Only for writes whose loss in a database crash is
+   * harmless (webhook delivery state: at worst a push is delivered again, which is allowed).
+   */
+  asyncCommit?: boolean;
+}
+
+export function dataSourceOptions(databaseUrl: string, poolSize = 10, tuning: PoolTuning = {}): DataSourceOptions {
+  return {
+    type: 'postgres',
+    url: databaseUrl,
+    entities: ENTITIES,
+    migrations: MIGRATIONS,
+    migrationsRun: false,
+    synchronize: false,
+    logging: false,
+    extra: {
+      max: poolSize,
+      connectionTimeoutMillis: 5000,
+      ...(tuning.asyncCommit ? { options: '-c synchronous_commit=off' } : {}),
+    },
+  };
+}
+
+export function createDataSource(databaseUrl: string, poolSize = 10, tuning: PoolTuning = {}): DataSource {
+  return new DataSource(dataSourceOptions(databaseUrl, poolSize, tuning));
+}
+
+/** Creates the database named in the URL when it does not exist yet (fresh machines, tests). */
+export async function ensureDatabase(databaseUrl: string): Promise<void> {
+  const url = new URL(databaseUrl);
+  const name = decodeURIComponent(url.pathname.replace(/^\//, ''));
+  if (!/^[A-Za-z0-9_]+$/.test(name)) throw new Error('DATABASE_URL names an unsupported database name');
+  url.pathname = '/postgres';
+  const client = new Client({ connectionString: url.toString() });
+  await client.connect();
+  try {
+    const found = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (found.rowCount === 0) await client.query(`CREATE DATABASE "${name}"`);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Applies pending migrations; one process at a time (the migrate command or a Kubernetes Job). */
+export async function migrate(databaseUrl: string): Promise<string[]> {
+  await ensureDatabase(databaseUrl);
+  const ds = createDataSource(databaseUrl, 2);
+  await ds.initialize();
+  try {
+    const applied = await ds.runMigrations({ transaction: 'each' });
+    return applied.map((m) => m.name);
+  } finally {
+    await ds.destroy();
+  }
+}
+
+/** Reverts the last migration (used by tests to prove each down() works). */
+export async function revertLast(databaseUrl: string): Promise<void> {
+  const ds = createDataSource(databaseUrl, 2);
+  await ds.initialize();
+  try {
+    await ds.undoLastMigration({ transaction: 'each' });
+  } finally {
+    await ds.destroy();
+  }
+}

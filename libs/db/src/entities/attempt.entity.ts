@@ -1,0 +1,33 @@
+import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn, UpdateDateColumn } from 'typeorm';
+
+/** pending: handed to the processor or about to be; its outcome must be looked up if unknown. */
+export type AttemptState = 'pending' | 'captured' | 'declined' | 'error';
+
+/** One retry attempt; shown through the API as a Transaction with its own vid. */
+@Entity('attempts')
+export class AttemptEntity {
+  @PrimaryGeneratedColumn('uuid') id: string;
+  @Column({ type: 'varchar', length: 40 }) vid: string;
+  @Column({ name: 'retain_transaction_id', type: 'varchar', length: 40 }) retainTransactionId: string;
+  @Column({ name: 'transaction_id', type: 'uuid' }) transactionId: string;
+  @Column({ name: 'merchant_id', type: 'uuid' }) merchantId: string;
+  @Column({ name: 'retry_number', type: 'int' }) retryNumber: number;
+  @Column({ type: 'varchar', length: 16 }) state: AttemptState;
+  @Column({ type: 'varchar', length: 32, nullable: true }) status: string | null;
+  @Column({ name: 'scheduled_for', type: 'timestamptz' }) scheduledFor: Date;
+  @Column({ name: 'amount_minor', type: 'bigint' }) amountMinor: string;
+  @Column({ type: 'char', length: 3 }) currency: string;
+  @Column({ name: 'card_hmac', type: 'char', length: 64, nullable: true }) cardHmac: string | null;
+  @Column({ name: 'card_network', type: 'varchar', length: 16, nullable: true }) cardNetwork: string | null;
+  @Column({ name: 'response_code', type: 'varchar', length: 16, nullable: true }) responseCode: string | null;
+  @Column({ name: 'merchant_advice_code', type: 'varchar', length: 4, nullable: true })
+  merchantAdviceCode: string | null;
+  @Column({ name: 'auth_code_description', type: 'varchar', length: 16, nullable: true })
+  authCodeDescription: string | null;
+  @Column({ name: 'processor_transaction_id', type: 'varchar', length: 128, nullable: true })
+  processorTransactionId: string | null;
+  @Column({ type: 'text', nullable: true }) message: string | null;
+  @Column({ name: 'processed_at', type: 'timestamptz', nullable: true }) processedAt: Date | null;
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
+  @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;
+}

@@ -1,0 +1,27 @@
+import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn, UpdateDateColumn } from 'typeorm';
+
+@Entity('merchants')
+export class MerchantEntity {
+  @PrimaryGeneratedColumn('uuid') id: string;
+  @Column({ name: 'merchant_vid', type: 'varchar', length: 40 }) merchantVid: string;
+  @Column({ type: 'varchar', length: 128 }) login: string;
+  @Column({ name: 'webhook_url', type: 'text', nullable: true }) webhookUrl: string | null;
+  /** The signing secret sealed with the card-data key (it must be readable to sign). */
+  @Column({ name: 'webhook_secret_enc', type: 'text', nullable: true }) webhookSecretEnc: string | null;
+  @Column({ name: 'webhook_secret_key_id', type: 'varchar', length: 32, nullable: true })
+  webhookSecretKeyId: string | null;
+  @Column({ name: 'disabled_at', type: 'timestamptz', nullable: true }) disabledAt: Date | null;
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
+  @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;
+}
+
+@Entity('merchant_api_keys')
+export class MerchantApiKeyEntity {
+  @PrimaryGeneratedColumn('uuid') id: string;
+  @Column({ name: 'merchant_id', type: 'uuid' }) merchantId: string;
+  /** SHA-256 of the key: keys are 240-bit random, so a fast hash is safe and lookups stay O(1). */
+  @Column({ name: 'key_hash', type: 'char', length: 64 }) keyHash: string;
+  @Column({ name: 'key_hint', type: 'varchar', length: 16 }) keyHint: string;
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
+  @Column({ name: 'revoked_at', type: 'timestamptz', nullable: true }) revokedAt: Date | null;
+}

@@ -1,0 +1,4 @@
+export * from './merchants.repository';
+export * from './transaction-view';
+export * from './transactions.repository';
+export * from './refunds.repository';

@@ -1,0 +1,59 @@
+import type { DataSource } from 'typeorm';
+import { RefundEntity, TransactionEntity } from '../entities';
+import { refundView } from './transaction-view';
+
+export interface RefundListFilters {
+  limit: number;
+  startingAfter?: string;
+  endingBefore?: string;
+  since?: Date;
+  until?: Date;
+}
+
+/** Reads of refunds, always scoped to the merchant. A Refund's `id` is its transaction's merchant id. */
+export class RefundsRepository {
+  constructor(private readonly db: DataSource) {}
+
+  /** GET /retain/refunds/{id}: the refunds of one transaction; null when the transaction is unknown. */
+  async ofTransaction(merchantId: string, merchantTxnId: string): Promise<Record<string, unknown>[] | null> {
+    const t = await this.db.getRepository(TransactionEntity).findOne({ where: { merchantId, merchantTxnId } });
+    if (!t) return null;
+    const rows = await this.db
+      .getRepository(RefundEntity)
+      .find({ where: { merchantId, transactionId: t.id }, order: { requestedAt: 'ASC', vid: 'ASC' } });
+    return rows.map((r) => refundView(r, t.merchantTxnId));
+  }
+
+  /** GET /retain/refunds: newest refund `timestamp` first, cursor = refund vid. */
+  async list(
+    merchantId: string,
+    f: RefundListFilters,
+  ): Promise<{ data: Record<string, unknown>[]; hasMore: boolean; backwards: boolean; unknownCursor?: boolean }> {
+    const backwards = f.endingBefore !== undefined;
+    const qb = this.db
+      .getRepository(RefundEntity)
+      .createQueryBuilder('r')
+      .innerJoinAndMapOne('r.txn', TransactionEntity, 't', 't.id = r.transaction_id')
+      .where('r.merchant_id = :merchantId', { merchantId });
+    if (f.since) qb.andWhere('r.timestamp >= :since', { since: f.since });
+    if (f.until) qb.andWhere('r.timestamp <= :until', { until: f.until });
+    const cursorVid = f.startingAfter ?? f.endingBefore;
+    if (cursorVid !== undefined) {
+      const cursor = await this.db.getRepository(RefundEntity).findOne({ where: { merchantId, vid: cursorVid } });
+      if (!cursor) return { data: [], hasMore: false, backwards, unknownCursor: true };
+      qb.andWhere(backwards ? '(r.timestamp, r.vid) > (:ct, :cv)' : '(r.timestamp, r.vid) < (:ct, :cv)', {
+        ct: cursor.timestamp,
+        cv: cursor.vid,
+      });
+    }
+    const dir = backwards ? 'ASC' : 'DESC';
+    qb.orderBy('r.timestamp', dir)
+      .addOrderBy('r.vid', dir)
+      .limit(f.limit + 1);
+    const rows = (await qb.getMany()) as (RefundEntity & { txn: TransactionEntity })[];
+    const hasMore = rows.length > f.limit;
+    const page = rows.slice(0, f.limit);
+    if (backwards) page.reverse();
+    return { data: page.map((r) => refundView(r, r.txn.merchantTxnId)), hasMore, backwards };
+  }
+}

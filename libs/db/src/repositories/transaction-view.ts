@@ -1,0 +1,95 @@
+import { fromMinorUnits } from '@retain/domain';
+import type { AttemptEntity, RefundEntity, TransactionEntity } from '../entities';
+
+/** The Transaction resource as the API and push notifications show it (spec field names). */
+export type TransactionView = Record<string, unknown>;
+
+const iso = (d: Date | null | undefined): string | null => (d ? new Date(d).toISOString() : null);
+const dateOnly = (d: Date | null | undefined): string | null => (d ? new Date(d).toISOString().slice(0, 10) : null);
+
+export function refundView(r: RefundEntity, merchantTxnId: string): Record<string, unknown> {
+  return {
+    id: merchantTxnId,
+    vid: r.vid,
+    amount: fromMinorUnits(r.amountMinor, r.currency),
+    status: r.status,
+    timestamp: iso(r.timestamp),
+  };
+}
+
+/** The merchant-submitted transaction (retry_number 0). */
+export function transactionView(t: TransactionEntity, refunds: RefundEntity[] = []): TransactionView {
+  const pm = t.paymentMethod;
+  return {
+    vid: t.vid,
+    id: t.merchantTxnId,
+    timestamp: iso(t.failedAt),
+    submitted_ts: iso(t.submittedTs),
+    amount: fromMinorUnits(t.amountMinor, t.currency),
+    currency: t.currency,
+    status: t.status,
+    division_number: t.divisionNumber,
+    retain_transaction_id: null,
+    refunds: refunds.map((r) => refundView(r, t.merchantTxnId)),
+    processor_transaction_id: t.processorTransactionId,
+    account: {
+      id: t.account.id,
+      vid: t.account.vid,
+      external_id: t.account.external_id ?? null,
+      email: t.account.email ?? null,
+    },
+    subscription: {
+      id: t.subscription.id,
+      starts: t.subscription.starts ?? null,
+      affiliate: t.subscription.affiliate ?? null,
+      sub_affiliate: t.subscription.sub_affiliate ?? null,
+    },
+    previous_billing_count: t.previousBillingCount,
+    payment_method: {
+      id: pm.id,
+      vid: pm.vid,
+      account_holder: pm.account_holder ?? null,
+      billing_address: pm.billing_address ?? null,
+      is_tokenized: pm.is_tokenized,
+      type: 'CreditCard',
+      primary: pm.primary,
+      credit_card: {
+        account: pm.card_account_display ?? null,
+        account_hash: t.accountHash,
+        expiration_date: t.expirationDate,
+        account_updated: false,
+      },
+    },
+    metadata: t.metadata,
+    next_activity: dateOnly(t.nextAttemptAt),
+    billing_descriptor: t.billingDescriptor,
+    auth_code: t.authCode,
+    avs_code: t.avsCode,
+    cvn_code: t.cvnCode,
+    auth_code_description: t.authCodeDescription,
+    payment_network_transaction_id: t.paymentNetworkTransactionId,
+    retry_number: 0,
+    forced_deposit: false,
+    is_network_token: t.isNetworkToken,
+    eci_indicator: t.eciIndicator,
+  };
+}
+
+/** A retry attempt, shown as its own Transaction linked to the submitted one by `id`. */
+export function attemptView(t: TransactionEntity, a: AttemptEntity): TransactionView {
+  const base = transactionView(t, []);
+  return {
+    ...base,
+    vid: a.vid,
+    timestamp: iso(a.processedAt ?? a.scheduledFor),
+    amount: fromMinorUnits(a.amountMinor, a.currency),
+    currency: a.currency,
+    status: a.status ?? 'Processing',
+    retain_transaction_id: a.retainTransactionId,
+    processor_transaction_id: a.processorTransactionId,
+    next_activity: null,
+    auth_code: a.responseCode,
+    auth_code_description: a.authCodeDescription,
+    retry_number: a.retryNumber,
+  };
+}

@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { accountHash, cardBrand, luhnValid, maskCardNumber, validCardNumber } from './card';
+import { cardFingerprint, open, seal } from './card-vault';
+
+describe('card checks', () => {
+  it('runs Luhn, brand and length checks', () => {
+    expect(luhnValid('4111111111111111')).toBe(true);
+    expect(luhnValid('4111111111111112')).toBe(false);
+    expect(cardBrand('5555555555554444')).toBe('mastercard');
+    expect(cardBrand('4000000000000077')).toBe('visa');
+    expect(validCardNumber('378282246310005')).toBe(true);
+    expect(validCardNumber('41111111111111')).toBe(false);
+  });
+
+  it('masks to first 6 and last 4 and hashes the digits with SHA-1', () => {
+    expect(maskCardNumber('4111111111111111')).toBe('411111******1111');
+    expect(accountHash('4111 1111 1111 1111')).toBe(accountHash('4111111111111111'));
+    expect(accountHash('4111111111111111')).toMatch(/^[0-9a-f]{40}$/);
+  });
+});
+
+describe('card vault', () => {
+  const keys = [
+    { id: 'k2', key: Buffer.alloc(32, 2) },
+    { id: 'k1', key: Buffer.alloc(32, 1) },
+  ];
+
+  it('seals with the current key and opens with any configured key', () => {
+    const sealed = seal(keys, '4111111111111111');
+    expect(sealed.keyId).toBe('k2');
+    expect(sealed.value).not.toContain('4111');
+    expect(open(keys, sealed)).toBe('4111111111111111');
+    const old = seal([keys[1]!], '5555555555554444');
+    expect(open(keys, old)).toBe('5555555555554444');
+  });
+
+  it('refuses a tampered value', () => {
+    const sealed = seal(keys, '4111111111111111');
+    const parts = sealed.value.split('.');
+    const ct = Buffer.from(parts[2]!, 'base64');
+    ct[0] = ct[0]! ^ 1;
+    expect(() => open(keys, { ...sealed, value: `${parts[0]}.${parts[1]}.${ct.toString('base64')}` })).toThrow();
+  });
+
+  it('fingerprints a card with a keyed HMAC', () => {
+    const a = cardFingerprint(keys, '4111111111111111');
+    expect(a).toMatch(/^[0-9a-f]{64}$/);
+    expect(cardFingerprint(keys, '4111111111111111')).toBe(a);
+    expect(cardFingerprint([{ id: 'x', key: Buffer.alloc(32, 9) }], '4111111111111111')).not.toBe(a);
+  });
+});

@@ -1,0 +1,41 @@
+import { randomBytes } from 'node:crypto';
+import KSUID from 'ksuid';
+
+const URL_SAFE = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+/** Random url-safe string of exactly `length` characters (6 bits of entropy each). */
+// Random bytes are drawn from a pool refilled 16 KiB at a time: one syscall per ~400 vids, which
+// matters when a 1000-transaction batch needs 3000 of them.
+const POOL_SIZE = 16 * 1024;
+let pool = randomBytes(POOL_SIZE);
+let poolOffset = 0;
+
+export function randomUrlSafe(length: number): string {
+  if (poolOffset + length > POOL_SIZE) {
+    pool = randomBytes(POOL_SIZE);
+    poolOffset = 0;
+  }
+  let out = '';
+  for (let i = 0; i < length; i++) out += URL_SAFE[pool[poolOffset + i]! & 63];
+  // Consumed bytes are never reused.
+  poolOffset += length;
+  return out;
+}
+
+/** `vid` of transactions, attempts, refunds, accounts, payment methods: exactly 40 chars (decisions §3). */
+export const newVid = (): string => randomUrlSafe(40);
+/** `merchant_vid`: 40 characters. */
+export const newMerchantVid = (): string => randomUrlSafe(40);
+/** `retain_transaction_id` of a retry attempt: at most 40 characters. */
+export const newRetainTransactionId = (): string => `rt_${randomUrlSafe(37)}`;
+/** `request_id` of a submission: 32 lowercase hex characters. */
+export const newRequestId = (): string => randomBytes(16).toString('hex');
+/** `message_id` of a push: 27-character KSUID, time-sortable. */
+export const newMessageId = (): string => KSUID.randomSync().string;
+/** API key: `rk_` + 40 random url-safe characters; shown once, stored as a hash. */
+export const newApiKey = (): string => `rk_${randomUrlSafe(40)}`;
+/** Webhook signing secret, Standard Webhooks style: `whsec_` + base64 of 32 random bytes. */
+export const newWebhookSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`;
+
+export const REQUEST_ID_RE = /^[0-9a-f]{32}$/;
+export const VID_RE = /^[A-Za-z0-9_-]{40}$/;

@@ -1,0 +1,164 @@
+import { describe, expect, it } from 'vitest';
+import { checkNetworkLimits, type CardAttempt } from './network-limits';
+import { NETWORK_RULE_SETS, ruleSetAt, type NetworkRuleSet } from './network-rules.config';
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+const T0 = new Date('2026-03-02T09:00:00Z');
+const at = (ms: number): Date => new Date(T0.getTime() + ms);
+const attempts = (n: number, stepMs: number, extra: Partial<CardAttempt> = {}, from = 0): CardAttempt[] =>
+  Array.from({ length: n }, (_, i) => ({
+    at: at(from + i * stepMs),
+    amountMinor: 1000n,
+    outcome: 'declined' as const,
+    responseCode: '05',
+    ...extra,
+  }));
+const temporary = (r: ReturnType<typeof checkNetworkLimits>): Date => {
+  if (r.allowed || r.permanently) throw new Error(`expected a temporary refusal, got ${JSON.stringify(r)}`);
+  return r.notBefore;
+};
+
+describe('dated rule sets', () => {
+  it('selects the set in force at the attempt time', () => {
+    expect(ruleSetAt(new Date('2024-12-31T23:59:59Z')).visa.maxAttempts).toBe(15);
+    expect(ruleSetAt(new Date('2025-01-01T00:00:00Z')).visa.maxAttempts).toBe(20);
+    expect(ruleSetAt(new Date('1960-01-01T00:00:00Z')).visa.maxAttempts).toBe(15);
+  });
+  it('judges an attempt by the rules of its own date: 15 in 30 days in 2024', () => {
+    const base = Date.parse('2024-06-03T09:00:00Z');
+    const h = attempts(15, HOUR).map((a, i) => ({ ...a, at: new Date(base + i * HOUR) }));
+    expect(checkNetworkLimits('visa', h, new Date(base + 15 * HOUR), 1000n).allowed).toBe(false);
+    expect(checkNetworkLimits('visa', h.slice(1), new Date(base + 15 * HOUR), 1000n).allowed).toBe(true);
+  });
+  it('accepts custom rule sets', () => {
+    const strict: NetworkRuleSet = {
+      ...NETWORK_RULE_SETS[0]!,
+      visa: { ...NETWORK_RULE_SETS[0]!.visa, maxAttempts: 2 },
+    };
+    expect(checkNetworkLimits('visa', attempts(2, HOUR), at(DAY), 1000n, { rules: strict }).allowed).toBe(false);
+    expect(checkNetworkLimits('visa', attempts(2, HOUR), at(DAY), 1000n, { rules: [strict] }).allowed).toBe(false);
+    expect(checkNetworkLimits('visa', attempts(2, HOUR), at(DAY), 1000n).allowed).toBe(true);
+  });
+});
+
+describe('Visa', () => {
+  it('20 attempts per card in a rolling 30 days: the 21st waits until the oldest leaves the window', () => {
+    const h = attempts(20, DAY);
+    expect(checkNetworkLimits('visa', h.slice(0, 19), at(19 * DAY), 1000n).allowed).toBe(true);
+    const notBefore = temporary(checkNetworkLimits('visa', h, at(20 * DAY), 1000n));
+    expect(notBefore.getTime()).toBe(T0.getTime() + 30 * DAY);
+    expect(checkNetworkLimits('visa', h, at(30 * DAY - 1), 1000n).allowed).toBe(false);
+    expect(checkNetworkLimits('visa', h, at(30 * DAY), 1000n).allowed).toBe(true);
+  });
+  it('counts per card across amounts and outcomes, including processor errors', () => {
+    const h = [...attempts(10, HOUR), ...attempts(10, HOUR, { amountMinor: 5n, outcome: 'error' }, 10 * HOUR)];
+    expect(checkNetworkLimits({ network: 'visa' }, h, at(DAY), 7n).allowed).toBe(false);
+  });
+  it.each(['04', '07', '12', '14', '15', '41', '43', '46', '57', 'R0', 'R1', 'R3'])(
+    'never after a category 1 decline (%s), until the issuer approves the card again',
+    (code) => {
+      const h = attempts(1, 0, { responseCode: code });
+      expect(checkNetworkLimits('visa', h, at(90 * DAY), 1000n)).toMatchObject({ allowed: false, permanently: true });
+      const approved: CardAttempt = { at: at(DAY), amountMinor: 1000n, outcome: 'approved', responseCode: '00' };
+      expect(checkNetworkLimits('visa', [...h, approved], at(2 * DAY), 1000n).allowed).toBe(true);
+    },
+  );
+  it('category 3: no retry with the same card data; allowed once the data changed', () => {
+    const h = attempts(1, 0, { responseCode: '54', cardDataVersion: 'exp-202601' });
+    expect(checkNetworkLimits({ network: 'visa' }, h, at(DAY), 1000n)).toMatchObject({ permanently: true });
+    expect(checkNetworkLimits({ network: 'visa', cardDataVersion: 'exp-202601' }, h, at(DAY), 1000n).allowed).toBe(
+      false,
+    );
+    expect(checkNetworkLimits({ network: 'visa', cardDataVersion: 'exp-202901' }, h, at(DAY), 1000n).allowed).toBe(
+      true,
+    );
+    // Unknown data of the earlier attempt counts as the same data.
+    const unknown = attempts(1, 0, { responseCode: '54' });
+    expect(checkNetworkLimits({ network: 'visa', cardDataVersion: 'x' }, unknown, at(DAY), 1000n).allowed).toBe(false);
+  });
+  it('category 2 and 4 declines only count', () => {
+    expect(checkNetworkLimits('visa', attempts(5, HOUR, { responseCode: '51' }), at(DAY), 1000n).allowed).toBe(true);
+    expect(checkNetworkLimits('visa', attempts(5, HOUR, { responseCode: '05' }), at(DAY), 1000n).allowed).toBe(true);
+  });
+  it('ignores attempts after the checked time', () => {
+    expect(checkNetworkLimits('visa', attempts(1, 0, { responseCode: '41' }, DAY), at(0), 1000n).allowed).toBe(true);
+  });
+});
+
+describe('Mastercard', () => {
+  it('10 declined attempts per card in 24 hours: the 11th waits for the rolling day', () => {
+    const h = attempts(10, HOUR);
+    expect(checkNetworkLimits('mastercard', h.slice(0, 9), at(9 * HOUR), 1000n).allowed).toBe(true);
+    expect(temporary(checkNetworkLimits('mastercard', h, at(10 * HOUR), 1000n)).getTime()).toBe(T0.getTime() + DAY);
+    expect(checkNetworkLimits('mastercard', h, at(DAY), 1000n).allowed).toBe(true);
+  });
+  it('approved attempts are not declines; errors are counted as declines', () => {
+    const approved = attempts(10, HOUR, { outcome: 'approved', responseCode: '00' });
+    expect(checkNetworkLimits('mastercard', approved, at(10 * HOUR), 1000n).allowed).toBe(true);
+    const errors = attempts(10, HOUR, { outcome: 'error', responseCode: null });
+    expect(checkNetworkLimits('mastercard', errors, at(10 * HOUR), 1000n).allowed).toBe(false);
+  });
+  it('35 declined attempts at the same amount in 30 days: the 36th waits; another amount may go', () => {
+    const h = attempts(35, 0.75 * DAY);
+    const now = at(35 * 0.75 * DAY);
+    expect(checkNetworkLimits('mastercard', h.slice(0, 34), now, 1000n).allowed).toBe(true);
+    expect(temporary(checkNetworkLimits('mastercard', h, now, 1000n)).getTime()).toBe(T0.getTime() + 30 * DAY);
+    expect(checkNetworkLimits('mastercard', h, now, 999n).allowed).toBe(true);
+    expect(checkNetworkLimits('mastercard', h, at(30 * DAY), 1000n).allowed).toBe(true);
+  });
+  it.each(['03', '21'])('never after MAC %s', (mac) => {
+    const h = attempts(1, 0, { responseCode: '51', merchantAdviceCode: mac });
+    expect(checkNetworkLimits('mastercard', h, at(60 * DAY), 1000n)).toMatchObject({
+      allowed: false,
+      permanently: true,
+    });
+  });
+  it.each(['01', '04'])('MAC %s: not with the same card data', (mac) => {
+    const h = attempts(1, 0, { responseCode: '05', merchantAdviceCode: mac, cardDataVersion: 'a' });
+    expect(checkNetworkLimits({ network: 'mastercard', cardDataVersion: 'a' }, h, at(DAY), 1000n).allowed).toBe(false);
+    expect(checkNetworkLimits({ network: 'mastercard', cardDataVersion: 'b' }, h, at(DAY), 1000n).allowed).toBe(true);
+  });
+  it.each([
+    ['24', 1],
+    ['25', 24],
+    ['26', 48],
+    ['27', 96],
+    ['28', 144],
+    ['29', 192],
+    ['30', 240],
+  ] as const)('MAC %s: not before %i h after the decline', (mac, hours) => {
+    const h = attempts(1, 0, { responseCode: '51', merchantAdviceCode: mac });
+    expect(temporary(checkNetworkLimits('mastercard', h, at(hours * HOUR - 1), 1000n)).getTime()).toBe(
+      T0.getTime() + hours * HOUR,
+    );
+    expect(checkNetworkLimits('mastercard', h, at(hours * HOUR), 1000n).allowed).toBe(true);
+  });
+  it('an older, longer MAC delay still holds after a newer decline', () => {
+    const h = [...attempts(1, 0, { merchantAdviceCode: '30' }), ...attempts(1, 0, { merchantAdviceCode: '24' }, HOUR)];
+    expect(temporary(checkNetworkLimits('mastercard', h, at(5 * DAY), 1000n)).getTime()).toBe(T0.getTime() + 10 * DAY);
+  });
+  it('Visa counting does not apply to Mastercard and the other way round', () => {
+    expect(checkNetworkLimits('mastercard', attempts(25, DAY), at(25 * DAY), 1000n).allowed).toBe(true);
+    expect(checkNetworkLimits('visa', attempts(10, HOUR), at(10 * HOUR), 1000n).allowed).toBe(true);
+  });
+});
+
+describe('other networks and the time scale', () => {
+  it('other brands have no counting limits, but hard declines block the card', () => {
+    expect(checkNetworkLimits('amex', attempts(40, HOUR), at(2 * DAY), 1000n).allowed).toBe(true);
+    expect(checkNetworkLimits('amex', attempts(1, 0, { responseCode: '41' }), at(DAY), 1000n).allowed).toBe(false);
+    expect(checkNetworkLimits(null, attempts(1, 0, { responseCode: '14' }), at(DAY), 1000n).allowed).toBe(false);
+  });
+  it('RETRY_TIME_SCALE shrinks every window and delay by the same factor', () => {
+    const scale = 1000;
+    const h = attempts(20, 1000);
+    expect(checkNetworkLimits('visa', h, at(20_000), 1000n, { timeScale: scale }).allowed).toBe(false);
+    expect(checkNetworkLimits('visa', h, at((30 * DAY) / scale), 1000n, { timeScale: scale }).allowed).toBe(true);
+    const mac = attempts(1, 0, { merchantAdviceCode: '30' });
+    expect(temporary(checkNetworkLimits('mastercard', mac, at(1), 1000n, { timeScale: scale })).getTime()).toBe(
+      T0.getTime() + (240 * HOUR) / scale,
+    );
+    expect(() => checkNetworkLimits('visa', [], T0, 1n, { timeScale: 0 })).toThrow(RangeError);
+  });
+});

@@ -1,0 +1,150 @@
+import { classifyDecline, normalizeNetwork, type Network } from './decline-classifier';
+import { normalizeCode, ruleSetAt, type NetworkRuleSet } from './network-rules.config';
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+/** One earlier attempt on the same card, across all transactions (the network counts per card). */
+export interface CardAttempt {
+  at: Date;
+  amountMinor: bigint;
+  outcome: 'approved' | 'declined' | 'error';
+  responseCode?: string | null;
+  merchantAdviceCode?: string | null;
+  /**
+   * Fingerprint of the card data sent (e.g. a hash of the expiry date): a category-3 or MAC 01/04
+   * decline blocks only attempts with the same data. Unknown (null) counts as the same data.
+   */
+  cardDataVersion?: string | null;
+}
+
+export interface CardRef {
+  network: Network | string | null | undefined;
+  /** Fingerprint of the card data the next attempt would send (see CardAttempt). */
+  cardDataVersion?: string | null;
+}
+
+export type LimitCheck =
+  | { allowed: true }
+  | { allowed: false; permanently: true; rule: string }
+  | { allowed: false; permanently: false; notBefore: Date; rule: string };
+
+export interface LimitOptions {
+  /** RETRY_TIME_SCALE: every window and delay is this many times shorter. */
+  timeScale?: number;
+  /** Rule sets to choose from by attempt time (default: NETWORK_RULE_SETS), or one fixed set. */
+  rules?: NetworkRuleSet | readonly NetworkRuleSet[];
+}
+
+/**
+ * May an attempt on this card be made at `at` for `amountMinor`? Checked before EVERY attempt,
+ * whatever schedule proposed it. A rolling window of W holds the attempts in (at - W, at]; the
+ * answer for a temporary limit says when the oldest counted attempt leaves the window.
+ */
+export function checkNetworkLimits(
+  card: CardRef | Network | string | null | undefined,
+  history: readonly CardAttempt[],
+  at: Date,
+  amountMinor: bigint,
+  options: LimitOptions = {},
+): LimitCheck {
+  const ref: CardRef = typeof card === 'object' && card !== null ? card : { network: card };
+  const network = normalizeNetwork(ref.network);
+  const scale = validScale(options.timeScale);
+  const rules = pickRules(options.rules, at);
+  const t = at.getTime();
+  const past = history.filter((h) => h.at.getTime() <= t).sort((a, b) => a.at.getTime() - b.at.getTime());
+
+  const block = cardBlock(network, past, ref.cardDataVersion ?? null);
+  if (block) return { allowed: false, permanently: true, rule: block };
+
+  // Temporary limits: all that apply are combined, the latest notBefore wins.
+  const waits: { notBefore: number; rule: string }[] = [];
+  const rolling = (counted: readonly CardAttempt[], max: number, windowMs: number, rule: string) => {
+    const inWindow = counted.filter((h) => t - h.at.getTime() < windowMs);
+    // The new attempt must fit: allowed while fewer than `max` are in the window.
+    if (inWindow.length >= max)
+      waits.push({ notBefore: inWindow[inWindow.length - max]!.at.getTime() + windowMs, rule });
+  };
+
+  if (network === 'visa') {
+    const v = rules.visa;
+    // Every attempt counts (an approved one too): the stricter reading of "reattempts".
+    rolling(
+      past,
+      v.maxAttempts,
+      (v.windowDays * DAY) / scale,
+      `Visa: at most ${v.maxAttempts} attempts per card in ${v.windowDays} days`,
+    );
+  }
+
+  if (network === 'mastercard') {
+    const mc = rules.mastercard;
+    // Errors count as declines: the network may have seen a decline we never heard of.
+    const unapproved = past.filter((h) => h.outcome !== 'approved');
+    rolling(
+      unapproved,
+      mc.maxDeclinesPerDay,
+      DAY / scale,
+      `Mastercard: at most ${mc.maxDeclinesPerDay} declined attempts per card in 24 hours`,
+    );
+    rolling(
+      unapproved.filter((h) => h.amountMinor === amountMinor),
+      mc.maxSameAmount,
+      (mc.sameAmountWindowDays * DAY) / scale,
+      `Mastercard: at most ${mc.maxSameAmount} declined attempts per card at the same amount in ${mc.sameAmountWindowDays} days`,
+    );
+    // MAC 24-30: the issuer named the earliest retry; every such advice still running holds.
+    for (const h of unapproved) {
+      const mac = normalizeCode(h.merchantAdviceCode);
+      const hours = pickRules(options.rules, h.at).mastercard.retryAfterHours[mac];
+      if (hours === undefined) continue;
+      const notBefore = h.at.getTime() + (hours * HOUR) / scale;
+      if (notBefore > t)
+        waits.push({ notBefore, rule: `Mastercard advice code ${mac}: not before ${hours} h after the decline` });
+    }
+  }
+
+  if (waits.length === 0) return { allowed: true };
+  const latest = waits.reduce((a, b) => (b.notBefore > a.notBefore ? b : a));
+  return {
+    allowed: false,
+    permanently: false,
+    notBefore: new Date(latest.notBefore),
+    rule: waits.map((w) => w.rule).join('; '),
+  };
+}
+
+/**
+ * A decline that forbids any further attempt on the card (see CardBlock), unless the issuer has
+ * approved the card since, or (for data blocks) the card data changed.
+ */
+function cardBlock(network: Network, past: readonly CardAttempt[], dataVersion: string | null): string | null {
+  for (let i = past.length - 1; i >= 0; i--) {
+    const h = past[i]!;
+    // An approval shows the issuer accepts the card again: older declines no longer bind.
+    if (h.outcome === 'approved') return null;
+    if (h.outcome !== 'declined' || !h.responseCode) continue;
+    const c = classifyDecline(
+      { network, responseCode: h.responseCode, merchantAdviceCode: h.merchantAdviceCode },
+      h.at,
+    );
+    if (c.cardBlock === 'permanent') return c.reason;
+    if (c.cardBlock === 'new-card-data') {
+      const changed = dataVersion !== null && h.cardDataVersion != null && h.cardDataVersion !== dataVersion;
+      if (!changed) return c.reason;
+    }
+  }
+  return null;
+}
+
+function pickRules(rules: LimitOptions['rules'], at: Date): NetworkRuleSet {
+  if (!rules) return ruleSetAt(at);
+  return Array.isArray(rules) ? ruleSetAt(at, rules) : (rules as NetworkRuleSet);
+}
+
+export function validScale(timeScale: number | undefined): number {
+  const s = timeScale ?? 1;
+  if (!Number.isFinite(s) || s <= 0) throw new RangeError(`timeScale must be a positive number, got ${timeScale}`);
+  return s;
+}

@@ -1,0 +1,86 @@
+/**
+ * Card-network reattempt rules (network-rules.md) as DATED configuration: the rule set in force at
+ * an attempt's time applies. When a network changes its rules, add an entry with its effective
+ * date; never edit a past entry, so old attempts keep being judged by the rules of their day.
+ */
+export interface NetworkRuleSet {
+  /** ISO date-time from which this set applies (inclusive). */
+  effectiveFrom: string;
+  visa: {
+    /** Reattempts per card in a rolling window (Visa Core Rules: categories 2, 3 and 4). */
+    maxAttempts: number;
+    windowDays: number;
+    /** Decline categories by response code (Table 7-2); every code not listed is category 4. */
+    categories: { 1: readonly string[]; 2: readonly string[]; 3: readonly string[] };
+  };
+  mastercard: {
+    /** Declined attempts per card in a rolling 24 hours. */
+    maxDeclinesPerDay: number;
+    /** Declined attempts per card at the same amount in a rolling window. */
+    maxSameAmount: number;
+    sameAmountWindowDays: number;
+    /** Merchant Advice Codes after which the card must never be tried again. */
+    stopAdviceCodes: readonly string[];
+    /** Merchant Advice Codes that forbid a retry until the card or token data changed. */
+    newDataAdviceCodes: readonly string[];
+    /** Merchant Advice Codes 24-30: no retry before this many hours after the decline. */
+    retryAfterHours: Readonly<Record<string, number>>;
+  };
+}
+
+const VISA_CATEGORIES: NetworkRuleSet['visa']['categories'] = {
+  1: ['04', '07', '12', '14', '15', '41', '43', '46', '57', 'R0', 'R1', 'R3'],
+  2: [
+    ...['03', '19', '39', '51', '52', '53', '59', '61', '62', '65', '75', '78'],
+    ...['83', '86', '91', '93', '96', '5C', '9G', 'N3', 'N4', 'Z5'],
+  ],
+  // 70 and 1A are category 3 in Europe; listing them everywhere is the stricter reading.
+  3: ['54', '55', '82', '6P', 'N7', '70', '1A'],
+};
+
+const MASTERCARD_ADVICE = {
+  stopAdviceCodes: ['03', '21'],
+  newDataAdviceCodes: ['01', '04'],
+  retryAfterHours: { '24': 1, '25': 24, '26': 48, '27': 96, '28': 144, '29': 192, '30': 240 },
+};
+
+/** Newest first. */
+export const NETWORK_RULE_SETS: readonly NetworkRuleSet[] = [
+  {
+    effectiveFrom: '2025-01-01T00:00:00Z',
+    visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES },
+    mastercard: { maxDeclinesPerDay: 10, maxSameAmount: 35, sameAmountWindowDays: 30, ...MASTERCARD_ADVICE },
+  },
+  {
+    // Before 2025 Visa allowed 15 reattempts in 30 days.
+    effectiveFrom: '1970-01-01T00:00:00Z',
+    visa: { maxAttempts: 15, windowDays: 30, categories: VISA_CATEGORIES },
+    mastercard: { maxDeclinesPerDay: 10, maxSameAmount: 35, sameAmountWindowDays: 30, ...MASTERCARD_ADVICE },
+  },
+];
+
+/** The rule set in force at `at`: the newest whose effectiveFrom is not after it. */
+export function ruleSetAt(at: Date, sets: readonly NetworkRuleSet[] = NETWORK_RULE_SETS): NetworkRuleSet {
+  let best: NetworkRuleSet | null = null;
+  let oldest: NetworkRuleSet | null = null;
+  for (const s of sets) {
+    const from = Date.parse(s.effectiveFrom);
+    if (from <= at.getTime() && (!best || from > Date.parse(best.effectiveFrom))) best = s;
+    if (!oldest || from < Date.parse(oldest.effectiveFrom)) oldest = s;
+  }
+  if (!oldest) throw new Error('no network rule sets configured');
+  return best ?? oldest;
+}
+
+/** Visa decline category (1-4) of a response code under the rules in force at `at`. */
+export function visaDeclineCategory(responseCode: string, at: Date = new Date()): 1 | 2 | 3 | 4 {
+  const code = normalizeCode(responseCode);
+  const c = ruleSetAt(at).visa.categories;
+  if (c[1].includes(code)) return 1;
+  if (c[2].includes(code)) return 2;
+  if (c[3].includes(code)) return 3;
+  return 4;
+}
+
+/** Response and advice codes are compared trimmed and upper-case ('r1' is 'R1'). */
+export const normalizeCode = (code: string | null | undefined): string => (code ?? '').trim().toUpperCase();

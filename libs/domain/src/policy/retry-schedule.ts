@@ -1,0 +1,176 @@
+import {
+  classifyDecline,
+  classifyProcessorError,
+  type DeclineClassification,
+  type Network,
+  type WaitClass,
+} from './decline-classifier';
+import { checkNetworkLimits, validScale, type CardAttempt } from './network-limits';
+import type { NetworkRuleSet } from './network-rules.config';
+import { isBusinessDay, isPayday, nextDayAt } from './payday-calendar';
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+/**
+ * The default schedule, after the leaders (network-rules.md): Stripe tries 8 times, Recurly sees
+ * 90% of its recoveries in the first 10 days, Adyen rescues cards for a month. So: a bounded budget
+ * of attempts in a 30-day window, denser early, each placed where approvals are likelier.
+ */
+export interface RetryPolicyConfig {
+  /** Recovery window, counted from the original failure. */
+  windowDays: number;
+  /** Attempt budget per transaction (the Visa limit of 20 per card stays far away). */
+  maxAttempts: number;
+  /** Smaller budgets for some classes: a suspicious decline gets few tries. */
+  maxAttemptsByClass: Partial<Record<WaitClass, number>>;
+  /**
+   * Hour (UTC) of day-aligned attempts: overnight batch posting (salaries, transfers) is done in
+   * Europe and on the US east coast by then, and it is early morning for US cardholders.
+   */
+  attemptHourUtc: number;
+  /** Technical errors: backoff in hours for the first tries; then spaced like generic declines. */
+  technicalBackoffHours: readonly number[];
+  /** Generic declines: minimum days since the previous attempt, by attempt index (last repeats). */
+  genericGapDays: readonly number[];
+  /** Generic declines move to a payday if one is at most this many days after the slot. */
+  paydayPullDays: number;
+  /** Insufficient funds: minimum hours between attempts, by attempt index (last repeats). */
+  fundsMinGapHours: readonly number[];
+  /** Suspicious declines: minimum days since the previous attempt, by attempt index. */
+  riskyGapDays: readonly number[];
+}
+
+export const DEFAULT_RETRY_POLICY: RetryPolicyConfig = {
+  windowDays: 30,
+  maxAttempts: 8,
+  maxAttemptsByClass: { risky: 3 },
+  attemptHourUtc: 9,
+  technicalBackoffHours: [1, 4, 12],
+  // Attempts near days 1, 3, 6, 10, 14, 19, 24, 29: dense early, never two on one day.
+  genericGapDays: [0.5, 2, 3, 4, 4, 5, 5, 5],
+  paydayPullDays: 1,
+  // Every payday morning (Fridays, 1st, 15th, last business day), the first one as soon as possible.
+  fundsMinGapHours: [1, 20],
+  riskyGapDays: [3, 7, 10],
+};
+
+export type Plan = { kind: 'retry'; at: Date; reason: string } | { kind: 'stop'; reason: string };
+
+/** The latest outcome: a decline's codes, or a processor error (no decision). */
+export type LastOutcome =
+  | { responseCode: string; merchantAdviceCode?: string | null; technical?: false }
+  | { responseCode?: string; merchantAdviceCode?: null; technical: true };
+
+export interface PlanInput {
+  /** Retry attempts made so far on this transaction (0 before the first). */
+  attemptsMade: number;
+  /** When recovery started (the submission): the anchor of the time-scaled clock. */
+  startedAt: Date;
+  /** When the payment originally failed: the recovery window starts here (default startedAt). */
+  firstFailedAt?: Date;
+  now: Date;
+  /** The latest decline (before attempt 1: the submitted auth_code) or processor error. */
+  lastDecline: LastOutcome;
+  network: Network | string | null | undefined;
+  amountMinor: bigint;
+  /** Every attempt on this card across transactions, for the network limits. */
+  cardHistory: readonly CardAttempt[];
+  /** Fingerprint of the card data the next attempt sends (see CardAttempt.cardDataVersion). */
+  cardDataVersion?: string | null;
+  /** RETRY_TIME_SCALE (default 1). */
+  timeScale?: number;
+  config?: Partial<RetryPolicyConfig>;
+  rules?: NetworkRuleSet | readonly NetworkRuleSet[];
+}
+
+/**
+ * The next attempt of a transaction, or why there is none. The schedule is computed on a virtual
+ * clock that runs `timeScale` times faster from `startedAt` (identical to real time at scale 1),
+ * then mapped back: calendar targeting (paydays, hours) works the same in demos as in production,
+ * and consecutive calls see the virtual days pass. Every candidate time is checked against the
+ * card-network limits; a temporary limit pushes it to the next slot after `notBefore`.
+ */
+export function planNextAttempt(input: PlanInput): Plan {
+  const config: RetryPolicyConfig = { ...DEFAULT_RETRY_POLICY, ...input.config };
+  const scale = validScale(input.timeScale);
+  const anchor = input.startedAt.getTime();
+  const toVirtual = (t: number): number => (t <= anchor ? t : anchor + (t - anchor) * scale);
+  const toReal = (v: number): number => (v <= anchor ? v : anchor + Math.ceil((v - anchor) / scale));
+
+  const decline: DeclineClassification = input.lastDecline.technical
+    ? classifyProcessorError()
+    : classifyDecline(
+        {
+          network: input.network,
+          responseCode: input.lastDecline.responseCode,
+          merchantAdviceCode: input.lastDecline.merchantAdviceCode,
+        },
+        input.now,
+      );
+  if (!decline.retryable) return { kind: 'stop', reason: decline.reason };
+  const waitClass = decline.waitClass;
+  const budget = Math.min(config.maxAttempts, config.maxAttemptsByClass[waitClass] ?? Infinity);
+  if (input.attemptsMade >= budget) return { kind: 'stop', reason: `attempt budget of ${budget} used` };
+
+  const windowEnd = (input.firstFailedAt ?? input.startedAt).getTime() + config.windowDays * DAY;
+  const nowReal = input.now.getTime();
+  let v = nextSlot(config, waitClass, input.attemptsMade, toVirtual(nowReal));
+  // Bounded: every round moves past a notBefore, and the window ends after a few.
+  for (let round = 0; round < 50; round++) {
+    if (v > windowEnd) return { kind: 'stop', reason: `recovery window of ${config.windowDays} days ends` };
+    const at = new Date(Math.max(toReal(v), nowReal + 1));
+    const check = checkNetworkLimits(
+      { network: input.network, cardDataVersion: input.cardDataVersion },
+      input.cardHistory,
+      at,
+      input.amountMinor,
+      { timeScale: scale, rules: input.rules },
+    );
+    if (check.allowed) return { kind: 'retry', at, reason: decline.reason };
+    if (check.permanently) return { kind: 'stop', reason: check.rule };
+    v = align(config, waitClass, Math.max(toVirtual(check.notBefore.getTime()), v + 1));
+  }
+  return { kind: 'stop', reason: 'network limits leave no slot in the recovery window' };
+}
+
+/** The first retry after the post-submission review, from the original decline (auth_code). */
+export function firstAttemptAt(input: Omit<PlanInput, 'attemptsMade'>): Plan {
+  return planNextAttempt({ ...input, attemptsMade: 0 });
+}
+
+/** Virtual time of the attempt after `attemptsMade` attempts, the previous one at `now`. */
+function nextSlot(config: RetryPolicyConfig, waitClass: WaitClass, attemptsMade: number, now: number): number {
+  switch (waitClass) {
+    case 'technical': {
+      // The outage is usually over within hours; after a few tries treat it like a generic decline.
+      const hours = config.technicalBackoffHours[attemptsMade];
+      if (hours !== undefined) return now + hours * HOUR;
+      return align(config, 'generic', now + gapAt(config.genericGapDays, attemptsMade) * DAY);
+    }
+    case 'funds':
+      return align(config, 'funds', now + gapAt(config.fundsMinGapHours, attemptsMade) * HOUR);
+    case 'risky':
+      return align(config, 'risky', now + gapAt(config.riskyGapDays, attemptsMade) * DAY);
+    case 'generic':
+      return align(config, 'generic', now + gapAt(config.genericGapDays, attemptsMade) * DAY);
+    case 'never':
+      throw new Error('no slot for a decline that must not be retried');
+  }
+}
+
+/**
+ * The first preferred time at or after `from`: insufficient funds on a payday morning (money has
+ * just arrived); generic and risky declines on a business-day morning (issuers approve less on
+ * weekends and at night), moved to a payday right after when there is one; technical: at once.
+ */
+function align(config: RetryPolicyConfig, waitClass: WaitClass, from: number): number {
+  const hour = config.attemptHourUtc;
+  if (waitClass === 'technical') return from;
+  if (waitClass === 'funds') return nextDayAt(new Date(from), hour, isPayday).getTime();
+  const slot = nextDayAt(new Date(from), hour, isBusinessDay);
+  const payday = nextDayAt(slot, hour, isPayday);
+  return payday.getTime() - slot.getTime() <= config.paydayPullDays * DAY ? payday.getTime() : slot.getTime();
+}
+
+const gapAt = (gaps: readonly number[], index: number): number => gaps[Math.min(index, gaps.length - 1)] ?? 0;

@@ -1,0 +1,7 @@
+export * from './bootstrap';
+export * from './jobs';
+export * from './logging';
+export * from './metrics';
+export * from './platform.module';
+export * from './tokens';
+export * from './stop-closure';

@@ -1,0 +1,79 @@
+import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import type { RetainConfig } from '@retain/config';
+import { OutboxRelay, type QueueName } from '@retain/queues';
+import type { Job } from 'bullmq';
+import { RetainMetrics } from './metrics';
+import { RETAIN_CONFIG } from './tokens';
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * Runs a job handler with metrics, and marks its outbox row completed once the handler
+ * succeeded. Errors are rethrown, never swallowed: BullMQ retries them, and the sweeper
+ * re-publishes what exhausted its attempts.
+ */
+@Injectable()
+export class JobRunner {
+  private readonly logger = new Logger(JobRunner.name);
+
+  constructor(
+    private readonly relay: OutboxRelay,
+    private readonly metrics: RetainMetrics,
+  ) {}
+
+  async run<T>(queue: QueueName, job: Job, handler: () => Promise<T>): Promise<T> {
+    const end = this.metrics.jobDuration.startTimer({ queue });
+    try {
+      const result = await handler();
+      if (job.id && UUID_RE.test(job.id)) await this.relay.complete(job.id);
+      end({ result: 'ok' });
+      return result;
+    } catch (err) {
+      end({ result: 'error' });
+      this.metrics.jobFailures.inc({ queue });
+      // The message only: errors of our own code never carry card data; BullMQ retries the job.
+      this.logger.warn(
+        { queue, jobId: job.id, attempt: job.attemptsMade + 1, err: (err as Error).message },
+        'job failed',
+      );
+      throw err;
+    }
+  }
+}
+
+/** Re-enqueues outbox rows that Redis lost (never published, flushed, or failed for good). */
+@Injectable()
+export class OutboxSweeper implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger(OutboxSweeper.name);
+  private timer: NodeJS.Timeout | undefined;
+  private running = false;
+
+  constructor(
+    private readonly relay: OutboxRelay,
+    @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
+  ) {}
+
+  onModuleInit(): void {
+    this.timer = setInterval(() => void this.tick(), Math.max(this.config.tickMs, 1000));
+    this.timer.unref();
+  }
+
+  async tick(): Promise<number> {
+    if (this.running) return 0;
+    this.running = true;
+    try {
+      const n = await this.relay.sweep();
+      if (n > 0) this.logger.warn({ republished: n }, 'outbox sweeper re-published lost jobs');
+      return n;
+    } catch (err) {
+      this.logger.error({ err: (err as Error).message }, 'outbox sweep failed');
+      return 0;
+    } finally {
+      this.running = false;
+    }
+  }
+
+  onApplicationShutdown(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+}

@@ -1,0 +1,162 @@
+import { BullModule } from '@nestjs/bullmq';
+import {
+  Controller,
+  Get,
+  Global,
+  Header,
+  Inject,
+  Injectable,
+  Module,
+  type DynamicModule,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
+import { HealthCheck, HealthCheckService, HealthIndicatorService, TerminusModule } from '@nestjs/terminus';
+import { loadConfig, type AppName, type RetainConfig } from '@retain/config';
+import { createDataSource } from '@retain/db';
+import { OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
+import type { Redis } from 'ioredis';
+import { LoggerModule } from 'nestjs-pino';
+import { DataSource } from 'typeorm';
+import { JobRunner, OutboxSweeper } from './jobs';
+import { createLogger } from './logging';
+import { RetainMetrics } from './metrics';
+import { REDIS, RETAIN_CONFIG } from './tokens';
+
+/** Postgres and Redis must answer within this time for /readyz to say ready. */
+const READY_TIMEOUT_MS = 2000;
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`${what} did not answer in ${ms} ms`)), ms);
+    p.then(
+      (v) => {
+        clearTimeout(t);
+        resolve(v);
+      },
+      (e: unknown) => {
+        clearTimeout(t);
+        reject(e instanceof Error ? e : new Error(String(e)));
+      },
+    );
+  });
+}
+
+@Controller()
+export class HealthController {
+  constructor(
+    private readonly health: HealthCheckService,
+    private readonly indicators: HealthIndicatorService,
+    private readonly db: DataSource,
+    @Inject(REDIS) private readonly redis: Redis,
+    private readonly metrics: RetainMetrics,
+  ) {}
+
+  /** Liveness: the process answers; dependencies are not checked (restarts would not help). */
+  @Get('healthz')
+  healthz(): { status: string } {
+    return { status: 'ok' };
+  }
+
+  /** Readiness: Postgres and Redis reachable (decisions §1). */
+  @Get('readyz')
+  @HealthCheck()
+  readyz() {
+    return this.health.check([
+      async () => {
+        const s = this.indicators.check('postgres');
+        try {
+          await withTimeout(this.db.query('SELECT 1'), READY_TIMEOUT_MS, 'postgres');
+          return s.up();
+        } catch (e) {
+          return s.down({ message: (e as Error).message });
+        }
+      },
+      async () => {
+        const s = this.indicators.check('redis');
+        try {
+          await withTimeout(this.redis.ping(), READY_TIMEOUT_MS, 'redis');
+          return s.up();
+        } catch (e) {
+          return s.down({ message: (e as Error).message });
+        }
+      },
+    ]);
+  }
+
+  @Get('metrics')
+  @Header('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')
+  async prometheus(): Promise<string> {
+    return this.metrics.registry.metrics();
+  }
+}
+
+/** Owns the process-wide connections and closes them last, after the workers stopped. */
+@Injectable()
+export class ConnectionsLifecycle implements OnApplicationShutdown {
+  constructor(
+    private readonly db: DataSource,
+    @Inject(REDIS) private readonly redis: Redis,
+    private readonly queues: QueueRegistry,
+  ) {}
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.queues.close();
+    if (this.db.isInitialized) await this.db.destroy();
+    this.redis.disconnect();
+  }
+}
+
+@Global()
+@Module({})
+export class PlatformModule {
+  /** Config, Postgres, Redis, queues, outbox relay, logging, metrics and health for one app. */
+  static forApp(app: AppName, config: RetainConfig = loadConfig(app)): DynamicModule {
+    const redis = createRedis(config.redisUrl);
+    // The API and the dispatcher (64 concurrent deliveries) need more connections than the others.
+    const poolSize = app === 'intake-api' || app === 'webhook-dispatcher' ? 20 : 10;
+    return {
+      module: PlatformModule,
+      imports: [
+        TerminusModule.forRoot({ logger: false }),
+        LoggerModule.forRoot({
+          pinoHttp: {
+            logger: createLogger(app, config.logLevel),
+            autoLogging: { ignore: (req) => /^\/(healthz|readyz|metrics)/.test(req.url ?? '') },
+            quietReqLogger: true,
+          },
+        }),
+        BullModule.forRoot({ connection: redis, prefix: config.queuePrefix }),
+      ],
+      controllers: [HealthController],
+      providers: [
+        { provide: RETAIN_CONFIG, useValue: config },
+        { provide: REDIS, useValue: redis },
+        {
+          provide: DataSource,
+          useFactory: async () => {
+            // The dispatcher's writes (delivery state and log) may skip the commit flush: losing the last
+            // few in a database crash only re-delivers a push, which at-least-once delivery allows.
+            const ds = createDataSource(config.databaseUrl, poolSize, { asyncCommit: app === 'webhook-dispatcher' });
+            await ds.initialize();
+            return ds;
+          },
+        },
+        { provide: RetainMetrics, useValue: new RetainMetrics(app) },
+        {
+          provide: QueueRegistry,
+          useFactory: () => new QueueRegistry(redis, config.queuePrefix),
+        },
+        {
+          provide: OutboxRelay,
+          inject: [DataSource, QueueRegistry],
+          useFactory: (db: DataSource, q: QueueRegistry) => new OutboxRelay(db, q),
+        },
+        ConnectionsLifecycle,
+        JobRunner,
+        // Workers sweep the outbox; the API only writes to it and publishes after commit.
+        ...(app === 'intake-api' || app === 'cli' ? [] : [OutboxSweeper]),
+      ],
+      exports: [RETAIN_CONFIG, REDIS, DataSource, RetainMetrics, QueueRegistry, OutboxRelay, JobRunner],
+    };
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * The payment processor port. The sandbox implements it today; a real processor adapter
+ * implements the same interface later. Nothing outside libs/processor may depend on which
+ * implementation is behind it.
+ */
+export type CardNetwork = 'visa' | 'mastercard' | 'amex' | 'discover' | 'other';
+
+export type PaymentInstrument =
+  | { kind: 'pan'; pan: string; expiration?: string | null }
+  | { kind: 'token'; token: string; isNetworkToken: boolean; cryptogram?: string | null };
+
+export interface ChargeRequest {
+  /** Stable per attempt (the attempt's vid): the same key never charges twice. */
+  idempotencyKey: string;
+  /** 1-based retry attempt number of this transaction. */
+  attemptNumber: number;
+  amountMinor: bigint;
+  currency: string;
+  instrument: PaymentInstrument;
+  /** Decline code of the original failed charge the merchant submitted (its auth_code). */
+  originalResponseCode: string;
+  divisionNumber: string;
+  networkTransactionId?: string | null;
+  billingDescriptor?: string | null;
+  /** The (possibly simulated) time of the attempt. */
+  at: Date;
+  /**
+   * When the original charge failed (the submitted transaction's timestamp). Optional; the sandbox's
+   * recovery model measures how long a decline has lasted from it.
+   */
+  originalFailedAt?: Date | null;
+}
+
+export type ChargeResult =
+  | { outcome: 'approved'; responseCode: string; processorTransactionId: string; message: string }
+  | {
+      outcome: 'declined';
+      responseCode: string;
+      /** Mastercard Merchant Advice Code, when the network returned one (e.g. '03'). */
+      merchantAdviceCode?: string | null;
+      network: CardNetwork;
+      processorTransactionId: string;
+      message: string;
+    }
+  /** Technical failure: the processor did not give a decision (timeout, 5xx). */
+  | { outcome: 'error'; message: string };
+
+export interface RefundRequest {
+  idempotencyKey: string;
+  processorTransactionId: string;
+  amountMinor: bigint;
+  currency: string;
+}
+
+export type RefundResult =
+  | { outcome: 'completed'; processorRefundId: string; message: string }
+  | { outcome: 'failed'; processorRefundId: string | null; message: string };
+
+export type DetokenizeResult = { ok: true; pan: string } | { ok: false; message: string };
+
+export interface ProcessorLimits {
+  /** Longest payment method id (token) the processor accepts. */
+  maxPaymentMethodIdLength: number;
+  /** Allowed billing descriptor text. */
+  billingDescriptorPattern: RegExp;
+}
+
+export interface PaymentProcessor {
+  readonly name: string;
+  readonly limits: ProcessorLimits;
+  charge(req: ChargeRequest): Promise<ChargeResult>;
+  /**
+   * Outcome of an earlier charge by idempotency key; null when the processor never received it.
+   * Used when an attempt's outcome is unknown (timeout, crash after the call).
+   */
+  lookupCharge(idempotencyKey: string): Promise<ChargeResult | null>;
+  refund(req: RefundRequest): Promise<RefundResult>;
+  detokenize(token: string): Promise<DetokenizeResult>;
+}
+
+export const PAYMENT_PROCESSOR = Symbol('PAYMENT_PROCESSOR');

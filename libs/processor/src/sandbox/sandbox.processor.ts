@@ -1,0 +1,144 @@
+import { createHash } from 'node:crypto';
+import { cardNetwork } from '../card-network';
+import type {
+  ChargeRequest,
+  ChargeResult,
+  DetokenizeResult,
+  PaymentProcessor,
+  ProcessorLimits,
+  RefundRequest,
+  RefundResult,
+} from '../processor.port';
+import type { SandboxLedger } from './sandbox-ledger';
+import { modelOutcome, type ModelOutcome } from './sandbox-model';
+
+const approve: ModelOutcome = { kind: 'approve' };
+
+/** The scripted cards of decisions §12: outcome by retry attempt number (1-based). */
+export const SANDBOX_TEST_CARDS: Readonly<Record<string, (attempt: number) => ModelOutcome>> = {
+  '4111111111111111': () => approve,
+  '5555555555554444': () => approve,
+  '4000000000000077': (n) => (n >= 3 ? approve : { kind: 'decline', code: '51' }),
+  '4000000000000002': () => ({ kind: 'decline', code: '05' }),
+  '4000000000000069': () => ({ kind: 'decline', code: '54' }),
+  '4000000000000119': (n) => (n === 1 ? { kind: 'error' } : approve),
+  '4100000000000019': () => ({ kind: 'decline', code: '41' }),
+  '5100000000000008': () => ({ kind: 'decline', code: '51', mac: '03' }),
+};
+
+const TOKEN_RE = /^tok_sandbox_(\d{4})$/;
+
+const MESSAGES: Readonly<Record<string, string>> = {
+  '00': 'Approved',
+  '05': 'Do not honor',
+  '14': 'Invalid card number',
+  '41': 'Lost card, pick up',
+  '51': 'Insufficient funds',
+  '54': 'Expired card',
+  '59': 'Suspected fraud',
+  '61': 'Exceeds withdrawal amount limit',
+  '65': 'Exceeds withdrawal frequency limit',
+  '91': 'Issuer or switch inoperative',
+  R1: 'Revocation of all authorizations order',
+};
+
+/**
+ * The sandbox processor (PROCESSOR=sandbox, the default): scripted outcomes for the test cards of
+ * decisions §12, the seeded recovery model for every other card, idempotent by key through its
+ * ledger. Results carry response codes and ids, never the card number.
+ */
+export class SandboxProcessor implements PaymentProcessor {
+  readonly name = 'sandbox';
+  readonly limits: ProcessorLimits = {
+    maxPaymentMethodIdLength: 64,
+    // Statement descriptors as card networks print them: at most 22 characters of letters,
+    // digits, space and . * & ' - (no quotes, < > or other characters).
+    billingDescriptorPattern: /^[A-Za-z0-9 .*&'-]{1,22}$/,
+  };
+
+  constructor(private readonly ledger: SandboxLedger) {}
+
+  async charge(req: ChargeRequest): Promise<ChargeResult> {
+    // The same key returns what was stored, whatever else the request says: never a second charge.
+    const stored = await this.ledger.get(req.idempotencyKey);
+    if (stored) return stored.result as ChargeResult;
+    const result = this.decide(req);
+    return (await this.ledger.putIfAbsent(req.idempotencyKey, 'charge', result)).result as ChargeResult;
+  }
+
+  async lookupCharge(idempotencyKey: string): Promise<ChargeResult | null> {
+    const stored = await this.ledger.get(idempotencyKey);
+    return stored?.kind === 'charge' ? (stored.result as ChargeResult) : null;
+  }
+
+  async refund(req: RefundRequest): Promise<RefundResult> {
+    const stored = await this.ledger.get(req.idempotencyKey);
+    if (stored) return stored.result as RefundResult;
+    // Scripted failure (decisions §12): an amount whose decimal form ends in .13. The refund API
+    // carries no exponent beyond the currency's, so for 2-decimal currencies it is minor % 100 = 13.
+    const rejected = req.amountMinor % 100n === 13n;
+    const result: RefundResult = rejected
+      ? { outcome: 'failed', processorRefundId: null, message: 'Refund rejected by the processor' }
+      : { outcome: 'completed', processorRefundId: `sbr_${opaqueId(req.idempotencyKey)}`, message: 'Refunded' };
+    return (await this.ledger.putIfAbsent(req.idempotencyKey, 'refund', result)).result as RefundResult;
+  }
+
+  async detokenize(token: string): Promise<DetokenizeResult> {
+    const pan = panOfToken(token);
+    return pan ? { ok: true, pan } : { ok: false, message: 'Unknown sandbox token' };
+  }
+
+  private decide(req: ChargeRequest): ChargeResult {
+    const pan =
+      req.instrument.kind === 'pan' ? req.instrument.pan.replace(/[\s-]/g, '') : panOfToken(req.instrument.token);
+    const processorTransactionId = `sbx_${opaqueId(req.idempotencyKey)}`;
+    if (!pan) {
+      return {
+        outcome: 'declined',
+        responseCode: '14',
+        merchantAdviceCode: null,
+        network: 'other',
+        processorTransactionId,
+        message: 'Unknown sandbox token',
+      };
+    }
+    const network = cardNetwork(pan);
+    const scripted = SANDBOX_TEST_CARDS[pan];
+    const outcome = scripted
+      ? scripted(req.attemptNumber)
+      : modelOutcome({
+          pan,
+          network,
+          originalResponseCode: req.originalResponseCode,
+          amountMinor: req.amountMinor,
+          attemptNumber: req.attemptNumber,
+          at: req.at,
+          originalFailedAt: req.originalFailedAt,
+        });
+    switch (outcome.kind) {
+      case 'approve':
+        return { outcome: 'approved', responseCode: '00', processorTransactionId, message: MESSAGES['00']! };
+      case 'error':
+        return { outcome: 'error', message: 'Processor timeout' };
+      case 'decline':
+        return {
+          outcome: 'declined',
+          responseCode: outcome.code,
+          merchantAdviceCode: outcome.mac ?? null,
+          network,
+          processorTransactionId,
+          message: MESSAGES[outcome.code] ?? 'Declined',
+        };
+    }
+  }
+}
+
+/** `tok_sandbox_<last4>` stands for the scripted card ending in those digits. */
+function panOfToken(token: string): string | null {
+  const m = TOKEN_RE.exec(token);
+  if (!m) return null;
+  return Object.keys(SANDBOX_TEST_CARDS).find((pan) => pan.endsWith(m[1]!)) ?? null;
+}
+
+/** A processor-side id derived from the key: stable, and reveals nothing about the card. */
+const opaqueId = (key: string): string => createHash('sha256').update(`sandbox:${key}`).digest('hex').slice(0, 24);

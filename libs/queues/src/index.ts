@@ -1,0 +1,4 @@
+export * from './contracts';
+export * from './outbox';
+export * from './push-messages';
+export * from './redis';

@@ -1,0 +1,88 @@
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { DataSource } from 'typeorm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { QueueName } from './contracts';
+import { OutboxRelay, QueueRegistry, addToOutbox } from './outbox';
+import { createRedis } from './redis';
+
+// The outbox against the real Postgres and Redis: what Redis loses, the sweeper puts back.
+describe('outbox relay and sweeper', () => {
+  let db: DataSource;
+  let redis: Redis;
+  let queues: QueueRegistry;
+  let relay: OutboxRelay;
+  const prefix = `{ob${randomBytes(4).toString('hex')}}`;
+
+  beforeAll(async () => {
+    db = new DataSource({ type: 'postgres', url: process.env['DATABASE_URL']!, extra: { max: 2 } });
+    await db.initialize();
+    redis = createRedis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379');
+    queues = new QueueRegistry(redis, prefix);
+    relay = new OutboxRelay(db, queues);
+  });
+  afterAll(async () => {
+    await queues.close();
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length) await redis.del(...keys);
+    redis.disconnect();
+    await db.destroy();
+  });
+
+  const flushOurKeys = async (): Promise<void> => {
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length) await redis.del(...keys);
+  };
+  const submissionId = (): string => `00000000-0000-4000-8000-${randomBytes(6).toString('hex')}`;
+
+  it('writes rows only when the surrounding transaction commits', async () => {
+    const sid = submissionId();
+    await expect(
+      db.transaction(async (m) => {
+        await addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId: sid } }]);
+        throw new Error('rollback');
+      }),
+    ).rejects.toThrow('rollback');
+    const rows = await db.query(`SELECT * FROM outbox WHERE payload->>'submissionId' = $1`, [sid]);
+    expect(rows).toHaveLength(0);
+  });
+
+  it('publishes with jobId = row id, and re-publishes a job lost from Redis until it is completed', async () => {
+    const sid = submissionId();
+    const [id] = await db.transaction((m) =>
+      addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId: sid } }]),
+    );
+    await relay.publish([id!]);
+    const q = queues.get(QueueName.SubmissionReview);
+    const job = await q.getJob(id!);
+    expect(job?.data).toEqual({ v: 1, submissionId: sid });
+    expect(job?.name).toBe('review');
+
+    await flushOurKeys();
+    expect(await q.getJob(id!)).toBeUndefined();
+    // Not yet old enough: the sweeper leaves fresh rows to the fast path.
+    await relay.sweep(60_000);
+    expect(await q.getJob(id!)).toBeUndefined();
+    expect(await relay.sweep(0)).toBeGreaterThanOrEqual(1);
+    expect((await q.getJob(id!))?.data).toEqual({ v: 1, submissionId: sid });
+    // Still in Redis: nothing to do.
+    await relay.sweep(0);
+    const [row] = await db.query(`SELECT publish_count FROM outbox WHERE id = $1`, [id]);
+    expect(row.publish_count).toBe(2);
+
+    await relay.complete(id!);
+    await flushOurKeys();
+    await relay.sweep(0);
+    expect(await q.getJob(id!)).toBeUndefined();
+  });
+
+  it('publishes rows whose fast path never ran (a crash right after commit)', async () => {
+    const sid = submissionId();
+    const [id] = await db.transaction((m) =>
+      addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId: sid } }]),
+    );
+    await relay.sweep(0);
+    expect((await queues.get(QueueName.SubmissionReview).getJob(id!))?.data.submissionId).toBe(sid);
+    await relay.complete(id!);
+  });
+});

@@ -1,0 +1,140 @@
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { DataSource, EntityManager } from 'typeorm';
+import { JOB_NAMES, QUEUE_OPTIONS, type JobData, type QueueName } from './contracts';
+
+export interface OutboxRow<Q extends QueueName = QueueName> {
+  queue: Q;
+  data: JobData<Q>;
+}
+
+/**
+ * Writes outbox rows inside the caller's database transaction: the job exists if and only if
+ * the state change that announces it committed. Returns the row ids (the future job ids).
+ */
+export async function addToOutbox(manager: EntityManager, rows: OutboxRow[]): Promise<string[]> {
+  if (rows.length === 0) return [];
+  const result: { id: string }[] = await manager.query(
+    `INSERT INTO outbox (queue, job_name, payload)
+     SELECT x.queue, x.job_name, x.payload FROM jsonb_to_recordset($1::jsonb)
+       AS x(queue varchar, job_name varchar, payload jsonb)
+     RETURNING id`,
+    [JSON.stringify(rows.map((r) => ({ queue: r.queue, job_name: JOB_NAMES[r.queue], payload: r.data })))],
+  );
+  return result.map((r) => r.id);
+}
+
+/** Typed queues, created once per process and shared. */
+export class QueueRegistry {
+  private readonly queues = new Map<QueueName, Queue>();
+
+  constructor(
+    private readonly connection: Redis,
+    private readonly prefix: string,
+  ) {}
+
+  get(name: QueueName): Queue {
+    let q = this.queues.get(name);
+    if (!q) {
+      q = new Queue(name, { connection: this.connection, prefix: this.prefix, defaultJobOptions: QUEUE_OPTIONS[name] });
+      this.queues.set(name, q);
+    }
+    return q;
+  }
+
+  /** The one typed enqueue. jobId makes a second add of the same job a no-op while it exists. */
+  async enqueue<Q extends QueueName>(queue: Q, data: JobData<Q>, jobId: string, delayMs = 0): Promise<void> {
+    await this.get(queue).add(JOB_NAMES[queue], data, { jobId, delay: delayMs > 0 ? delayMs : undefined });
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.queues.values()].map((q) => q.close()));
+    this.queues.clear();
+  }
+}
+
+interface OpenRow {
+  id: string;
+  queue: QueueName;
+  payload: Record<string, unknown>;
+  published_at: Date | null;
+}
+
+/**
+ * Moves outbox rows into Redis. `publish` runs right after a commit (fast path); `sweep` runs on
+ * a timer in every worker and re-enqueues rows never published, or published but gone from Redis
+ * and not completed (a Redis flush or failover). Consumers are idempotent, so a duplicate run of
+ * a job is harmless; `complete` marks a row done once its handler succeeded.
+ */
+export class OutboxRelay {
+  constructor(
+    private readonly db: DataSource,
+    private readonly queues: QueueRegistry,
+  ) {}
+
+  async publish(ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const rows: OpenRow[] = await this.db.query(
+      `SELECT id, queue, payload, published_at FROM outbox WHERE id = ANY($1::uuid[]) AND completed_at IS NULL`,
+      [ids],
+    );
+    await this.enqueueRows(rows);
+  }
+
+  /**
+   * Re-enqueues what was lost; returns how many rows it (re)published. No row lock is held while
+   * Redis is asked (a long sweep must never block consumers completing their rows); two sweepers
+   * racing may both re-add a job, which BullMQ's job id deduplicates, and handlers are idempotent.
+   */
+  async sweep(olderThanMs = 5000, limit = 500): Promise<number> {
+    const rows: OpenRow[] = await this.db.query(
+      `SELECT id, queue, payload, published_at FROM outbox
+        WHERE completed_at IS NULL AND created_at < now() - ($1::int * interval '1 millisecond')
+          AND (published_at IS NULL OR published_at < now() - ($1::int * interval '1 millisecond'))
+        ORDER BY created_at LIMIT $2`,
+      [olderThanMs, limit],
+    );
+    const lost = (
+      await Promise.all(
+        rows.map(async (row) => {
+          if (row.published_at === null) return row;
+          const job = await this.queues.get(row.queue).getJob(row.id);
+          if (!job) return row;
+          if (await job.isFailed()) {
+            // Exhausted its BullMQ attempts (e.g. a dependency was down for long): try again later.
+            await job.remove();
+            return row;
+          }
+          return null;
+        }),
+      )
+    ).filter((r): r is OpenRow => r !== null);
+    await this.enqueueRows(lost);
+    return lost.length;
+  }
+
+  async complete(id: string, manager?: EntityManager): Promise<void> {
+    await (manager ?? this.db).query(`UPDATE outbox SET completed_at = now() WHERE id = $1 AND completed_at IS NULL`, [
+      id,
+    ]);
+  }
+
+  private async enqueueRows(rows: OpenRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    const byQueue = new Map<QueueName, OpenRow[]>();
+    for (const r of rows) byQueue.set(r.queue, [...(byQueue.get(r.queue) ?? []), r]);
+    for (const [queue, list] of byQueue) {
+      await this.queues.get(queue).addBulk(
+        list.map((r) => ({
+          name: JOB_NAMES[queue],
+          data: r.payload,
+          opts: { ...QUEUE_OPTIONS[queue], jobId: r.id },
+        })),
+      );
+    }
+    await this.db.query(
+      `UPDATE outbox SET published_at = now(), publish_count = publish_count + 1 WHERE id = ANY($1::uuid[])`,
+      [rows.map((r) => r.id)],
+    );
+  }
+}

@@ -1,0 +1,119 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+
+const root = path.resolve(__dirname, '..', '..', '..');
+
+export type AppName = 'intake-api' | 'submission-validator' | 'retry-worker' | 'refund-batcher' | 'webhook-dispatcher';
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(addr.port));
+    });
+    srv.once('error', reject);
+  });
+}
+
+export async function waitFor<T>(
+  fn: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  { timeoutMs = 30_000, intervalMs = 100, what = 'condition' } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastErr: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      lastErr = e;
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  throw new Error(`timed out waiting for ${what}${lastErr ? `: ${(lastErr as Error).message}` : ''}`);
+}
+
+/** A real app process (the build output), as `npm start` runs it. */
+export class RunningApp {
+  private output = '';
+  readonly exited: Promise<number | null>;
+
+  constructor(
+    readonly app: AppName,
+    readonly child: ChildProcess,
+    readonly port: number,
+  ) {
+    child.stdout?.on('data', (c: Buffer) => (this.output += c.toString()));
+    child.stderr?.on('data', (c: Buffer) => (this.output += c.toString()));
+    this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** Everything the process wrote (JSON log lines). */
+  logs(): string {
+    return this.output;
+  }
+
+  /** Graceful stop: SIGTERM, then wait for the exit. */
+  async stop(signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 40_000): Promise<number | null> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return this.child.exitCode;
+    this.child.kill(signal);
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), timeoutMs);
+    const code = await this.exited;
+    clearTimeout(timer);
+    return code;
+  }
+
+  /** Abrupt death (a crashed pod). */
+  async kill(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.kill('SIGKILL');
+    await this.exited;
+  }
+}
+
+export interface StartOptions {
+  env?: Record<string, string>;
+  /** Wait for /readyz, not only /healthz. */
+  ready?: boolean;
+}
+
+/** Starts an app from dist/ with the test run's database and Redis prefix. */
+export async function startApp(app: AppName, opts: StartOptions = {}): Promise<RunningApp> {
+  const port = await freePort();
+  const env: Record<string, string> = {
+    ...(process.env as Record<string, string>),
+    LOG_LEVEL: 'info',
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+    SCHEDULER_TICK: '250ms',
+    HOST: '127.0.0.1',
+    ...(app === 'intake-api' ? { PORT: String(port) } : { HEALTH_PORT: String(port) }),
+    ...opts.env,
+  };
+  const child = spawn(
+    process.execPath,
+    ['--enable-source-maps', path.join(root, 'dist', 'apps', app, 'src', 'main.js')],
+    {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  const running = new RunningApp(app, child, port);
+  const started = await Promise.race([
+    waitFor(
+      async () => {
+        const res = await fetch(`${running.url}/${opts.ready === false ? 'healthz' : 'readyz'}`);
+        return res.ok;
+      },
+      { timeoutMs: 30_000, intervalMs: 100, what: `${app} to start` },
+    ).then(() => true),
+    running.exited.then(() => false),
+  ]);
+  if (!started) throw new Error(`${app} exited at start:\n${running.logs()}`);
+  return running;
+}

@@ -1,0 +1,3 @@
+export * from './apps';
+export * from './fixtures';
+export * from './receiver';

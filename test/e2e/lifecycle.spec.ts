@@ -1,0 +1,156 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ApiClient,
+  WebhookReceiver,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  testDb,
+  txn,
+  waitFor,
+  type AppName,
+  type RunningApp,
+  type TestMerchant,
+} from '@retain/testing';
+
+const ENV = {
+  RETRY_TIME_SCALE: '1000000',
+  JOB_LOCK_MS: '2000',
+  LOG_LEVEL: 'debug',
+  REFUND_BATCH_CRON: '*/1 * * * * *',
+};
+const WORKERS: AppName[] = ['submission-validator', 'retry-worker', 'refund-batcher', 'webhook-dispatcher'];
+const CARDS = ['4111111111111111', '5555555555554444', '4000000000000077', '4000000000000119', '4000000000000002'];
+
+// Issue 6: the whole service as processes — logs never carry secrets, and SIGTERM loses nothing.
+describe('the whole service', () => {
+  const apps = new Map<AppName, RunningApp>();
+  const logs: string[] = [];
+  let receiver: WebhookReceiver;
+  let merchant: TestMerchant;
+  let client: ApiClient;
+
+  const start = async (app: AppName): Promise<void> => {
+    apps.set(app, await startApp(app, { env: ENV }));
+  };
+  const stop = async (app: AppName, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> => {
+    const a = apps.get(app)!;
+    const code = await a.stop(signal);
+    logs.push(a.logs());
+    return code;
+  };
+
+  beforeAll(async () => {
+    receiver = await new WebhookReceiver().start();
+    await Promise.all((['intake-api', ...WORKERS] as AppName[]).map(start));
+    merchant = await createMerchant(receiver.url);
+    client = new ApiClient(apps.get('intake-api')!.url, merchant.api_key);
+  });
+  afterAll(async () => {
+    for (const app of apps.keys()) await stop(app);
+    await receiver.stop();
+    await closeTestDb();
+  });
+
+  it(
+    'finishes every recovery, refund and push exactly once across SIGTERMs of every worker',
+    { timeout: 180_000 },
+    async () => {
+      const batch = Array.from({ length: 150 }, (_, i) => txn({}, CARDS[i % CARDS.length]));
+      const r = await client.submit(batch);
+      expect(r.status).toBe(200);
+      const ids = batch.map((t) => t['id'] as string);
+      // Restart each worker in the middle of the flow; each must exit 0 and hand over its work.
+      for (const app of WORKERS) {
+        await new Promise((res) => setTimeout(res, 300));
+        expect(await stop(app), `${app} exit code`).toBe(0);
+        await start(app);
+      }
+      const db = await testDb();
+      await waitFor(
+        async () => {
+          const [x] = await db.query(
+            `SELECT count(*) FILTER (WHERE status IN ('Captured', 'Cancelled'))::int AS done FROM transactions
+            WHERE merchant_txn_id = ANY($1::text[])`,
+            [ids],
+          );
+          return x.done === ids.length;
+        },
+        { timeoutMs: 90_000, what: 'every transaction final' },
+      );
+      const captured: { merchant_txn_id: string }[] = await db.query(
+        `SELECT merchant_txn_id FROM transactions WHERE merchant_txn_id = ANY($1::text[]) AND status = 'Captured' LIMIT 10`,
+        [ids],
+      );
+      const refund = await client.request('POST', '/v1/retain/refunds', {
+        refunds: captured.map((c) => ({ id: c.merchant_txn_id })),
+      });
+      expect(refund.status).toBe(200);
+      await stop('refund-batcher');
+      await start('refund-batcher');
+      await waitFor(
+        async () => {
+          const [x] = await db.query(
+            `SELECT count(*)::int AS n FROM transactions WHERE merchant_txn_id = ANY($1::text[]) AND status = 'Refunded'`,
+            [captured.map((c) => c.merchant_txn_id)],
+          );
+          return x.n === captured.length;
+        },
+        { what: 'refunds completed' },
+      );
+      // Every push announced was delivered, each message id exactly once.
+      await waitFor(
+        async () => {
+          const [x] = await db.query(
+            `SELECT count(*)::int AS n FROM webhook_messages w JOIN merchants m ON m.id = w.merchant_id
+              WHERE m.login = $1 AND w.status = 'pending'`,
+            [merchant.login],
+          );
+          return x.n === 0;
+        },
+        { what: "this merchant's pushes delivered" },
+      );
+      const [{ n: messages }] = await db.query(
+        `SELECT count(*)::int AS n FROM webhook_messages w JOIN merchants m ON m.id = w.merchant_id WHERE m.login = $1`,
+        [merchant.login],
+      );
+      const ids2 = receiver.received.map((p) => String(p.body.header['message_id']));
+      expect(new Set(ids2).size).toBe(messages);
+      // No double charge, no refund sent twice.
+      const dup = await db.query(
+        `SELECT a.transaction_id FROM attempts a WHERE a.state = 'captured' GROUP BY 1 HAVING count(*) > 1`,
+      );
+      expect(dup).toEqual([]);
+      const [{ n: refundOps }] = await db.query(
+        `SELECT count(*)::int AS n FROM sandbox_operations WHERE kind = 'refund'`,
+      );
+      const [{ n: refunds }] = await db.query(
+        `SELECT count(*)::int AS n FROM refunds WHERE status = 'Completed' AND kind = 'refund'`,
+      );
+      expect(refundOps).toBe(refunds);
+    },
+  );
+
+  it('never writes card numbers, API keys or webhook secrets to any log', async () => {
+    // More traffic with secrets in places a careless log line would catch them.
+    await client.submit([txn({ metadata: { note: 'card 4111111111111111' } }, '4000000000000077')]);
+    await client.request('GET', '/v1/retain/transactions?limit=1', undefined, {
+      authorization: `Basic ${Buffer.from(`${merchant.login}:${merchant.api_key}`).toString('base64')}`,
+    });
+    await client.request(
+      'POST',
+      '/v1/retain/transactions',
+      '{"transactions": [{"id": "x", "payment_method": {"credit_card": {"account": "5555555555554444"',
+    );
+    await new Promise((res) => setTimeout(res, 2000));
+    const all = [...logs, ...[...apps.values()].map((a) => a.logs())].join('\n');
+    expect(all.length).toBeGreaterThan(1000);
+    for (const secret of [...CARDS, merchant.api_key, merchant.webhook_secret, merchant.webhook_secret.slice(6)]) {
+      expect(all.includes(secret), `a log contains ${secret.slice(0, 6)}…`).toBe(false);
+    }
+    // The logs are JSON lines.
+    const lines = all.split('\n').filter((l) => l.startsWith('{'));
+    expect(lines.length).toBeGreaterThan(20);
+    expect(() => lines.slice(0, 50).forEach((l) => JSON.parse(l))).not.toThrow();
+  });
+});

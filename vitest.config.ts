@@ -1,0 +1,32 @@
+import swc from 'unplugin-swc';
+import path from 'node:path';
+import { defineConfig } from 'vitest/config';
+
+// Vitest + swc: swc emits the decorator metadata that Nest and TypeORM need (esbuild does not).
+const alias = Object.fromEntries(
+  ['domain', 'config', 'db', 'api-contract', 'queues', 'processor', 'platform', 'testing'].map(
+    (n) => [`@retain/${n}`, path.resolve(__dirname, `libs/${n}/src/index.ts`)],
+  ),
+);
+
+export default defineConfig({
+  plugins: [
+    swc.vite({
+      jsc: {
+        target: 'es2022',
+        parser: { syntax: 'typescript', decorators: true },
+        transform: { legacyDecorator: true, decoratorMetadata: true, useDefineForClassFields: false },
+        keepClassNames: true,
+      },
+    }),
+  ],
+  resolve: { alias },
+  test: {
+    include: ['apps/**/*.spec.ts', 'libs/**/*.spec.ts', 'test/**/*.spec.ts'],
+    globalSetup: ['libs/testing/src/global-setup.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    fileParallelism: false,
+    pool: 'forks',
+  },
+});
