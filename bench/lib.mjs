@@ -48,7 +48,9 @@ export async function benchEnv(name) {
     async startApp(app, extraEnv = {}) {
       if (!APPS.includes(app)) throw new Error(`unknown app ${app}`);
       const port = await freePort();
-      const child = spawn(process.execPath, [appEntry(app)], {
+      // BENCH_NODE_ARGS passes node flags to the app processes (e.g. --cpu-prof for profiling).
+      const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+      const child = spawn(process.execPath, [...nodeArgs, appEntry(app)], {
         env: {
           ...env,
           ...(app === 'intake-api' ? { PORT: String(port) } : { HEALTH_PORT: String(port) }),

@@ -2,3 +2,4 @@ export * from './contracts';
 export * from './outbox';
 export * from './push-messages';
 export * from './redis';
+export * from './group-commit';

@@ -2,6 +2,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { DataSource, EntityManager } from 'typeorm';
 import { JOB_NAMES, QUEUE_OPTIONS, type JobData, type QueueName } from './contracts';
+import { groupCommit } from './group-commit';
 
 export interface OutboxRow<Q extends QueueName = QueueName> {
   queue: Q;
@@ -67,6 +68,14 @@ interface OpenRow {
  * a job is harmless; `complete` marks a row done once its handler succeeded.
  */
 export class OutboxRelay {
+  /** Completions outside a caller's transaction are grouped: one UPDATE for many finished jobs. */
+  private readonly completeGrouped = groupCommit<string, void>(async (ids) => {
+    await this.db.query(`UPDATE outbox SET completed_at = now() WHERE id = ANY($1::uuid[]) AND completed_at IS NULL`, [
+      ids,
+    ]);
+    return ids.map(() => undefined);
+  });
+
   constructor(
     private readonly db: DataSource,
     private readonly queues: QueueRegistry,
@@ -114,9 +123,8 @@ export class OutboxRelay {
   }
 
   async complete(id: string, manager?: EntityManager): Promise<void> {
-    await (manager ?? this.db).query(`UPDATE outbox SET completed_at = now() WHERE id = $1 AND completed_at IS NULL`, [
-      id,
-    ]);
+    if (!manager) return this.completeGrouped(id);
+    await manager.query(`UPDATE outbox SET completed_at = now() WHERE id = $1 AND completed_at IS NULL`, [id]);
   }
 
   private async enqueueRows(rows: OpenRow[]): Promise<void> {

@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import { MerchantsRepository, type MerchantEntity } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
+import { groupCommit } from '@retain/queues';
 import axios, { type AxiosInstance } from 'axios';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
@@ -14,12 +15,25 @@ interface ClaimedMessage {
   attempt_count: number;
 }
 
-const LOG_SQL = `INSERT INTO webhook_deliveries (message_id, attempt, attempted_at, url, status_code, latency_ms, error)
-  VALUES ($1, $2, $3, $4, $5, $6, $7)`;
+/** The outcome of one attempt, written with its delivery-log row in one grouped statement. */
+interface AttemptRecord {
+  message_id: string;
+  /** null: no attempt was made (no endpoint), so no delivery-log row. */
+  log: { attempt: number; attempted_at: string; url: string; latency_ms: number; error: string | null } | null;
+  status: 'pending' | 'delivered' | 'gone' | 'dead' | 'no_endpoint';
+  status_code: number | null;
+  delay_ms: number | null;
+  last_error: string | null;
+}
 
 /** How long a claimed attempt is leased before a tick may hand the message out again. */
 const LEASE_SECONDS = 60;
 const JITTER = 0.2;
+
+interface CachedMerchant {
+  merchant: MerchantEntity;
+  signer: Webhook | null;
+}
 
 export type DeliveryResult = 'delivered' | 'retry' | 'dead' | 'gone' | 'no_endpoint' | 'skipped';
 
@@ -34,7 +48,7 @@ export class DeliveryService {
   private readonly logger = new Logger(DeliveryService.name);
   private readonly http: AxiosInstance;
   private readonly merchants: MerchantsRepository;
-  private readonly merchantCache = new Map<string, { at: number; merchant: MerchantEntity | null }>();
+  private readonly merchantCache = new Map<string, { at: number; value: CachedMerchant | null }>();
 
   constructor(
     private readonly db: DataSource,
@@ -54,30 +68,74 @@ export class DeliveryService {
     this.merchants = new MerchantsRepository(db, config.cardKeys);
   }
 
-  async deliver(messageId: string): Promise<DeliveryResult> {
+  /**
+   * Claims due attempts (one worker per attempt): many concurrent jobs, one UPDATE. A message
+   * named twice in one batch (a duplicate job) is handed to the first caller only.
+   */
+  private readonly claim = groupCommit<string, ClaimedMessage | null>(async (ids) => {
     // TypeORM answers an UPDATE ... RETURNING with [rows, affected].
     const [rows]: [ClaimedMessage[], number] = await this.db.query(
       `UPDATE webhook_messages SET attempt_count = attempt_count + 1,
               next_attempt_at = now() + ($2::int * interval '1 second'), updated_at = now()
-        WHERE message_id = $1 AND status = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+        WHERE message_id = ANY($1::bpchar[]) AND status = 'pending'
+          AND (next_attempt_at IS NULL OR next_attempt_at <= now())
         RETURNING message_id, merchant_id, body, attempt_count`,
-      [messageId, LEASE_SECONDS],
+      [ids, LEASE_SECONDS],
     );
-    const claimed = rows[0];
+    const byId = new Map(rows.map((r) => [r.message_id, r]));
+    return ids.map((id) => {
+      const row = byId.get(id) ?? null;
+      byId.delete(id);
+      return row;
+    });
+  });
+
+  /** Records attempts: the delivery-log rows and the messages' new states, many in one statement. */
+  private readonly record = groupCommit<AttemptRecord, void>(async (records) => {
+    await this.db.query(
+      `WITH x AS (
+         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(message_id char(27), log jsonb, status varchar,
+           status_code int, delay_ms int, last_error text)
+       ), log AS (
+         INSERT INTO webhook_deliveries (message_id, attempt, attempted_at, url, status_code, latency_ms, error)
+         SELECT x.message_id, (x.log->>'attempt')::int, (x.log->>'attempted_at')::timestamptz, x.log->>'url',
+                x.status_code, (x.log->>'latency_ms')::int, x.log->>'error'
+           FROM x WHERE x.log IS NOT NULL AND jsonb_typeof(x.log) = 'object'
+       )
+       UPDATE webhook_messages m SET status = x.status,
+              next_attempt_at = CASE WHEN x.status = 'pending'
+                THEN now() + (x.delay_ms * interval '1 millisecond') ELSE NULL END,
+              last_status_code = x.status_code, last_error = x.last_error,
+              delivered_at = CASE WHEN x.status = 'delivered' THEN now() ELSE m.delivered_at END,
+              dead_at = CASE WHEN x.status = 'dead' THEN now() ELSE m.dead_at END, updated_at = now()
+         FROM x WHERE m.message_id = x.message_id AND m.status = 'pending'`,
+      [JSON.stringify(records)],
+    );
+    return records.map(() => undefined);
+  });
+
+  async deliver(messageId: string): Promise<DeliveryResult> {
+    const claimed = await this.claim(messageId);
     if (!claimed) return 'skipped';
     const merchant = await this.merchant(claimed.merchant_id);
-    if (!merchant?.webhookUrl) {
-      await this.finish(claimed.message_id, 'no_endpoint', null, 'merchant has no webhook URL');
+    if (!merchant?.merchant.webhookUrl) {
+      await this.record({
+        message_id: claimed.message_id,
+        log: null,
+        status: 'no_endpoint',
+        status_code: null,
+        delay_ms: null,
+        last_error: 'merchant has no webhook URL',
+      });
       return 'no_endpoint';
     }
-    const url = merchant.webhookUrl;
+    const url = merchant.merchant.webhookUrl;
     const payload = JSON.stringify(claimed.body);
     const started = Date.now();
     let statusCode: number | null = null;
     let error: string | null = null;
     try {
       if (!this.config.webhookAllowPrivate && !literalAddressAllowed(url)) throw new Error('address not allowed');
-      const secret = this.merchants.webhookSecret(merchant);
       const timestamp = new Date();
       const headers: Record<string, string> = {
         'content-type': 'application/json',
@@ -85,23 +143,20 @@ export class DeliveryService {
         'webhook-id': claimed.message_id,
         'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
       };
-      if (secret) headers['webhook-signature'] = new Webhook(secret).sign(claimed.message_id, timestamp, payload);
+      if (merchant.signer) headers['webhook-signature'] = merchant.signer.sign(claimed.message_id, timestamp, payload);
       const res = await this.http.post(url, payload, { headers });
       statusCode = res.status;
     } catch (err) {
       error = describe(err);
     }
     const latencyMs = Date.now() - started;
-    // The attempt's log row is written together with the message's new state (one round trip).
-    const log = [
-      claimed.message_id,
-      claimed.attempt_count,
-      new Date(started),
-      redactUrl(url),
-      statusCode,
-      latencyMs,
+    const log = {
+      attempt: claimed.attempt_count,
+      attempted_at: new Date(started).toISOString(),
+      url: redactUrl(url),
+      latency_ms: latencyMs,
       error,
-    ];
+    };
     this.metrics.webhookLatency.observe(latencyMs / 1000);
     const resultLabel =
       statusCode === null
@@ -112,60 +167,48 @@ export class DeliveryService {
           ? '410'
           : `${Math.floor(statusCode / 100)}xx`;
     this.metrics.webhookDeliveries.inc({ result: resultLabel });
+    const outcome = (status: AttemptRecord['status'], lastError: string | null, delayMs: number | null = null) =>
+      this.record({
+        message_id: claimed.message_id,
+        log,
+        status,
+        status_code: statusCode,
+        delay_ms: delayMs,
+        last_error: lastError,
+      });
 
     if (statusCode !== null && statusCode >= 200 && statusCode < 300) {
-      await this.finish(claimed.message_id, 'delivered', statusCode, null, log);
+      await outcome('delivered', null);
       return 'delivered';
     }
     if (statusCode === 410) {
-      await this.finish(claimed.message_id, 'gone', statusCode, 'receiver answered 410 Gone', log);
+      await outcome('gone', 'receiver answered 410 Gone');
       return 'gone';
     }
     const schedule = this.config.webhookRetryScheduleMs;
     const attempt = claimed.attempt_count;
     const lastError = error ?? `HTTP ${statusCode}`;
     if (attempt > schedule.length) {
-      await this.finish(claimed.message_id, 'dead', statusCode, lastError, log);
+      await outcome('dead', lastError);
       return 'dead';
     }
-    const delay = Math.round(schedule[attempt - 1]! * (1 + Math.random() * JITTER));
-    await this.db.query(
-      `WITH log AS (${LOG_SQL})
-       UPDATE webhook_messages SET next_attempt_at = now() + ($8::int * interval '1 millisecond'),
-              last_status_code = $5, last_error = $9, updated_at = now()
-        WHERE message_id = $1 AND status = 'pending'`,
-      [...log, delay, lastError],
-    );
+    // The next attempt after this one's delay, with up to 20% jitter (decisions §9).
+    await outcome('pending', lastError, Math.round(schedule[attempt - 1]! * (1 + Math.random() * JITTER)));
     return 'retry';
   }
 
-  private async finish(
-    messageId: string,
-    status: string,
-    statusCode: number | null,
-    err: string | null,
-    log?: unknown[],
-  ): Promise<void> {
-    const set = (st: string, code: string, e: string): string =>
-      `UPDATE webhook_messages SET status = ${st}::varchar, next_attempt_at = NULL, last_status_code = ${code},
-              last_error = ${e}, delivered_at = CASE WHEN ${st}::varchar = 'delivered' THEN now() ELSE delivered_at END,
-              dead_at = CASE WHEN ${st}::varchar = 'dead' THEN now() ELSE dead_at END, updated_at = now()
-        WHERE message_id = $1`;
-    if (!log) {
-      await this.db.query(set('$2', '$3', '$4'), [messageId, status, statusCode, err]);
-      return;
-    }
-    // $1..$7 are the log row (message_id first); the new status and the error follow.
-    await this.db.query(`WITH log AS (${LOG_SQL}) ${set('$8', '$5', '$9')}`, [...log, status, err]);
-  }
-
-  /** Merchants change rarely; a few seconds of caching spares a query per delivery. */
-  private async merchant(id: string): Promise<MerchantEntity | null> {
+  /**
+   * Merchants change rarely; a few seconds of caching spares a query and a secret decryption per
+   * delivery. The signer holds the decrypted secret in memory only.
+   */
+  private async merchant(id: string): Promise<CachedMerchant | null> {
     const hit = this.merchantCache.get(id);
-    if (hit && Date.now() - hit.at < 5000) return hit.merchant;
+    if (hit && Date.now() - hit.at < 5000) return hit.value;
     const merchant = await this.merchants.findById(id);
-    this.merchantCache.set(id, { at: Date.now(), merchant });
-    return merchant;
+    const secret = merchant ? this.merchants.webhookSecret(merchant) : null;
+    const value = merchant ? { merchant, signer: secret ? new Webhook(secret) : null } : null;
+    this.merchantCache.set(id, { at: Date.now(), value });
+    return value;
   }
 }
 
