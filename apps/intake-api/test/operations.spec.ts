@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApiClient, closeTestDb, createMerchant, startApp, txn, type RunningApp } from '@retain/testing';
+import { ApiClient, closeTestDb, createMerchant, startApp, txn, waitFor, type RunningApp } from '@retain/testing';
 
 // decisions §1: health, readiness, metrics and the OpenAPI document live outside the API prefix.
 describe('operations endpoints of intake-api', () => {
@@ -34,6 +34,27 @@ describe('operations endpoints of intake-api', () => {
     expect(text).toContain('process_cpu_user_seconds_total');
     expect(text).not.toContain('4000000000000077');
     expect(text).not.toContain(m.api_key);
+  });
+
+  it('reports the depth of the submission review queue it feeds, read from BullMQ on each scrape', async () => {
+    const m = await createMerchant();
+    const client = new ApiClient(api.url, m.api_key);
+    const depth = async (state: string): Promise<number> => {
+      const text = await (await fetch(`${api.url}/metrics`)).text();
+      const line = new RegExp(
+        `^retain_queue_depth\\{[^}]*queue="submission\\.review"[^}]*state="${state}"[^}]*\\} (\\d+)$`,
+        'm',
+      );
+      const found = line.exec(text);
+      expect(found, `retain_queue_depth state=${state}`).not.toBeNull();
+      return Number(found![1]);
+    };
+    for (const state of ['active', 'delayed', 'failed']) expect(await depth(state)).toBeGreaterThanOrEqual(0);
+    const before = await depth('waiting');
+    // No submission-validator runs here, so the review job of this submission stays waiting.
+    expect((await client.submit([txn()])).status).toBe(200);
+    // The API publishes to Redis right after its commit, without holding the response for it.
+    await waitFor(async () => (await depth('waiting')) >= before + 1, { what: 'the review job to be counted' });
   });
 
   it('serves an OpenAPI 3 document covering every endpoint and schema, and the docs page', async () => {
