@@ -69,6 +69,31 @@ describe('operations endpoints of intake-api', () => {
       expect.arrayContaining(['TransactionDto', 'PaymentMethodDto', 'CreditCardDto', 'AddressDto', 'ErrorDto']),
     );
     expect(doc.components.securitySchemes).toBeDefined();
+    expect(paths).toEqual(expect.arrayContaining(['/retain/refunds', '/retain/refunds/{id}', '/retain/keys']));
+    expect(doc.paths['/retain/refunds'].post).toBeDefined();
+    expect(doc.paths['/retain/keys'].get).toBeDefined();
+
+    // Every query parameter the handlers read is documented (they parse the raw query themselves).
+    const queryParams = (p: string, method: string): string[] =>
+      (doc.paths[p][method].parameters ?? []).filter((x: any) => x.in === 'query').map((x: any) => x.name);
+    const paging = ['limit', 'starting_after', 'ending_before'];
+    expect(queryParams('/retain/transactions', 'get').sort()).toEqual(
+      [
+        ...paging,
+        'status',
+        'subscription_id',
+        'account_id',
+        'submitted_since',
+        'submitted_until',
+        'updated_since',
+      ].sort(),
+    );
+    expect(queryParams('/retain/refunds', 'get').sort()).toEqual([...paging, 'since', 'until'].sort());
+    expect(queryParams('/retain/transactions', 'post')).toEqual(['dryrun']);
+    expect(queryParams('/retain/refunds', 'post')).toEqual(['dryrun']);
+    expect(queryParams('/retain/transactions/{id}', 'get')).toEqual(['related']);
+    const limit = doc.paths['/retain/transactions'].get.parameters.find((x: any) => x.name === 'limit');
+    expect(limit).toMatchObject({ required: false, schema: { type: 'integer', maximum: 1000 } });
     const docs = await fetch(`${api.url}/docs`);
     expect(docs.status).toBe(200);
     expect(await docs.text()).toContain('swagger');
