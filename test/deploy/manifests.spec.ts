@@ -1,5 +1,7 @@
-import { generateKeyPairSync } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
@@ -306,6 +308,46 @@ describe('docker', () => {
     for (const app of APPS) {
       expect(compose.services[app], app).toBeDefined();
       expect(compose.services[app].depends_on.migrate.condition).toBe('service_completed_successfully');
+    }
+  });
+
+  it('gives the compose apps a development JWE key, so GET /v1/retain/keys and JWE cards work', () => {
+    const compose = parse(readFileSync(path.join(root, 'docker/compose.yaml'), 'utf8'), { merge: true });
+    const envFile = Object.fromEntries(
+      readFileSync(path.join(root, 'docker/.env.example'), 'utf8')
+        .split('\n')
+        .filter((l) => /^[A-Z_]+=/.test(l))
+        .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+    );
+    const keyFile = envFile['CARD_JWE_PRIVATE_KEY_FILE']!;
+    expect(keyFile).toBe('/run/retain-keys/jwe.pem');
+    const keygen = compose.services['dev-keys'];
+    expect(keygen.restart).toBe('no');
+    expect(keygen.volumes).toEqual(['devkeys:/keys']);
+    expect(keygen.environment.KEY_FILE).toBe('/keys/jwe.pem');
+    for (const app of APPS) {
+      expect(compose.services[app].volumes, app).toContain(`devkeys:${path.posix.dirname(keyFile)}:ro`);
+      expect(compose.services[app].depends_on['dev-keys'].condition).toBe('service_completed_successfully');
+    }
+    // The migration needs no key: it loads the database-only config from the same env file.
+    expect(loadConfig('migrate', envFile).databaseUrl).toBe(envFile['DATABASE_URL']);
+
+    // Run the key generator here: it writes a key the apps' config accepts, once.
+    const dir = mkdtempSync(path.join(tmpdir(), 'retain-devkeys-'));
+    try {
+      const file = path.join(dir, 'jwe.pem');
+      const [node, flag, script] = keygen.command as string[];
+      expect([node, flag]).toEqual(['node', '-e']);
+      const run = () => execFileSync(process.execPath, ['-e', script!], { env: { KEY_FILE: file }, encoding: 'utf8' });
+      expect(run()).toContain('written');
+      const pem = readFileSync(file, 'utf8');
+      const config = loadConfig('intake-api', { ...envFile, CARD_JWE_PRIVATE_KEY_FILE: file });
+      expect(config.jwePrivateKeyPem).toBe(pem);
+      expect(createPrivateKey(pem).asymmetricKeyType).toBe('rsa');
+      expect(run()).toContain('kept');
+      expect(readFileSync(file, 'utf8')).toBe(pem);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
