@@ -1,12 +1,15 @@
+import { spawnSync } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 
 /**
- * An offline renderer for the subset of kustomize our manifests use (no kustomize binary is
- * available in CI): resources (files and directories), namespace, labels (pairs, templates),
- * images (newName/newTag) and strategic-merge patches matched by kind and name (maps merge,
- * lists are replaced). Anything else in a kustomization fails loudly, so the subset cannot drift.
+ * Renders a kustomization. `render` uses the real kustomize (`kubectl kustomize`) when kubectl is
+ * on the PATH, and falls back to `renderOffline`: a renderer for the subset of kustomize our
+ * manifests use: resources (files and directories), namespace, labels (pairs, templates), images
+ * (kustomize semantics: match on the image name, then newName/newTag/digest) and strategic-merge
+ * patches matched by kind and name (maps merge, lists are replaced). Anything else in a
+ * kustomization fails loudly, so the subset cannot drift; a test compares both when kubectl exists.
  */
 export type K8sObject = {
   apiVersion: string;
@@ -37,14 +40,64 @@ function podTemplates(o: K8sObject): any[] {
   return [];
 }
 
+/** Splits an image reference into name, tag and digest the way kustomize does. */
+export function parseImage(image: string): { name: string; tag?: string; digest?: string } {
+  const [rest, digest] = image.split('@') as [string, string | undefined];
+  const colon = rest.lastIndexOf(':');
+  const hasTag = colon > rest.lastIndexOf('/');
+  return {
+    name: hasTag ? rest.slice(0, colon) : rest,
+    ...(hasTag && { tag: rest.slice(colon + 1) }),
+    ...(digest !== undefined && { digest }),
+  };
+}
+
+/**
+ * kustomize's image transformer: an entry applies when its `name` equals the image's name
+ * (registry and path, without tag or digest); `newName` replaces the name, `newTag` the tag,
+ * `digest` replaces tag and digest; what is not given is kept. Names are never matched on newName.
+ */
+export function transformImage(
+  image: string,
+  entry: { name: string; newName?: string; newTag?: string; digest?: string },
+): string {
+  const ref = parseImage(image);
+  if (ref.name !== entry.name) return image;
+  const name = entry.newName ?? ref.name;
+  if (entry.digest) return `${name}@${entry.digest}`;
+  const tag = entry.newTag ?? ref.tag;
+  return `${name}${tag !== undefined ? `:${tag}` : ''}${entry.newTag === undefined && ref.digest ? `@${ref.digest}` : ''}`;
+}
+
+let kubectl: boolean | undefined;
+
+/** True when `kubectl kustomize` can run here (cached). */
+export function hasKubectl(): boolean {
+  kubectl ??= spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0;
+  return kubectl;
+}
+
+/** The real kustomize through kubectl. */
+export function renderWithKubectl(dir: string): K8sObject[] {
+  const r = spawnSync('kubectl', ['kustomize', dir], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (r.status !== 0) throw new Error(`kubectl kustomize ${dir} failed: ${r.stderr}`);
+  return parseAllDocuments(r.stdout)
+    .map((d) => d.toJS() as K8sObject)
+    .filter((d) => d !== null && d !== undefined);
+}
+
 export function render(dir: string): K8sObject[] {
+  return hasKubectl() ? renderWithKubectl(dir) : renderOffline(dir);
+}
+
+export function renderOffline(dir: string): K8sObject[] {
   const k = readYaml(path.join(dir, 'kustomization.yaml'))[0];
   for (const key of Object.keys(k))
     if (!SUPPORTED.has(key)) throw new Error(`unsupported kustomize field ${key} in ${dir}`);
   let objects: K8sObject[] = [];
   for (const r of k.resources ?? []) {
     const p = path.join(dir, r);
-    objects.push(...(statSync(p).isDirectory() ? render(p) : (readYaml(p) as K8sObject[])));
+    objects.push(...(statSync(p).isDirectory() ? renderOffline(p) : (readYaml(p) as K8sObject[])));
   }
   for (const patch of k.patches ?? []) {
     for (const doc of readYaml(path.join(dir, patch.path))) {
@@ -64,11 +117,8 @@ export function render(dir: string): K8sObject[] {
   for (const img of k.images ?? []) {
     for (const o of objects) {
       for (const t of podTemplates(o)) {
-        for (const c of t?.spec?.containers ?? []) {
-          const [name] = String(c.image).split(':');
-          if (name === img.name || name === img.newName)
-            c.image = `${img.newName ?? img.name}:${img.newTag ?? 'latest'}`;
-        }
+        for (const c of [...(t?.spec?.initContainers ?? []), ...(t?.spec?.containers ?? [])])
+          c.image = transformImage(String(c.image), img);
       }
     }
   }

@@ -1,8 +1,19 @@
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { render, type K8sObject } from './kustomize-render';
+import { jobLockMs, loadConfig, type AppName } from '@retain/config';
+import {
+  hasKubectl,
+  render,
+  renderOffline,
+  renderWithKubectl,
+  transformImage,
+  type K8sObject,
+} from './kustomize-render';
 
 const root = path.resolve(__dirname, '../..');
 const WORKERS = ['submission-validator', 'retry-worker', 'refund-batcher', 'webhook-dispatcher'];
@@ -22,6 +33,50 @@ const MODELS: Record<string, () => Promise<any>> = {
     (await import('kubernetes-models/networking.k8s.io/v1/NetworkPolicy')).NetworkPolicy,
   'networking.k8s.io/v1/Ingress': async () => (await import('kubernetes-models/networking.k8s.io/v1/Ingress')).Ingress,
 };
+
+/** Longest graceful shutdown of an app (libs/platform bootstrap.ts SHUTDOWN_TIMEOUT_MS). */
+const SHUTDOWN_TIMEOUT_S = 60;
+
+let jwePem: string | undefined;
+
+/** Stand-ins for the values of `retain-secrets`: shaped like real ones, so the config parses them. */
+const SECRET_PLACEHOLDERS: Record<string, () => string> = {
+  DATABASE_URL: () => 'postgres://retain:placeholder@postgres.example:5432/retain',
+  REDIS_URL: () => 'redis://:placeholder@redis.example:6379',
+  REDIS_ADDRESS: () => 'redis.example:6379',
+  REDIS_PASSWORD: () => 'placeholder',
+  CARD_DATA_KEY: () => `k1:${Buffer.alloc(32, 9).toString('base64')}`,
+  CARD_JWE_PRIVATE_KEY: () =>
+    (jwePem ??= generateKeyPairSync('rsa', { modulusLength: 2048 })
+      .privateKey.export({ type: 'pkcs8', format: 'pem' })
+      .toString()),
+};
+
+/** The environment a container gets: envFrom ConfigMaps, then env (values, ConfigMap keys, placeholder secrets). */
+function containerEnv(container: any, objects: K8sObject[]): Record<string, string> {
+  const configMap = (name: string): Record<string, string> => {
+    const cm = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === name);
+    expect(cm, `ConfigMap ${name}`).toBeDefined();
+    return cm!['data'] ?? {};
+  };
+  const env: Record<string, string> = {};
+  for (const from of container.envFrom ?? []) {
+    if (from.configMapRef) Object.assign(env, configMap(from.configMapRef.name));
+    if (from.secretRef) throw new Error('use secretKeyRef per variable, so the needed keys are explicit');
+  }
+  for (const e of container.env ?? []) {
+    if (e.value !== undefined) env[e.name] = String(e.value);
+    else if (e.valueFrom?.configMapKeyRef) {
+      env[e.name] = configMap(e.valueFrom.configMapKeyRef.name)[e.valueFrom.configMapKeyRef.key]!;
+    } else if (e.valueFrom?.secretKeyRef) {
+      expect(e.valueFrom.secretKeyRef.name).toBe('retain-secrets');
+      const placeholder = SECRET_PLACEHOLDERS[e.valueFrom.secretKeyRef.key];
+      expect(placeholder, `placeholder for secret key ${e.valueFrom.secretKeyRef.key}`).toBeDefined();
+      env[e.name] = placeholder!();
+    }
+  }
+  return env;
+}
 
 /** KEDA is a CRD: its objects are checked by hand against the fields KEDA requires. */
 function validateKeda(o: K8sObject): void {
@@ -81,11 +136,72 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
           capabilities: { drop: ['ALL'] },
           seccompProfile: { type: 'RuntimeDefault' },
         });
-        expect(c.image).toMatch(/:[\w.-]+$/);
+        if (dir === 'base') expect(c.image).toBe(`retain/${d.metadata.name}`);
+        else expect(c.image).toMatch(/^registry\.example\.com\/retain\/[a-z-]+:[\w.-]+$/);
         // Secrets are references only.
         for (const e of c.env ?? []) if (/KEY|URL|SECRET/.test(e.name)) expect(e.valueFrom?.secretKeyRef).toBeDefined();
       }
       expect(d.spec.template.metadata.labels['app.kubernetes.io/part-of']).toBe('retain');
+    }
+  });
+
+  it('maps every image to the registry, with prod pinned to a release tag (never :latest)', () => {
+    const images = [...of('Deployment'), ...of('Job')].flatMap((o) =>
+      o.spec.template.spec.containers.map((c: any) => String(c.image)),
+    );
+    expect(images).toHaveLength(APPS.length + 1);
+    if (dir === 'base') {
+      // The base keeps the plain names the overlays' `images:` entries match on.
+      for (const i of images) expect(i).toMatch(/^retain\/[a-z-]+$/);
+      return;
+    }
+    for (const i of images) expect(i).toMatch(/^registry\.example\.com\/retain\/[a-z-]+:[\w.-]+$/);
+    if (dir === 'overlays/prod') for (const i of images) expect(i).toMatch(/:\d+\.\d+\.\d+$/);
+  });
+
+  it('gives every container (Deployments and the Job) an environment its app config accepts', () => {
+    const workloads = [...of('Deployment'), ...of('Job')];
+    expect(workloads).toHaveLength(APPS.length + 1);
+    for (const w of workloads) {
+      for (const c of w.spec.template.spec.containers) {
+        const env = containerEnv(c, objects);
+        const app = env['APP'];
+        expect(app, `${w.kind}/${w.metadata.name} sets APP`).toBeDefined();
+        if (app === 'migrate') {
+          expect(loadConfig('migrate', env).databaseUrl).toBe(SECRET_PLACEHOLDERS['DATABASE_URL']!());
+          continue;
+        }
+        expect(APPS).toContain(app);
+        expect(w.metadata.name).toBe(app);
+        const config = loadConfig(app as AppName, env);
+        expect(config.app).toBe(app);
+        expect(config.nodeEnv).toBe(dir === 'overlays/dev' ? 'development' : 'production');
+        // The probes and Prometheus port are the ones the app listens on.
+        const listens = app === 'intake-api' ? config.port : config.healthPort;
+        expect(c.ports.map((p: any) => p.containerPort)).toContain(listens);
+        expect(w.spec.template.metadata.annotations['prometheus.io/port']).toBe(String(listens));
+      }
+    }
+  });
+
+  it('leaves replica counts to the autoscalers, and drains intake-api before stopping it', () => {
+    const autoscaled = new Set([
+      ...of('HorizontalPodAutoscaler').map((h) => h.spec.scaleTargetRef.name),
+      ...of('ScaledObject').map((s) => s.spec.scaleTargetRef.name),
+    ]);
+    expect([...autoscaled].sort()).toEqual([...APPS].sort());
+    for (const d of of('Deployment')) expect(d.spec.replicas, d.metadata.name).toBeUndefined();
+
+    const lockS = jobLockMs(of('ConfigMap').find((c) => c.metadata.name === 'retain-config')!['data']) / 1000;
+    for (const d of of('Deployment')) {
+      const pod = d.spec.template.spec;
+      const preStop = pod.containers[0].lifecycle?.preStop;
+      if (d.metadata.name === 'intake-api') expect(preStop.exec.command).toEqual(['sleep', '5']);
+      const preStopS = preStop ? Number(preStop.exec.command[1]) : 0;
+      // SIGTERM comes after preStop; the pod must then have time to release its longest job lock
+      // and to finish the whole graceful shutdown before the kubelet kills it.
+      expect(pod.terminationGracePeriodSeconds, d.metadata.name).toBeGreaterThan(preStopS + lockS);
+      expect(pod.terminationGracePeriodSeconds, d.metadata.name).toBeGreaterThan(preStopS + SHUTDOWN_TIMEOUT_S);
     }
   });
 
@@ -112,10 +228,62 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
     );
   });
 
-  it('exposes intake-api through an Ingress in prod only', () => {
+  it('exposes intake-api through an Ingress in prod only, for the API and its docs only', () => {
     expect(of('Ingress').length).toBe(dir === 'overlays/prod' ? 1 : 0);
     if (dir !== 'base') expect(objects.every((o) => o.metadata.namespace)).toBe(true);
+    for (const ing of of('Ingress')) {
+      const paths = ing.spec.rules.flatMap((r: any) => r.http.paths);
+      expect(paths.map((p: any) => `${p.pathType} ${p.path}`).sort()).toEqual(
+        ['Exact /openapi.json', 'Prefix /docs', 'Prefix /retain', 'Prefix /v1', 'Prefix /v2'].sort(),
+      );
+      for (const p of paths) expect(p.backend.service.name).toBe('intake-api');
+      // What an Ingress path covers (Prefix matches whole path segments): operations endpoints stay private.
+      const routed = (url: string): boolean =>
+        paths.some((p: any) =>
+          p.pathType === 'Exact' ? url === p.path : url === p.path || url.startsWith(`${p.path}/`),
+        );
+      for (const url of ['/metrics', '/readyz', '/healthz', '/', '/v1metrics']) expect(routed(url), url).toBe(false);
+      for (const url of ['/v1/retain/transactions', '/v2/retain/refunds', '/retain/keys', '/openapi.json', '/docs'])
+        expect(routed(url), url).toBe(true);
+    }
   });
+
+  it('runs the migration Job in the first apply phase, with what it needs', () => {
+    const phase = objects.filter((o) => o.metadata.labels?.['retain/phase'] === 'pre-deploy');
+    expect(phase.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
+      'ConfigMap/retain-config',
+      'Job/retain-migrate',
+      'ServiceAccount/retain',
+    ]);
+  });
+});
+
+describe('kustomize renderer', () => {
+  it('applies images like kustomize: match on the name only, keep what is not replaced', () => {
+    const entry = { name: 'retain/api', newName: 'reg.example/retain/api', newTag: '1.2.3' };
+    expect(transformImage('retain/api', entry)).toBe('reg.example/retain/api:1.2.3');
+    expect(transformImage('retain/api:old', entry)).toBe('reg.example/retain/api:1.2.3');
+    // An entry never matches on its newName (real kustomize does not).
+    expect(transformImage('reg.example/retain/api:latest', entry)).toBe('reg.example/retain/api:latest');
+    expect(transformImage('retain/api:old', { name: 'retain/api', newName: 'x/api' })).toBe('x/api:old');
+    expect(transformImage('retain/api', { name: 'retain/api', newName: 'x/api' })).toBe('x/api');
+    expect(transformImage('host:5000/retain/api', { name: 'host:5000/retain/api', newTag: '2' })).toBe(
+      'host:5000/retain/api:2',
+    );
+    expect(transformImage('retain/api:1', { name: 'retain/api', digest: 'sha256:abc' })).toBe('retain/api@sha256:abc');
+  });
+
+  it.skipIf(!hasKubectl()).each(['base', 'overlays/dev', 'overlays/prod'])(
+    'renders %s offline exactly as kubectl kustomize does',
+    (dir) => {
+      const key = (o: K8sObject) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+      const byKey = (list: K8sObject[]) => Object.fromEntries(list.map((o) => [key(o), o]));
+      const real = byKey(renderWithKubectl(path.join(root, 'k8s', dir)));
+      const offline = byKey(renderOffline(path.join(root, 'k8s', dir)));
+      expect(Object.keys(offline).sort()).toEqual(Object.keys(real).sort());
+      for (const k of Object.keys(real)) expect(offline[k], k).toEqual(real[k]);
+    },
+  );
 });
 
 describe('docker', () => {
@@ -140,6 +308,46 @@ describe('docker', () => {
     for (const app of APPS) {
       expect(compose.services[app], app).toBeDefined();
       expect(compose.services[app].depends_on.migrate.condition).toBe('service_completed_successfully');
+    }
+  });
+
+  it('gives the compose apps a development JWE key, so GET /v1/retain/keys and JWE cards work', () => {
+    const compose = parse(readFileSync(path.join(root, 'docker/compose.yaml'), 'utf8'), { merge: true });
+    const envFile = Object.fromEntries(
+      readFileSync(path.join(root, 'docker/.env.example'), 'utf8')
+        .split('\n')
+        .filter((l) => /^[A-Z_]+=/.test(l))
+        .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+    );
+    const keyFile = envFile['CARD_JWE_PRIVATE_KEY_FILE']!;
+    expect(keyFile).toBe('/run/retain-keys/jwe.pem');
+    const keygen = compose.services['dev-keys'];
+    expect(keygen.restart).toBe('no');
+    expect(keygen.volumes).toEqual(['devkeys:/keys']);
+    expect(keygen.environment.KEY_FILE).toBe('/keys/jwe.pem');
+    for (const app of APPS) {
+      expect(compose.services[app].volumes, app).toContain(`devkeys:${path.posix.dirname(keyFile)}:ro`);
+      expect(compose.services[app].depends_on['dev-keys'].condition).toBe('service_completed_successfully');
+    }
+    // The migration needs no key: it loads the database-only config from the same env file.
+    expect(loadConfig('migrate', envFile).databaseUrl).toBe(envFile['DATABASE_URL']);
+
+    // Run the key generator here: it writes a key the apps' config accepts, once.
+    const dir = mkdtempSync(path.join(tmpdir(), 'retain-devkeys-'));
+    try {
+      const file = path.join(dir, 'jwe.pem');
+      const [node, flag, script] = keygen.command as string[];
+      expect([node, flag]).toEqual(['node', '-e']);
+      const run = () => execFileSync(process.execPath, ['-e', script!], { env: { KEY_FILE: file }, encoding: 'utf8' });
+      expect(run()).toContain('written');
+      const pem = readFileSync(file, 'utf8');
+      const config = loadConfig('intake-api', { ...envFile, CARD_JWE_PRIVATE_KEY_FILE: file });
+      expect(config.jwePrivateKeyPem).toBe(pem);
+      expect(createPrivateKey(pem).asymmetricKeyType).toBe('rsa');
+      expect(run()).toContain('kept');
+      expect(readFileSync(file, 'utf8')).toBe(pem);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { CliContext } from './main';
+import { registerQueueCommands } from './queues.commands';
 import { registerRefundCommands } from './refunds.commands';
 import { registerWebhookCommands } from './webhooks.commands';
 
@@ -7,4 +8,5 @@ import { registerWebhookCommands } from './webhooks.commands';
 export function registerExtraCommands(program: Command, ctx: CliContext): void {
   registerWebhookCommands(program, ctx);
   registerRefundCommands(program, ctx);
+  registerQueueCommands(program, ctx);
 }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApiClient, closeTestDb, createMerchant, startApp, txn, type RunningApp } from '@retain/testing';
+import { ApiClient, closeTestDb, createMerchant, startApp, txn, waitFor, type RunningApp } from '@retain/testing';
 
 // decisions §1: health, readiness, metrics and the OpenAPI document live outside the API prefix.
 describe('operations endpoints of intake-api', () => {
@@ -36,6 +36,27 @@ describe('operations endpoints of intake-api', () => {
     expect(text).not.toContain(m.api_key);
   });
 
+  it('reports the depth of the submission review queue it feeds, read from BullMQ on each scrape', async () => {
+    const m = await createMerchant();
+    const client = new ApiClient(api.url, m.api_key);
+    const depth = async (state: string): Promise<number> => {
+      const text = await (await fetch(`${api.url}/metrics`)).text();
+      const line = new RegExp(
+        `^retain_queue_depth\\{[^}]*queue="submission\\.review"[^}]*state="${state}"[^}]*\\} (\\d+)$`,
+        'm',
+      );
+      const found = line.exec(text);
+      expect(found, `retain_queue_depth state=${state}`).not.toBeNull();
+      return Number(found![1]);
+    };
+    for (const state of ['active', 'delayed', 'failed']) expect(await depth(state)).toBeGreaterThanOrEqual(0);
+    const before = await depth('waiting');
+    // No submission-validator runs here, so the review job of this submission stays waiting.
+    expect((await client.submit([txn()])).status).toBe(200);
+    // The API publishes to Redis right after its commit, without holding the response for it.
+    await waitFor(async () => (await depth('waiting')) >= before + 1, { what: 'the review job to be counted' });
+  });
+
   it('serves an OpenAPI 3 document covering every endpoint and schema, and the docs page', async () => {
     const doc = (await (await fetch(`${api.url}/openapi.json`)).json()) as any;
     expect(doc.openapi).toMatch(/^3\./);
@@ -48,6 +69,31 @@ describe('operations endpoints of intake-api', () => {
       expect.arrayContaining(['TransactionDto', 'PaymentMethodDto', 'CreditCardDto', 'AddressDto', 'ErrorDto']),
     );
     expect(doc.components.securitySchemes).toBeDefined();
+    expect(paths).toEqual(expect.arrayContaining(['/retain/refunds', '/retain/refunds/{id}', '/retain/keys']));
+    expect(doc.paths['/retain/refunds'].post).toBeDefined();
+    expect(doc.paths['/retain/keys'].get).toBeDefined();
+
+    // Every query parameter the handlers read is documented (they parse the raw query themselves).
+    const queryParams = (p: string, method: string): string[] =>
+      (doc.paths[p][method].parameters ?? []).filter((x: any) => x.in === 'query').map((x: any) => x.name);
+    const paging = ['limit', 'starting_after', 'ending_before'];
+    expect(queryParams('/retain/transactions', 'get').sort()).toEqual(
+      [
+        ...paging,
+        'status',
+        'subscription_id',
+        'account_id',
+        'submitted_since',
+        'submitted_until',
+        'updated_since',
+      ].sort(),
+    );
+    expect(queryParams('/retain/refunds', 'get').sort()).toEqual([...paging, 'since', 'until'].sort());
+    expect(queryParams('/retain/transactions', 'post')).toEqual(['dryrun']);
+    expect(queryParams('/retain/refunds', 'post')).toEqual(['dryrun']);
+    expect(queryParams('/retain/transactions/{id}', 'get')).toEqual(['related']);
+    const limit = doc.paths['/retain/transactions'].get.parameters.find((x: any) => x.name === 'limit');
+    expect(limit).toMatchObject({ required: false, schema: { type: 'integer', maximum: 1000 } });
     const docs = await fetch(`${api.url}/docs`);
     expect(docs.status).toBe(200);
     expect(await docs.text()).toContain('swagger');

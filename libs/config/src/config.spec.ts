@@ -43,6 +43,18 @@ describe('configuration', () => {
     expect(c.cardKeys.map((x) => x.id)).toEqual(['new', 'old']);
   });
 
+  it('gives the migrator a database-only config: no card key needed in production', () => {
+    const url = 'postgres://retain:pw@db:5432/retain';
+    expect(loadConfig('migrate', { NODE_ENV: 'production', DATABASE_URL: url })).toEqual({
+      app: 'migrate',
+      nodeEnv: 'production',
+      databaseUrl: url,
+    });
+    expect(() => loadConfig('migrate', { NODE_ENV: 'production' })).toThrow('DATABASE_URL');
+    expect(() => loadConfig('migrate', { DATABASE_URL: 'mysql://x/y' })).toThrow('DATABASE_URL');
+    expect(loadConfig('migrate', {}).databaseUrl).toBe('postgres://postgres@127.0.0.1:5432/retain');
+  });
+
   it('parses durations', () => {
     expect(parseDuration('250ms')).toBe(250);
     expect(parseDuration('1.5h')).toBe(5_400_000);

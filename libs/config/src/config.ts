@@ -112,11 +112,46 @@ export function parseCardKeys(name: string, value: string): CardKey[] {
 
 const CRON_RE = /^(\S+\s+){4,5}\S+$/;
 
-export function loadConfig(app: AppName, env: NodeJS.ProcessEnv = process.env): RetainConfig {
-  const get = (name: string): string | undefined => {
+const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/retain';
+
+/** What the one-shot migrator needs: the database only (no card keys, Redis or ports). */
+export interface MigrateConfig {
+  app: 'migrate';
+  nodeEnv: string;
+  databaseUrl: string;
+}
+
+function envReader(env: NodeJS.ProcessEnv): (name: string) => string | undefined {
+  return (name) => {
     const v = env[name];
     return v === undefined || v === '' ? undefined : v;
   };
+}
+
+/**
+ * The migration Job's config: DATABASE_URL only (required in production, where the local default
+ * would be wrong). Other variables are ignored, so the Job needs no card keys or Redis.
+ */
+function loadMigrateConfig(env: NodeJS.ProcessEnv): MigrateConfig {
+  const get = envReader(env);
+  const nodeEnv = get('NODE_ENV') ?? 'development';
+  const url = get('DATABASE_URL');
+  if (!url && nodeEnv === 'production') throw new ConfigError('DATABASE_URL', 'is required in production');
+  return {
+    app: 'migrate',
+    nodeEnv,
+    databaseUrl: parseUrl('DATABASE_URL', url ?? DEFAULT_DATABASE_URL, ['postgres:', 'postgresql:']),
+  };
+}
+
+export function loadConfig(app: 'migrate', env?: NodeJS.ProcessEnv): MigrateConfig;
+export function loadConfig(app: AppName, env?: NodeJS.ProcessEnv): RetainConfig;
+export function loadConfig(
+  app: AppName | 'migrate',
+  env: NodeJS.ProcessEnv = process.env,
+): RetainConfig | MigrateConfig {
+  if (app === 'migrate') return loadMigrateConfig(env);
+  const get = envReader(env);
   const nodeEnv = get('NODE_ENV') ?? 'development';
   const production = nodeEnv === 'production';
 
@@ -183,10 +218,7 @@ export function loadConfig(app: AppName, env: NodeJS.ProcessEnv = process.env): 
     app,
     nodeEnv,
     testPauseAfterProcessorMs: pause,
-    databaseUrl: parseUrl('DATABASE_URL', get('DATABASE_URL') ?? 'postgres://postgres@127.0.0.1:5432/retain', [
-      'postgres:',
-      'postgresql:',
-    ]),
+    databaseUrl: parseUrl('DATABASE_URL', get('DATABASE_URL') ?? DEFAULT_DATABASE_URL, ['postgres:', 'postgresql:']),
     redisUrl: parseUrl('REDIS_URL', get('REDIS_URL') ?? 'redis://127.0.0.1:6379', ['redis:', 'rediss:']),
     queuePrefix,
     host: get('HOST') ?? '0.0.0.0',

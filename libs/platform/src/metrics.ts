@@ -1,4 +1,29 @@
+import type { AppName } from '@retain/config';
+import { QueueName } from '@retain/queues';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The job states `retain_queue_depth` reports. */
+export const QUEUE_DEPTH_STATES = ['waiting', 'active', 'delayed', 'failed'] as const;
+export type QueueDepthState = (typeof QUEUE_DEPTH_STATES)[number];
+
+/**
+ * The queues whose depth each app reports: the ones it consumes, and for intake-api the queue it
+ * feeds (so the API's /metrics shows the review backlog). Aggregate with max by (queue, state).
+ */
+export const QUEUES_BY_APP: Record<AppName, QueueName[]> = {
+  'intake-api': [QueueName.SubmissionReview],
+  'submission-validator': [QueueName.SubmissionReview],
+  'retry-worker': [QueueName.RetryAttempt, QueueName.RetryTick],
+  'refund-batcher': [QueueName.RefundBatch],
+  'webhook-dispatcher': [QueueName.WebhookDeliver, QueueName.WebhookTick],
+  cli: [],
+};
+
+/** How long a scrape waits for Redis before it answers without queue depths. */
+export const QUEUE_DEPTH_TIMEOUT_MS = 1000;
+
+/** Reads the job counts of one queue (BullMQ `Queue.getJobCounts`). */
+export type JobCountsReader = (queue: QueueName, states: readonly QueueDepthState[]) => Promise<Record<string, number>>;
 
 /**
  * The service's Prometheus metrics, defined once. Labels never carry card data, keys or secrets:
@@ -13,11 +38,21 @@ export class RetainMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [this.registry],
   });
+  private queueDepthSource: { queues: QueueName[]; read: JobCountsReader; timeoutMs: number } | null = null;
   readonly queueDepth = new Gauge({
     name: 'retain_queue_depth',
-    help: 'Jobs per queue and state',
+    help: 'Jobs per queue and state (waiting, active, delayed, failed), read from Redis on each scrape',
     labelNames: ['queue', 'state'],
     registers: [this.registry],
+    collect: () => (this.queueDepthRead = this.collectQueueDepth()),
+  });
+  /** The read of the current scrape, so the error counter reports in the same scrape. */
+  private queueDepthRead: Promise<void> = Promise.resolve();
+  readonly queueDepthErrors = new Counter({
+    name: 'retain_queue_depth_errors_total',
+    help: 'Scrapes that answered without queue depths (Redis slow or failing)',
+    registers: [this.registry],
+    collect: () => this.queueDepthRead,
   });
   readonly jobDuration = new Histogram({
     name: 'retain_job_duration_seconds',
@@ -66,5 +101,37 @@ export class RetainMetrics {
   constructor(app: string) {
     this.registry.setDefaultLabels({ app });
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Reports the depth of these queues on every scrape, waiting at most timeoutMs for Redis. */
+  trackQueueDepth(queues: QueueName[], read: JobCountsReader, timeoutMs = QUEUE_DEPTH_TIMEOUT_MS): void {
+    this.queueDepthSource = { queues, read, timeoutMs };
+  }
+
+  /**
+   * prom-client calls this before each scrape. A slow or failing Redis must not hang /metrics: after
+   * the timeout the scrape goes on without queue depths (no stale values) and counts the error.
+   */
+  private async collectQueueDepth(): Promise<void> {
+    const source = this.queueDepthSource;
+    if (!source || source.queues.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('queue depth read timed out')), source.timeoutMs);
+    });
+    try {
+      const counts = await Promise.race([
+        Promise.all(source.queues.map(async (q) => [q, await source.read(q, QUEUE_DEPTH_STATES)] as const)),
+        timeout,
+      ]);
+      this.queueDepth.reset();
+      for (const [queue, c] of counts)
+        for (const state of QUEUE_DEPTH_STATES) this.queueDepth.set({ queue, state }, c[state] ?? 0);
+    } catch {
+      this.queueDepth.reset();
+      this.queueDepthErrors.inc();
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }

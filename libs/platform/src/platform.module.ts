@@ -19,7 +19,7 @@ import { LoggerModule } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
 import { JobRunner, OutboxSweeper } from './jobs';
 import { createLogger } from './logging';
-import { RetainMetrics } from './metrics';
+import { QUEUES_BY_APP, RetainMetrics } from './metrics';
 import { REDIS, RETAIN_CONFIG } from './tokens';
 
 /** Postgres and Redis must answer within this time for /readyz to say ready. */
@@ -141,7 +141,15 @@ export class PlatformModule {
             return ds;
           },
         },
-        { provide: RetainMetrics, useValue: new RetainMetrics(app) },
+        {
+          provide: RetainMetrics,
+          inject: [QueueRegistry],
+          useFactory: (q: QueueRegistry) => {
+            const metrics = new RetainMetrics(app);
+            metrics.trackQueueDepth(QUEUES_BY_APP[app], (name, states) => q.get(name).getJobCounts(...states));
+            return metrics;
+          },
+        },
         {
           provide: QueueRegistry,
           useFactory: () => new QueueRegistry(redis, config.queuePrefix),

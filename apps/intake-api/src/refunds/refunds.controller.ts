@@ -26,6 +26,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { DataSource } from 'typeorm';
 import { CurrentMerchant, MerchantAuthGuard, type AuthenticatedMerchant } from '../auth/merchant-auth.guard';
 import { listEnvelope, pageLinks } from '../http/list-envelope';
+import { ApiListRefundsQuery } from '../http/list-query.api';
 import { RefundRequestService } from './refund-request.service';
 
 const badParam = (message: string): HttpException =>
@@ -67,6 +68,7 @@ export class RefundsController {
 
   @Get()
   @ApiOperation({ summary: 'List refunds by refund timestamp (since/until), newest first, cursor = refund vid' })
+  @ApiListRefundsQuery()
   @ApiResponse({ status: 200, type: RefundListEnvelopeDto })
   @ApiResponse({ status: 400, type: ErrorDto })
   async list(

@@ -27,6 +27,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { DataSource } from 'typeorm';
 import { CurrentMerchant, MerchantAuthGuard, type AuthenticatedMerchant } from '../auth/merchant-auth.guard';
 import { listEnvelope, pageLinks } from '../http/list-envelope';
+import { ApiListTransactionsQuery } from '../http/list-query.api';
 import { SubmissionService } from './submission.service';
 
 const badParam = (message: string): HttpException =>
@@ -74,6 +75,7 @@ export class TransactionsController {
 
   @Get()
   @ApiOperation({ summary: 'List submitted transactions, newest first, with cursor paging and filters' })
+  @ApiListTransactionsQuery()
   @ApiResponse({ status: 200, type: ListEnvelopeDto })
   @ApiResponse({ status: 400, type: ErrorDto })
   async list(
