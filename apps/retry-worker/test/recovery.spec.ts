@@ -124,9 +124,9 @@ describe('recovery through the real apps', () => {
       receiver.byEvent('retry succeeded').find((p) => p.body.header['transaction_id'] === t['id']),
     );
     expect((push.body.content as any).payment_method.credit_card.account).toBe('400000******0077');
-    const [row] = await (await testDb()).query(`SELECT card_network FROM transactions WHERE merchant_txn_id = $1`, [
-      t['id'],
-    ]);
+    const [row] = await (
+      await testDb()
+    ).query(`SELECT card_network FROM transactions WHERE merchant_txn_id = $1`, [t['id']]);
     expect(row.card_network).toBe('visa');
   });
 

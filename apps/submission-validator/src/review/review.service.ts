@@ -49,7 +49,7 @@ export class ReviewService {
     private readonly relay: OutboxRelay,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
   ) {
-    this.decryptor = new CardDecryptor(config.jwePrivateKeyPem, config.jweKeyId);
+    this.decryptor = new CardDecryptor(config.jweKeys);
     this.processor = createProcessor(config.processor, new PgSandboxLedger(db));
   }
 
