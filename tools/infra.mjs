@@ -34,7 +34,7 @@ export function ensureBuilt({ force = false } = {}) {
   if (!stale) return;
   // The build's own output goes to stderr: callers such as the CLI keep stdout for their JSON.
   const r = spawnSync(process.execPath, [path.join(root, 'tools', 'build.mjs')], {
-    stdio: ['ignore', process.stderr, 'inherit'],
+    stdio: ['ignore', 2, 2],
     cwd: root,
   });
   if (r.status !== 0) throw new Error('build failed');
