@@ -7,7 +7,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const out = path.join(root, 'dist');
+// `--out <dir>` builds elsewhere than dist/ (used by the build's own test).
+const outArg = process.argv.indexOf('--out');
+const out = outArg > 0 && process.argv[outArg + 1] ? path.resolve(process.argv[outArg + 1]) : path.join(root, 'dist');
 const tsconfig = JSON.parse(
   await (await import('node:fs/promises')).readFile(path.join(root, 'tsconfig.base.json'), 'utf8'),
 );
@@ -56,4 +58,5 @@ for (const top of ['apps', 'libs']) {
   }
 }
 await Promise.all(jobs);
-console.log(`build: ${count} files compiled to dist/`);
+// Progress goes to stderr: stdout belongs to the programs built here (the CLI prints JSON).
+process.stderr.write(`build: ${count} files compiled to dist/\n`);

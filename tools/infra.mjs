@@ -32,7 +32,11 @@ export function ensureBuilt({ force = false } = {}) {
     !existsSync(stamp) ||
     Math.max(newestMtime(path.join(root, 'apps')), newestMtime(path.join(root, 'libs'))) > statSync(stamp).mtimeMs;
   if (!stale) return;
-  const r = spawnSync(process.execPath, [path.join(root, 'tools', 'build.mjs')], { stdio: 'inherit', cwd: root });
+  // The build's own output goes to stderr: callers such as the CLI keep stdout for their JSON.
+  const r = spawnSync(process.execPath, [path.join(root, 'tools', 'build.mjs')], {
+    stdio: ['ignore', 2, 2],
+    cwd: root,
+  });
   if (r.status !== 0) throw new Error('build failed');
   writeFileSync(stamp, new Date().toISOString());
 }

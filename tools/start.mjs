@@ -17,7 +17,9 @@ ensureBuilt({ force: true });
 const pg = await ensurePostgres(process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/retain');
 const redis = await ensureRedis(process.env.REDIS_URL || 'redis://127.0.0.1:6379');
 const env = { ...process.env, DATABASE_URL: pg.databaseUrl, REDIS_URL: redis.redisUrl };
-if (!env.CARD_JWE_PRIVATE_KEY && !env.CARD_JWE_PRIVATE_KEY_FILE) env.CARD_JWE_PRIVATE_KEY_FILE = ensureDevJweKey();
+if (!env.CARD_JWE_PRIVATE_KEY && !env.CARD_JWE_PRIVATE_KEY_FILE && !env.CARD_JWE_PRIVATE_KEYS) {
+  env.CARD_JWE_PRIVATE_KEY_FILE = ensureDevJweKey();
+}
 runMigrations(env);
 
 const children = APPS.map((app) => {

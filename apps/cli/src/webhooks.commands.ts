@@ -4,6 +4,8 @@ import type { CliContext } from './main';
 /**
  * Webhook operations. A replay puts a message back to `pending` and due now: the dispatcher's tick
  * sends it with the SAME message_id (no Redis needed here, so replay works even with Redis down).
+ * Each replay starts a new generation (replay_count), so its delivery jobs get fresh job ids and a
+ * message can be replayed any number of times.
  */
 export function registerWebhookCommands(program: Command, ctx: CliContext): void {
   const webhooks = program.command('webhooks').description('push notification delivery');
@@ -18,8 +20,8 @@ export function registerWebhookCommands(program: Command, ctx: CliContext): void
         const since = o.since ? new Date(o.since) : new Date(0);
         if (Number.isNaN(since.getTime())) throw new Error('--since must be an ISO 8601 date-time');
         const [rows]: [{ message_id: string }[], number] = await db.query(
-          `UPDATE webhook_messages SET status = 'pending', next_attempt_at = now(), attempt_count = 0, dead_at = NULL,
-                  updated_at = now()
+          `UPDATE webhook_messages SET status = 'pending', next_attempt_at = now(), attempt_count = 0,
+                  replay_count = replay_count + 1, dead_at = NULL, updated_at = now()
             WHERE status = 'dead' AND dead_at >= $1 RETURNING message_id`,
           [since],
         );
@@ -28,8 +30,8 @@ export function registerWebhookCommands(program: Command, ctx: CliContext): void
       }
       if (!messageId) throw new Error('give a message_id, or --dead [--since <date-time>]');
       const [rows]: [{ message_id: string; status: string }[], number] = await db.query(
-        `UPDATE webhook_messages SET status = 'pending', next_attempt_at = now(), attempt_count = 0, dead_at = NULL,
-                updated_at = now()
+        `UPDATE webhook_messages SET status = 'pending', next_attempt_at = now(), attempt_count = 0,
+                replay_count = replay_count + 1, dead_at = NULL, updated_at = now()
           WHERE message_id = $1 RETURNING message_id, status`,
         [messageId],
       );

@@ -227,6 +227,26 @@ describe('POST /retain/transactions', () => {
     expect(r.json.code).toBe('RET0404');
     const m = await client.request('DELETE', '/v1/retain/transactions');
     expect(m.status).toBe(405);
+    expect(m.headers.get('allow')).toContain('GET');
+    expect(m.headers.get('allow')).toContain('POST');
+    // Routes with path parameters too, under /v1, /v2 and the bare alias, refunds included.
+    for (const prefix of ['/v1', '/v2', '']) {
+      for (const [method, path, allow] of [
+        ['DELETE', '/retain/transactions/abc', 'GET'],
+        ['POST', '/retain/transactions/abc', 'GET'],
+        ['PUT', '/retain/transactions/abc', 'GET'],
+        ['DELETE', '/retain/refunds/abc', 'GET'],
+        ['POST', '/retain/refunds/abc', 'GET'],
+        ['DELETE', '/retain/refunds', 'POST'],
+      ] as const) {
+        const r = await client.request(method, `${prefix}${path}`, method === 'DELETE' ? undefined : {});
+        expect(r.status, `${method} ${prefix}${path}`).toBe(405);
+        expect(r.json.code).toBe('RET405');
+        expect(r.headers.get('allow')?.split(', ')).toContain(allow);
+        expect(r.headers.get('allow')).not.toContain(method);
+      }
+    }
+    expect((await client.request('DELETE', '/v1/retain/nothing/abc')).status).toBe(404);
     const u = await client.request('GET', `/v1/retain/transactions/${uniqueId()}`);
     expect(u.status).toBe(404);
     expect(u.json).toEqual({ code: 'RET0404', message: 'No matching results found' });

@@ -107,6 +107,29 @@ describe('recovery through the real apps', () => {
     expect(hard.json.data[1].auth_code_description).toBe('Hard Failure');
   });
 
+  it('recovers a tokenized payment method sent without credit_card (spec: optional when tokenized)', async () => {
+    const t = txn({ payment_method: { id: 'tok_sandbox_0077', is_tokenized: true } });
+    expect((await client.submit([t])).status).toBe(200);
+    const list = await finalOf(t['id'] as string);
+    const [submitted, ...tries] = list.data;
+    expect(submitted.status).toBe('Captured');
+    expect(tries.map((a: any) => `${a.status}:${a.auth_code}`)).toEqual(['Failed:51', 'Failed:51', 'Captured:00']);
+    // Shown masked (first 6, last 4) from the de-tokenized card; the token stays the payment method id.
+    expect(submitted.payment_method).toMatchObject({
+      id: 'tok_sandbox_0077',
+      is_tokenized: true,
+      credit_card: { account: '400000******0077', expiration_date: null },
+    });
+    const push = await waitFor(() =>
+      receiver.byEvent('retry succeeded').find((p) => p.body.header['transaction_id'] === t['id']),
+    );
+    expect((push.body.content as any).payment_method.credit_card.account).toBe('400000******0077');
+    const [row] = await (
+      await testDb()
+    ).query(`SELECT card_network FROM transactions WHERE merchant_txn_id = $1`, [t['id']]);
+    expect(row.card_network).toBe('visa');
+  });
+
   it('keeps retrying a soft decline within the bounded schedule, then cancels', async () => {
     const t = txn({}, '4000000000000002');
     const before = new Date().toISOString();

@@ -140,6 +140,54 @@ describe('post-submission review', () => {
     expect((await row(tok['id'] as string)).review_status).toBe('passed');
   });
 
+  it('takes any non-clear account as encrypted: 200 now, RET010 in the validation failed push', async () => {
+    // decisions §4: only a clear number failing Luhn is answered synchronously.
+    const values = ['x.y', 'garbage', 'eyJhbGciOi.abc', 'not-a-jwe-at-all'];
+    const txns = values.map((account) => {
+      const t = txn();
+      (t['payment_method'] as any).credit_card.account = account;
+      return t;
+    });
+    const r = await client.submit(txns);
+    expect(r.status).toBe(200);
+    const requestId = r.headers.get('x-request-id')!;
+    const push = await waitFor(
+      () => receiver.byEvent('validation failed').find((p) => p.body.header['request_id'] === requestId),
+      { what: 'validation failed push' },
+    );
+    expect(push.body.header['error_count']).toBe(values.length);
+    const codes = Object.fromEntries(
+      (push.body.content as any).rejected.map((x: any) => [x.id, x.errors.map((e: any) => e.code)]),
+    );
+    for (const t of txns) expect(codes[t['id'] as string]).toEqual(['RET010']);
+    for (const t of txns) expect((await row(t['id'] as string)).card_jwe).toBeNull();
+  });
+
+  it('passes a tokenized payment method without credit_card and shows the card masked', async () => {
+    const tok = txn({ payment_method: { id: 'tok_sandbox_1111', is_tokenized: true } });
+    const unknown = txn({ payment_method: { id: 'tok_unknown', is_tokenized: true } });
+    const r = await client.submit([tok, unknown]);
+    expect(r.status).toBe(200);
+    const requestId = r.headers.get('x-request-id')!;
+    const push = await waitFor(
+      () => receiver.byEvent('validation failed').find((p) => p.body.header['request_id'] === requestId),
+      { what: 'validation failed push' },
+    );
+    expect((push.body.content as any).rejected).toEqual([
+      { id: unknown['id'], errors: [{ code: 'RET011', message: expect.any(String) }] },
+    ]);
+    const stored = await row(tok['id'] as string);
+    expect(stored.review_status).toBe('passed');
+    expect(stored.card_network).toBe('visa');
+    expect(stored.next_attempt_at).not.toBeNull();
+    const got = await client.request('GET', `/v1/retain/transactions/${tok['id']}`);
+    expect(got.json.data[0].payment_method).toMatchObject({
+      id: 'tok_sandbox_1111',
+      is_tokenized: true,
+      credit_card: { account: '411111******1111', expiration_date: null },
+    });
+  });
+
   it('reviews a submission once even when its job runs twice', async () => {
     const bad = txn();
     (bad['payment_method'] as any).credit_card.account = 'eyJ.a.b.c.d';

@@ -141,6 +141,29 @@ describe('webhook delivery', () => {
     await waitFor(() => receiver.received.filter((p) => p.body.header['message_id'] === single).length === 2);
   });
 
+  it('delivers every replay of the same message, each once', async () => {
+    const id = await push(await merchantRow(merchant.login));
+    const count = () => receiver.received.filter((p) => p.body.header['message_id'] === id).length;
+    await waitFor(async () => (await message(id)).status === 'delivered', { what: 'first delivery' });
+    for (let n = 2; n <= 4; n++) {
+      expect(cli('webhooks', 'replay', id)).toEqual({ replayed: 1, message_ids: [id] });
+      await waitFor(async () => count() === n && (await message(id)).status === 'delivered', {
+        what: `replay ${n - 1} delivered`,
+      });
+    }
+    // The dead-message replay path bumps the generation too.
+    receiver.status = 500;
+    expect(cli('webhooks', 'replay', id).replayed).toBe(1);
+    await waitFor(async () => (await message(id)).status === 'dead', { timeoutMs: 20_000, what: 'dead' });
+    receiver.status = 202;
+    const before = count();
+    cli('webhooks', 'replay', '--dead', '--since', new Date(Date.now() - 60_000).toISOString());
+    await waitFor(async () => (await message(id)).status === 'delivered', { what: 'dead replay delivered' });
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(count()).toBe(before + 1);
+    expect((await message(id)).replay_count).toBe(5);
+  });
+
   it('loses nothing when Redis is flushed between announcement and delivery', async () => {
     await dispatcher.stop();
     const merchantId = await merchantRow(merchant.login);

@@ -1,11 +1,4 @@
-import {
-  RetCode,
-  RetMessage,
-  looksLikeCompactJwe,
-  looksLikeFullCardNumber,
-  luhnValid,
-  type ErrorEntry,
-} from '@retain/domain';
+import { RetCode, RetMessage, luhnValid, type ErrorEntry } from '@retain/domain';
 
 /** How the card arrived. The clear number lives only in this in-memory value, never in errors. */
 export type CardInput =
@@ -20,6 +13,9 @@ const BIN_RE = /^\d{6,8}$/;
 const MASKED_RE = /^\d{6,8}[*Xx]+\d{4}$/;
 const SEPARATORS_RE = /[\s-]/g;
 const DIGITS_AND_SEPARATORS_RE = /^[\d\s-]+$/;
+const FULL_NUMBER_RE = /^\d{12,19}$/;
+const LETTER_RE = /[A-Za-z]/;
+const DIGIT_RE = /\d/g;
 
 const schema = (detail: string, path = ACCOUNT): ErrorEntry => ({
   code: RetCode.RET009,
@@ -28,9 +24,15 @@ const schema = (detail: string, path = ACCOUNT): ErrorEntry => ({
 const invalidCard = (): ErrorEntry => ({ code: RetCode.RET010, message: RetMessage.invalidCard });
 
 /**
- * Classifies `credit_card.account` (decisions §10): a BIN with tokenization; otherwise a clear
- * number (Luhn-checked now), a compact JWE (decrypted by the post-submission review) or a masked
- * number with its `account_hash`. `account` and `accountHash` have passed their field checks.
+ * Classifies `credit_card.account` (decisions §4 and §10): a BIN with tokenization; otherwise
+ *  - a clear number (digits, possibly with spaces or dashes): Luhn and length checked now, RET010;
+ *  - a masked number (BIN, masked middle, last 4) with its `account_hash`;
+ *  - anything else is taken as encrypted: the post-submission review decrypts it and answers RET010
+ *    in the `validation failed` push when it cannot (a compact JWE or not: only a clear number
+ *    gets a synchronous answer).
+ * A value without letters holding 12 or more digits (a clear number with other separators) is
+ * answered RET010 at once too, so a card number is never stored as if it were encrypted.
+ * `account` and `accountHash` have passed their field checks (type, at most 4096 characters).
  */
 export function classifyCardAccount(
   account: string | undefined,
@@ -44,20 +46,19 @@ export function classifyCardAccount(
       : schema('must be the 6-8 digit BIN when payment_method.is_tokenized is true');
   }
   if (account === undefined) return schema('is required when payment_method.is_tokenized is false');
-  if (looksLikeFullCardNumber(account)) {
+  if (account.trim() === '') return schema('must not be empty');
+  if (DIGITS_AND_SEPARATORS_RE.test(account)) {
     const pan = account.replace(SEPARATORS_RE, '');
-    return luhnValid(pan) ? { kind: 'clear', pan } : invalidCard();
+    return FULL_NUMBER_RE.test(pan) && luhnValid(pan) ? { kind: 'clear', pan } : invalidCard();
   }
-  if (looksLikeCompactJwe(account)) return { kind: 'jwe', jwe: account };
   const compact = account.replace(SEPARATORS_RE, '');
   if (MASKED_RE.test(compact) && compact.length >= 12 && compact.length <= 19) {
     return accountHash === undefined
       ? schema('must be given with a masked account', 'payment_method.credit_card.account_hash')
       : { kind: 'masked', masked: account, accountHash: accountHash.toLowerCase() };
   }
-  // Digits of a wrong length or a broken encryption are "not valid or incorrectly encrypted".
-  if (DIGITS_AND_SEPARATORS_RE.test(account) || account.includes('.')) return invalidCard();
-  return schema('must be a card number, a compact JWE or a masked number');
+  if (!LETTER_RE.test(account) && (account.match(DIGIT_RE)?.length ?? 0) >= 12) return invalidCard();
+  return { kind: 'jwe', jwe: account };
 }
 
 export const isCardError = (v: CardInput | ErrorEntry): v is ErrorEntry => 'code' in v;

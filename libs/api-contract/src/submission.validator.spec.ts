@@ -205,10 +205,13 @@ describe('validateSubmission: required elements (RET006)', () => {
     expect(accepted(tx).card).toEqual({ kind: 'token' });
   });
 
-  it('still requires credit_card when tokenized', () => {
-    expect(errorsOf(withField('payment_method.credit_card', undefined, tokenizedTransaction()))).toEqual([
-      missingError('payment_method.credit_card'),
-    ]);
+  it('does not require credit_card when tokenized (spec: only when is_tokenized is false)', () => {
+    for (const absent of [undefined, null]) {
+      const v = accepted(withField('payment_method.credit_card', absent, tokenizedTransaction()));
+      expect(v.card).toEqual({ kind: 'token' });
+      expect(v.expiration_date).toBeNull();
+      expect(v.account_hash).toBeNull();
+    }
   });
 
   it('lists every failure of one transaction, in table order', () => {
@@ -446,8 +449,27 @@ describe('validateSubmission: card account', () => {
     expect(accepted(card({ account: jwe })).card).toEqual({ kind: 'jwe', jwe });
   });
 
-  it('rejects a malformed encrypted value with RET010', () => {
-    expect(errorsOf(card({ account: 'eyJhbGciOi.abc' }))[0]!.code).toBe('RET010');
+  // decisions §4: only a clear number is answered synchronously; anything else is taken as
+  // encrypted and the post-submission review answers RET010 in the `validation failed` push.
+  it.each(['eyJhbGciOi.abc', 'x.y', 'garbage', 'visa ending 1111', 'a.b.c', 'eyJ.a.b.c.d.e.f', '****'])(
+    'takes %j as encrypted, left to the post-submission review',
+    (account) => {
+      expect(accepted(card({ account })).card).toEqual({ kind: 'jwe', jwe: account });
+    },
+  );
+
+  it('answers a clear number with other separators RET010 at once, never storing it as encrypted', () => {
+    expect(errorsOf(card({ account: '4111.1111.1111.1111' }))[0]!.code).toBe('RET010');
+    expect(errorsOf(card({ account: '4111/1111/1111/1111' }))[0]!.code).toBe('RET010');
+  });
+
+  it('rejects an empty account and one over 4096 characters with RET009', () => {
+    expect(errorsOf(card({ account: '  ' }))).toEqual([
+      schemaError('payment_method.credit_card.account must not be empty'),
+    ]);
+    expect(errorsOf(card({ account: 'e'.repeat(4097) }))).toEqual([
+      schemaError('payment_method.credit_card.account must be at most 4096 characters'),
+    ]);
   });
 
   it('accepts a masked number only with account_hash', () => {
@@ -463,10 +485,7 @@ describe('validateSubmission: card account', () => {
     ]);
   });
 
-  it('rejects other text with RET009', () => {
-    expect(errorsOf(card({ account: 'visa ending 1111' }))).toEqual([
-      schemaError('payment_method.credit_card.account must be a card number, a compact JWE or a masked number'),
-    ]);
+  it('rejects a number that is not a string with RET009', () => {
     expect(errorsOf(card({ account: 4111111111111111 }))).toEqual([
       schemaError('payment_method.credit_card.account must be a string'),
     ]);

@@ -75,7 +75,8 @@ export const TRANSACTION_FIELDS = {
   'payment_method.billing_address.district': { kind: 'string', maxLength: 255 },
   'payment_method.billing_address.postal_code': { kind: 'string', maxLength: 255 },
   'payment_method.billing_address.country': { kind: 'string', maxLength: 2, format: 'country' },
-  'payment_method.credit_card': { kind: 'object', required: true },
+  // Spec: credit_card and its expiration are required only when is_tokenized is false.
+  'payment_method.credit_card': { kind: 'object', required: 'unless-tokenized' },
   // A compact JWE under an RSA-4096 key stays well below 4096 characters.
   'payment_method.credit_card.account': { kind: 'string', required: 'unless-tokenized', maxLength: 4096 },
   'payment_method.credit_card.account_hash': { kind: 'string', maxLength: 40, format: 'sha1-hex' },

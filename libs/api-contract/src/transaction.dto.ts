@@ -90,8 +90,11 @@ export class PaymentMethodDto {
   @ReadOnlyField({ default: 'CreditCard', enum: ['CreditCard'] })
   type?: string;
 
-  @ContractField('payment_method.credit_card', { type: () => CreditCardDto })
-  credit_card: CreditCardDto;
+  @ContractField('payment_method.credit_card', {
+    type: () => CreditCardDto,
+    description: 'Required unless is_tokenized (then optional: the BIN and expiration may be given)',
+  })
+  credit_card?: CreditCardDto;
 
   @ContractField('payment_method.primary', { default: 1 }) primary?: number;
 }

@@ -1,5 +1,12 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, parseDuration } from './config';
+
+const pem = (): string =>
+  generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
 
 describe('configuration', () => {
   it('has working defaults', () => {
@@ -59,5 +66,54 @@ describe('configuration', () => {
     expect(parseDuration('250ms')).toBe(250);
     expect(parseDuration('1.5h')).toBe(5_400_000);
     expect(parseDuration('3 days')).toBeNull();
+  });
+
+  describe('card JWE keys', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'retain-jwe-'));
+    const [a, b, c] = [pem(), pem(), pem()];
+    const file = (name: string, text: string): string => {
+      const f = path.join(dir, name);
+      writeFileSync(f, text);
+      return f;
+    };
+    const fa = file('a.pem', a);
+    const fb = file('b.pem', b);
+
+    it('has none by default, and keeps the single-key variables working', () => {
+      expect(loadConfig('intake-api', {}).jweKeys).toEqual([]);
+      expect(loadConfig('intake-api', { CARD_JWE_PRIVATE_KEY: a }).jweKeys).toEqual([
+        { kid: 'retain-dev-1', privateKeyPem: a },
+      ]);
+      expect(loadConfig('intake-api', { CARD_JWE_PRIVATE_KEY_FILE: fb, CARD_JWE_KEY_ID: 'k-b' }).jweKeys).toEqual([
+        { kid: 'k-b', privateKeyPem: b },
+      ]);
+    });
+
+    it('reads several keys from CARD_JWE_PRIVATE_KEYS, current first, plus the single key', () => {
+      const cfg = loadConfig('submission-validator', {
+        CARD_JWE_PRIVATE_KEYS: `2025-06:${fa}, 2024-01:${fb}`,
+        CARD_JWE_PRIVATE_KEY: c,
+        CARD_JWE_KEY_ID: 'legacy',
+      });
+      expect(cfg.jweKeys).toEqual([
+        { kid: '2025-06', privateKeyPem: a },
+        { kid: '2024-01', privateKeyPem: b },
+        { kid: 'legacy', privateKeyPem: c },
+      ]);
+    });
+
+    it.each([
+      ['CARD_JWE_PRIVATE_KEYS', { CARD_JWE_PRIVATE_KEYS: 'no-separator' }],
+      ['CARD_JWE_PRIVATE_KEYS', { CARD_JWE_PRIVATE_KEYS: 'k1:/nonexistent/key.pem' }],
+      ['CARD_JWE_PRIVATE_KEYS', { CARD_JWE_PRIVATE_KEYS: `bad kid!:${fa}` }],
+      ['CARD_JWE_PRIVATE_KEYS', { CARD_JWE_PRIVATE_KEYS: `k1:${fa},k1:${fb}` }],
+      ['CARD_JWE_PRIVATE_KEYS', { CARD_JWE_PRIVATE_KEYS: `k1:${file('junk.pem', 'not a key')}` }],
+      ['CARD_JWE_PRIVATE_KEY', { CARD_JWE_PRIVATE_KEYS: `k1:${fa}`, CARD_JWE_PRIVATE_KEY: b, CARD_JWE_KEY_ID: 'k1' }],
+      ['CARD_JWE_PRIVATE_KEY', { CARD_JWE_PRIVATE_KEY: 'nope' }],
+      ['CARD_JWE_PRIVATE_KEY_FILE', { CARD_JWE_PRIVATE_KEY_FILE: '/nonexistent/key.pem' }],
+    ])('stops on a bad %s', (name, env) => {
+      expect(() => loadConfig('intake-api', env)).toThrow(ConfigError);
+      expect(() => loadConfig('intake-api', env)).toThrow(name);
+    });
   });
 });

@@ -1,3 +1,4 @@
+import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 
 /**
@@ -21,6 +22,12 @@ export interface CardKey {
   key: Buffer;
 }
 
+/** An RSA private key for card-number JWEs and the `kid` it is published under. */
+export interface JweKey {
+  kid: string;
+  privateKeyPem: string;
+}
+
 export interface RetainConfig {
   app: AppName;
   nodeEnv: string;
@@ -41,8 +48,13 @@ export interface RetainConfig {
   /** AES-256-GCM keys for card data at rest; the first one encrypts, all decrypt (rotation). */
   cardKeys: CardKey[];
   /** Key for the card-number HMAC used for lookups (derived from the first card key). */
-  jwePrivateKeyPem: string | null;
-  jweKeyId: string;
+  /**
+   * Card-number JWE keys (decisions §10), current first. All are published at GET /v1/retain/keys;
+   * a JWE is decrypted with the key its `kid` names, so old keys keep working during a rotation.
+   * From CARD_JWE_PRIVATE_KEYS (`kid:/path/key.pem,...`) and/or the single-key variables
+   * CARD_JWE_PRIVATE_KEY / CARD_JWE_PRIVATE_KEY_FILE with CARD_JWE_KEY_ID. Empty: no JWE support.
+   */
+  jweKeys: JweKey[];
   logLevel: string;
   bodyLimitBytes: number;
   /** Scheduler tick period of the workers (retry, webhook, outbox sweep), in ms. */
@@ -110,6 +122,56 @@ export function parseCardKeys(name: string, value: string): CardKey[] {
   return keys;
 }
 
+const JWE_KID_RE = /^[A-Za-z0-9_.-]{1,64}$/;
+
+function rsaPrivateKeyPem(name: string, pem: string): string {
+  try {
+    if (!pem.includes('PRIVATE KEY') || createPrivateKey(pem).asymmetricKeyType !== 'rsa') throw new Error('not RSA');
+  } catch {
+    throw new ConfigError(name, 'must be a PEM RSA private key');
+  }
+  return pem;
+}
+
+function readKeyFile(name: string, file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    throw new ConfigError(name, `cannot read the key file ${file}`);
+  }
+}
+
+/**
+ * Card JWE keys: CARD_JWE_PRIVATE_KEYS (`kid:/path/to/key.pem`, comma separated, current first),
+ * then the single key of CARD_JWE_PRIVATE_KEY (PEM text) or CARD_JWE_PRIVATE_KEY_FILE, published
+ * under CARD_JWE_KEY_ID (default `retain-dev-1`). Key ids must be unique.
+ */
+export function parseJweKeys(get: (name: string) => string | undefined): JweKey[] {
+  const keys: JweKey[] = [];
+  const add = (name: string, kid: string, pem: string): void => {
+    if (!JWE_KID_RE.test(kid)) throw new ConfigError(name, `has an invalid key id "${kid}" (A-Z a-z 0-9 _ . -, 1-64)`);
+    if (keys.some((k) => k.kid === kid)) throw new ConfigError(name, `repeats the key id "${kid}"`);
+    keys.push({ kid, privateKeyPem: rsaPrivateKeyPem(name, pem) });
+  };
+  const list = get('CARD_JWE_PRIVATE_KEYS');
+  if (list !== undefined) {
+    for (const part of list.split(',')) {
+      const idx = part.indexOf(':');
+      if (idx <= 0 || idx === part.length - 1) {
+        throw new ConfigError('CARD_JWE_PRIVATE_KEYS', 'must be a comma list of <key-id>:<PEM file path>');
+      }
+      const kid = part.slice(0, idx).trim();
+      add('CARD_JWE_PRIVATE_KEYS', kid, readKeyFile('CARD_JWE_PRIVATE_KEYS', part.slice(idx + 1).trim()));
+    }
+  }
+  const kid = get('CARD_JWE_KEY_ID') ?? 'retain-dev-1';
+  const inline = get('CARD_JWE_PRIVATE_KEY');
+  const file = get('CARD_JWE_PRIVATE_KEY_FILE');
+  if (inline !== undefined) add('CARD_JWE_PRIVATE_KEY', kid, inline);
+  else if (file !== undefined) add('CARD_JWE_PRIVATE_KEY_FILE', kid, readKeyFile('CARD_JWE_PRIVATE_KEY_FILE', file));
+  return keys;
+}
+
 const CRON_RE = /^(\S+\s+){4,5}\S+$/;
 
 const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/retain';
@@ -171,18 +233,7 @@ export function loadConfig(
   if (!cardKeyText && production) throw new ConfigError('CARD_DATA_KEY', 'is required in production');
   const cardKeys = parseCardKeys('CARD_DATA_KEY', cardKeyText ?? DEV_CARD_KEY);
 
-  let jwePrivateKeyPem: string | null = get('CARD_JWE_PRIVATE_KEY') ?? null;
-  const jweFile = get('CARD_JWE_PRIVATE_KEY_FILE');
-  if (!jwePrivateKeyPem && jweFile) {
-    try {
-      jwePrivateKeyPem = readFileSync(jweFile, 'utf8');
-    } catch {
-      throw new ConfigError('CARD_JWE_PRIVATE_KEY_FILE', 'cannot be read');
-    }
-  }
-  if (jwePrivateKeyPem && !jwePrivateKeyPem.includes('PRIVATE KEY')) {
-    throw new ConfigError('CARD_JWE_PRIVATE_KEY', 'must be a PEM private key');
-  }
+  const jweKeys = parseJweKeys(get);
 
   const refundBatchCron = get('REFUND_BATCH_CRON') ?? '0 2 * * *';
   if (!CRON_RE.test(refundBatchCron.trim())) {
@@ -231,8 +282,7 @@ export function loadConfig(
     webhookAllowPrivate: parseBool('WEBHOOK_ALLOW_PRIVATE', get('WEBHOOK_ALLOW_PRIVATE') ?? 'false'),
     webhookTimeoutMs: 10_000,
     cardKeys,
-    jwePrivateKeyPem,
-    jweKeyId: get('CARD_JWE_KEY_ID') ?? 'retain-dev-1',
+    jweKeys,
     logLevel,
     bodyLimitBytes: 10 * 1024 * 1024,
     tickMs,

@@ -6,6 +6,8 @@ export interface ReceivedPush {
   raw: string;
   body: { header: Record<string, unknown>; content: Record<string, unknown> };
   at: number;
+  /** The HTTP status this receiver answered (2xx: the push was accepted). */
+  answered: number;
 }
 
 /** A local merchant webhook endpoint that records every push; its answer can be changed. */
@@ -20,12 +22,19 @@ export class WebhookReceiver {
       let raw = '';
       req.on('data', (c: Buffer) => (raw += c.toString()));
       req.on('end', () => {
+        const answered = this.status;
         try {
-          this.received.push({ headers: req.headers, raw, body: JSON.parse(raw), at: Date.now() });
+          this.received.push({ headers: req.headers, raw, body: JSON.parse(raw), at: Date.now(), answered });
         } catch {
-          this.received.push({ headers: req.headers, raw, body: { header: {}, content: {} }, at: Date.now() });
+          this.received.push({
+            headers: req.headers,
+            raw,
+            body: { header: {}, content: {} },
+            at: Date.now(),
+            answered,
+          });
         }
-        res.statusCode = this.status;
+        res.statusCode = answered;
         res.end();
       });
     });

@@ -8,7 +8,7 @@ import {
   type ExecutionContext,
 } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { MerchantsRepository, hashApiKey, type MerchantEntity } from '@retain/db';
+import { MerchantsRepository } from '@retain/db';
 import { RetCode, RetMessage } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -21,10 +21,6 @@ export interface AuthenticatedMerchant {
 }
 
 type RequestWithMerchant = FastifyRequest & { merchant?: AuthenticatedMerchant };
-
-/** Short cache of key -> merchant so a burst of calls does not hit Postgres for each; a disable
- *  or rotation takes effect within CACHE_MS. Keyed by the key's hash, never the key itself. */
-const CACHE_MS = 5000;
 
 export class UnauthorizedError extends HttpException {
   constructor() {
@@ -47,10 +43,15 @@ export function parseCredentials(header: string | undefined): { login?: string; 
   return null;
 }
 
+/**
+ * Looks the key up on every request: one indexed query (SHA-256 of the key -> unique key_hash,
+ * joined to its merchant), no cache, so `merchant disable` (403) and `merchant rotate-key` (401 for
+ * the old key) apply to the very next call. The key hash is a fast SHA-256 of a 32+ char random
+ * key, so there is no expensive verification worth caching.
+ */
 @Injectable()
 export class MerchantAuthGuard implements CanActivate {
   private readonly merchants: MerchantsRepository;
-  private readonly cache = new Map<string, { at: number; merchant: MerchantEntity | null }>();
 
   constructor(db: DataSource, @Inject(RETAIN_CONFIG) config: RetainConfig) {
     this.merchants = new MerchantsRepository(db, config.cardKeys);
@@ -65,24 +66,13 @@ export class MerchantAuthGuard implements CanActivate {
       throw new UnauthorizedError();
     };
     if (!creds || !creds.apiKey.startsWith('rk_')) return fail();
-    const merchant = await this.lookup(creds.apiKey);
+    const merchant = await this.merchants.findByApiKey(creds.apiKey);
     if (!merchant || (creds.login !== undefined && creds.login !== merchant.login)) return fail();
     if (merchant.disabledAt) {
       throw new HttpException({ code: RetCode.RET403, message: RetMessage.forbidden }, HttpStatus.FORBIDDEN);
     }
     req.merchant = { id: merchant.id, merchantVid: merchant.merchantVid, login: merchant.login };
     return true;
-  }
-
-  private async lookup(apiKey: string): Promise<MerchantEntity | null> {
-    const now = Date.now();
-    const cacheKey = hashApiKey(apiKey);
-    const hit = this.cache.get(cacheKey);
-    if (hit && now - hit.at < CACHE_MS) return hit.merchant;
-    const merchant = await this.merchants.findByApiKey(apiKey);
-    if (this.cache.size > 10_000) this.cache.clear();
-    this.cache.set(cacheKey, { at: now, merchant });
-    return merchant;
   }
 }
 

@@ -27,7 +27,8 @@ export class ApiExceptionFilter implements ExceptionFilter {
     const ctx = host.switchToHttp();
     const reply = ctx.getResponse<FastifyReply>();
     const req = ctx.getRequest<FastifyRequest>();
-    const { status, body } = this.toResponse(exception, req);
+    const { status, body, allow } = this.toResponse(exception, req);
+    if (allow) void reply.header('Allow', allow.join(', '));
     if (status >= 500) {
       this.logger.error(
         { err: exception instanceof Error ? { type: exception.name, message: exception.message } : 'unknown' },
@@ -37,13 +38,14 @@ export class ApiExceptionFilter implements ExceptionFilter {
     void reply.status(status).send(body);
   }
 
-  private toResponse(exception: unknown, req: FastifyRequest): { status: number; body: unknown } {
+  private toResponse(exception: unknown, req: FastifyRequest): { status: number; body: unknown; allow?: string[] } {
     if (exception instanceof NotFoundException && this.isRouteMiss(exception)) {
       const allowed = this.allowedMethods(req);
       if (allowed.length > 0) {
         return {
           status: HttpStatus.METHOD_NOT_ALLOWED,
           body: { code: RetCode.RET405, message: `Method not allowed; allowed: ${allowed.join(', ')}` },
+          allow: allowed,
         };
       }
       return { status: 404, body: { code: RetCode.RET0404, message: RetMessage.notFound } };
@@ -79,10 +81,20 @@ export class ApiExceptionFilter implements ExceptionFilter {
     return typeof res === 'object' && res !== null && !('code' in res);
   }
 
+  /**
+   * Methods with a route matching this concrete path. `findRoute` runs the router's matching, so
+   * `/retain/transactions/abc` finds `GET /retain/transactions/:id` (`hasRoute` compares patterns
+   * and would only work for paths without parameters). The URL is the rewritten one (`/v1`, `/v2`
+   * and the bare alias all reach `/retain/...`).
+   */
   private allowedMethods(req: FastifyRequest): string[] {
     const fastify = this.adapterHost.httpAdapter.getInstance<FastifyInstance>();
     const url = (req.url ?? '').split('?')[0] ?? '';
-    return METHODS.filter((method) => method !== req.method && fastify.hasRoute({ method, url }));
+    const allowed: string[] = METHODS.filter(
+      (method) => method !== req.method && fastify.findRoute({ method, url }) !== null,
+    );
+    if (allowed.includes('GET')) allowed.push('HEAD');
+    return allowed;
   }
 }
 

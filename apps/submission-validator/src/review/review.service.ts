@@ -10,6 +10,7 @@ import {
   cardColumnsFromPan,
   cardFingerprint,
   firstAttemptAt,
+  maskCardNumber,
   validCardNumber,
   type ErrorEntry,
 } from '@retain/domain';
@@ -48,7 +49,7 @@ export class ReviewService {
     private readonly relay: OutboxRelay,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
   ) {
-    this.decryptor = new CardDecryptor(config.jwePrivateKeyPem, config.jweKeyId);
+    this.decryptor = new CardDecryptor(config.jweKeys);
     this.processor = createProcessor(config.processor, new PgSandboxLedger(db));
   }
 
@@ -116,6 +117,8 @@ export class ReviewService {
         errors.push({ code: RetCode.RET010, message: RetMessage.invalidCard });
       } else {
         const c = cardColumnsFromPan(this.config.cardKeys, pan);
+        // The first attempt is planned with the card's network (schedule() reads the row).
+        row.card_network = cardBrand(pan);
         const pm = { ...row.payment_method, card_account_display: c.display };
         await m.query(
           `UPDATE transactions SET card_enc = $2, card_key_id = $3, card_hmac = $4, card_bin = $5, card_last4 = $6,
@@ -139,10 +142,23 @@ export class ReviewService {
       if (r && !r.ok) errors.push({ code: RetCode.RET011, message: RetMessage.token });
       else if (r && r.ok) {
         // The token stays the instrument; the card's fingerprint lets the network limits count per card.
+        // A token sent without credit_card (or without its BIN) is shown masked, first 6 and last 4.
+        row.card_network ??= cardBrand(r.pan);
+        const pm = {
+          ...row.payment_method,
+          card_account_display: row.payment_method.card_account_display ?? maskCardNumber(r.pan),
+        };
         await m.query(
           `UPDATE transactions SET card_hmac = $2, card_bin = COALESCE(card_bin, $3), card_last4 = $4,
-             card_network = COALESCE(card_network, $5) WHERE id = $1`,
-          [row.id, cardFingerprint(this.config.cardKeys, r.pan), r.pan.slice(0, 6), r.pan.slice(-4), cardBrand(r.pan)],
+             card_network = COALESCE(card_network, $5), payment_method = $6::jsonb WHERE id = $1`,
+          [
+            row.id,
+            cardFingerprint(this.config.cardKeys, r.pan),
+            r.pan.slice(0, 6),
+            r.pan.slice(-4),
+            cardBrand(r.pan),
+            JSON.stringify(pm),
+          ],
         );
       }
     } else if (row.card_kind === 'masked') {

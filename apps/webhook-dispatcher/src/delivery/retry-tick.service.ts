@@ -5,6 +5,15 @@ import { QueueName, QueueRegistry } from '@retain/queues';
 import { DataSource } from 'typeorm';
 
 /**
+ * The job id of one delivery attempt: unique per (message, replay generation, attempt). A replay
+ * resets attempt_count and bumps replay_count, so its attempts never reuse the id of a job BullMQ
+ * still keeps (completed jobs stay for an hour), which would make the re-add a silent no-op.
+ */
+export function deliveryJobId(messageId: string, replayCount: number, attempt: number): string {
+  return replayCount === 0 ? `${messageId}-${attempt}` : `${messageId}-r${replayCount}-${attempt}`;
+}
+
+/**
  * Delivery retries live in Postgres (next_attempt_at), not as hours-long delayed jobs in Redis.
  * A timer in every dispatcher hands due messages to the queue, one job id per attempt, so several
  * dispatchers may tick at once without sending an attempt twice (the claim in DeliveryService
@@ -35,8 +44,8 @@ export class RetryTickService implements OnModuleInit, OnApplicationShutdown {
     if (this.running) return 0;
     this.running = true;
     try {
-      const due: { message_id: string; attempt_count: number }[] = await this.db.query(
-        `SELECT message_id, attempt_count FROM webhook_messages
+      const due: { message_id: string; attempt_count: number; replay_count: number }[] = await this.db.query(
+        `SELECT message_id, attempt_count, replay_count FROM webhook_messages
           WHERE status = 'pending' AND next_attempt_at <= now() ORDER BY next_attempt_at LIMIT 1000`,
       );
       if (due.length === 0) return 0;
@@ -44,7 +53,7 @@ export class RetryTickService implements OnModuleInit, OnApplicationShutdown {
         due.map((m) => ({
           name: 'deliver',
           data: { v: 1, messageId: m.message_id },
-          opts: { jobId: `${m.message_id}-${m.attempt_count + 1}` },
+          opts: { jobId: deliveryJobId(m.message_id, m.replay_count, m.attempt_count + 1) },
         })),
       );
       return due.length;

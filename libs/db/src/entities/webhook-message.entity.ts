@@ -14,6 +14,8 @@ export class WebhookMessageEntity {
   @Column({ type: 'jsonb' }) body: { header: Record<string, unknown>; content: unknown };
   @Column({ type: 'varchar', length: 16 }) status: WebhookMessageStatus;
   @Column({ name: 'attempt_count', type: 'int' }) attemptCount: number;
+  /** How many times an operator replayed the message; part of the delivery job id. */
+  @Column({ name: 'replay_count', type: 'int', default: 0 }) replayCount: number;
   @Column({ name: 'next_attempt_at', type: 'timestamptz', nullable: true }) nextAttemptAt: Date | null;
   @Column({ name: 'last_status_code', type: 'int', nullable: true }) lastStatusCode: number | null;
   @Column({ name: 'last_error', type: 'text', nullable: true }) lastError: string | null;
