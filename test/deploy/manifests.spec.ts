@@ -342,7 +342,7 @@ describe('docker', () => {
       expect(run()).toContain('written');
       const pem = readFileSync(file, 'utf8');
       const config = loadConfig('intake-api', { ...envFile, CARD_JWE_PRIVATE_KEY_FILE: file });
-      expect(config.jwePrivateKeyPem).toBe(pem);
+      expect(config.jweKeys.map((k) => k.privateKeyPem)).toEqual([pem]);
       expect(createPrivateKey(pem).asymmetricKeyType).toBe('rsa');
       expect(run()).toContain('kept');
       expect(readFileSync(file, 'utf8')).toBe(pem);
