@@ -2,9 +2,10 @@ import { Client } from 'pg';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import { ENTITIES } from './entities';
 import { InitialSchema1732280000000 } from './migrations/1732280000000-InitialSchema';
+import { AttemptCardScope1732290000000 } from './migrations/1732290000000-AttemptCardScope';
 
 /** Migrations, listed explicitly and applied in this order. */
-export const MIGRATIONS = [InitialSchema1732280000000];
+export const MIGRATIONS = [InitialSchema1732280000000, AttemptCardScope1732290000000];
 
 export interface PoolTuning {
   /**
