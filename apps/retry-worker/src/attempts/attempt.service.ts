@@ -4,7 +4,9 @@ import { AttemptEntity, TransactionEntity, attemptView, transactionView, RefundE
 import {
   AuthCodeDescription,
   EventName,
+  RefundStatus,
   TransactionStatus,
+  cardDataVersion,
   checkNetworkLimits,
   classifyDecline,
   open,
@@ -60,7 +62,7 @@ export class AttemptService {
       return 'nothing to do';
     }
     const { attempt, txn, instrument } = prepared;
-    const result =
+    let result =
       (await this.processor.lookupCharge(attempt.vid)) ??
       (await this.processor.charge({
         idempotencyKey: attempt.vid,
@@ -77,7 +79,16 @@ export class AttemptService {
     if (this.config.testPauseAfterProcessorMs > 0) {
       await new Promise((resolve) => setTimeout(resolve, this.config.testPauseAfterProcessorMs));
     }
-    const outbox = await this.db.transaction((m) => this.record(m, attemptId, result));
+    if (result.outcome === 'error') {
+      // A timeout or 5xx says nothing about the charge: it may have gone through. Ask the processor
+      // by the same idempotency key before recording "not charged" (the next attempt gets a new
+      // key, so an unnoticed capture here would charge the card twice). A failing lookup throws:
+      // the job is retried and the attempt stays in flight until its outcome is known.
+      const found = await this.processor.lookupCharge(attempt.vid);
+      if (found && found.outcome !== 'error') result = found;
+    }
+    const recorded = result;
+    const outbox = await this.db.transaction((m) => this.record(m, attemptId, recorded));
     await this.publish(outbox);
     return result.outcome;
   }
@@ -100,18 +111,33 @@ export class AttemptService {
     const locked = await this.lock(m, attemptId);
     if (!locked || locked.attempt.state !== 'pending') return { kind: 'done', outbox: [] };
     const { attempt, txn } = locked;
+    const dataVersion = cardDataVersion(txn.expirationDate);
     // Already charged by an earlier run of this attempt (crash after the call): record it, skip the checks.
-    if (alreadyCharged) return { kind: 'charge', attempt, txn, instrument: this.instrument(txn) };
+    if (alreadyCharged) {
+      await this.markInFlight(m, attempt, dataVersion);
+      return { kind: 'charge', attempt, txn, instrument: this.instrument(txn) };
+    }
 
     if (txn.stopRequestedAt) {
       // A stop arrived before this attempt started: it never starts.
       await this.dropAttempt(m, attempt, txn);
       return { kind: 'done', outbox: await closeStop(m, txn) };
     }
-    const history = await this.cardHistory(m, txn.cardHmac, attempt.id);
-    const check = checkNetworkLimits(txn.cardNetwork, history, new Date(), BigInt(attempt.amountMinor), {
-      timeScale: this.config.retryTimeScale,
-    });
+    // One limit check at a time per card and merchant: the check and the in-flight mark below commit
+    // together, so the next attempt on the card (any transaction, any worker) counts this one.
+    if (txn.cardHmac) {
+      await m.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [
+        `retain:card:${txn.merchantId}:${txn.cardHmac}`,
+      ]);
+    }
+    const history = await this.cardHistory(m, txn, attempt.id);
+    const check = checkNetworkLimits(
+      { network: txn.cardNetwork, cardDataVersion: dataVersion },
+      history,
+      new Date(),
+      BigInt(attempt.amountMinor),
+      { timeScale: this.config.retryTimeScale },
+    );
     if (!check.allowed) {
       await this.dropAttempt(m, attempt, txn);
       let outbox: string[] = [];
@@ -126,7 +152,20 @@ export class AttemptService {
       this.logger.log({ rule: check.rule }, 'attempt not made: network limit');
       return { kind: 'done', outbox };
     }
+    await this.markInFlight(m, attempt, dataVersion);
     return { kind: 'charge', attempt, txn, instrument: this.instrument(txn) };
+  }
+
+  /** The attempt goes to the processor: from now on it counts in the card's history until recorded. */
+  private async markInFlight(m: EntityManager, attempt: AttemptEntity, dataVersion: string | null): Promise<void> {
+    if (attempt.preparedAt) return;
+    attempt.preparedAt = new Date();
+    attempt.cardDataVersion = dataVersion;
+    await m.query(`UPDATE attempts SET prepared_at = $2, card_data_version = $3, updated_at = now() WHERE id = $1`, [
+      attempt.id,
+      attempt.preparedAt,
+      dataVersion,
+    ]);
   }
 
   private instrument(txn: TransactionEntity): PaymentInstrument {
@@ -173,6 +212,9 @@ export class AttemptService {
       });
       await m.save(txn);
       this.metrics.recoveredMinor.inc({ currency: attempt.currency }, Number(attempt.amountMinor));
+      // A stop arrived while this attempt was in flight and it captured: the stop refund becomes a
+      // normal refund of the next batch, in this same database transaction (decisions §8).
+      if (txn.stopRequestedAt) await this.stopToRefund(m, txn, now);
       return announce(m, [
         {
           merchantId: txn.merchantId,
@@ -216,7 +258,8 @@ export class AttemptService {
         : { responseCode: '', technical: true },
       network: txn.cardNetwork,
       amountMinor: BigInt(txn.amountMinor),
-      cardHistory: await this.cardHistory(m, txn.cardHmac, null),
+      cardHistory: await this.cardHistory(m, txn, null),
+      cardDataVersion: cardDataVersion(txn.expirationDate),
       timeScale: this.config.retryTimeScale,
     });
     if (plan.kind === 'retry') {
@@ -269,32 +312,76 @@ export class AttemptService {
     await m.query(`UPDATE transactions SET attempt_count = $2 WHERE id = $1`, [txn.id, txn.attemptCount]);
   }
 
-  /** Every finished attempt on the card, across the service (the network rules count per card). */
+  /**
+   * The card's history for the network limits (network-rules.config.ts): attempts of THIS merchant
+   * on the card that went to the processor, recorded or still in flight, in the last 31 days; plus
+   * every blocking decline however old (card blocks do not lapse; they lift when the data changes).
+   */
   private async cardHistory(
     m: EntityManager,
-    cardHmac: string | null,
+    txn: TransactionEntity,
     excludeId: string | null,
   ): Promise<CardAttempt[]> {
-    if (!cardHmac) return [];
+    if (!txn.cardHmac) return [];
     const rows: {
-      processed_at: Date;
+      at: Date;
       amount_minor: string;
       state: string;
       response_code: string | null;
       merchant_advice_code: string | null;
+      card_data_version: string | null;
     }[] = await m.query(
-      `SELECT processed_at, amount_minor, state, response_code, merchant_advice_code FROM attempts
-          WHERE card_hmac = $1 AND processed_at IS NOT NULL AND id IS DISTINCT FROM $2
-            AND processed_at > now() - interval '31 days'`,
-      [cardHmac, excludeId],
+      `SELECT COALESCE(processed_at, prepared_at) AS at, amount_minor, state, response_code, merchant_advice_code,
+              card_data_version
+         FROM attempts
+        WHERE merchant_id = $1 AND card_hmac = $2 AND id IS DISTINCT FROM $3
+          AND COALESCE(processed_at, prepared_at) IS NOT NULL
+          AND (COALESCE(processed_at, prepared_at) > now() - interval '31 days'
+               OR (state = 'declined' AND auth_code_description = 'Hard Failure'))`,
+      [txn.merchantId, txn.cardHmac, excludeId],
     );
     return rows.map((r) => ({
-      at: new Date(r.processed_at),
+      at: new Date(r.at),
       amountMinor: BigInt(r.amount_minor),
-      outcome: r.state === 'captured' ? 'approved' : r.state === 'declined' ? 'declined' : 'error',
+      outcome:
+        r.state === 'captured'
+          ? 'approved'
+          : r.state === 'declined'
+            ? 'declined'
+            : r.state === 'pending'
+              ? 'pending'
+              : 'error',
       responseCode: r.response_code,
       merchantAdviceCode: r.merchant_advice_code,
+      cardDataVersion: r.card_data_version,
     }));
+  }
+
+  /**
+   * The stop's refunds (kind 'stop', Processing) become normal refunds for what was requested, at
+   * most what is still refundable of the capture; the transaction goes to Refund Requested.
+   */
+  private async stopToRefund(m: EntityManager, txn: TransactionEntity, now: Date): Promise<void> {
+    const repo = m.getRepository(RefundEntity);
+    const stops = await repo.find({
+      where: { transactionId: txn.id, kind: 'stop', status: RefundStatus.Processing },
+      order: { requestedAt: 'ASC' },
+    });
+    if (stops.length === 0) return;
+    let left = BigInt(txn.capturedAmountMinor ?? '0');
+    for (const r of stops) {
+      const amount = BigInt(r.amountMinor) < left ? BigInt(r.amountMinor) : left;
+      left -= amount;
+      Object.assign(r, {
+        kind: 'refund',
+        amountMinor: amount.toString(),
+        previousStatus: TransactionStatus.Captured,
+        ...(amount === 0n ? { status: RefundStatus.Failed, failureMessage: 'nothing left to refund' } : {}),
+      });
+    }
+    await repo.save(stops);
+    Object.assign(txn, { status: TransactionStatus.RefundRequested, statusChangedAt: now });
+    await m.save(txn);
   }
 
   private async publish(ids: string[]): Promise<void> {
