@@ -105,18 +105,20 @@ describe('card history: per card per merchant, in-flight attempts, unknown outco
     await worker.stop();
   });
 
-  it('approvals do not count: 25 uses of 4111111111111111 by one merchant are all captured at once', async () => {
+  it('approvals do not count: after 20 captures of 4111111111111111, the next 5 are captured at once too', async () => {
     const client = await newClient();
-    const ids = await dueNow(
-      client,
-      Array.from({ length: 25 }, () => txn({}, '4111111111111111')),
-    );
     const worker = await startApp('retry-worker', { env: REAL });
     workers.push(worker);
-    for (const id of ids) {
-      const x = await finalOf(client, id);
-      expect(x[0].status).toBe('Captured');
-      expect(x.slice(1).map((a: any) => `${a.status}:${a.auth_code}`)).toEqual(['Captured:00']);
+    for (const size of [20, 5]) {
+      const ids = await dueNow(
+        client,
+        Array.from({ length: size }, () => txn({}, '4111111111111111')),
+      );
+      for (const id of ids) {
+        const x = await finalOf(client, id);
+        expect(x[0].status).toBe('Captured');
+        expect(x.slice(1).map((a: any) => `${a.status}:${a.auth_code}`)).toEqual(['Captured:00']);
+      }
     }
     await worker.stop();
   });
