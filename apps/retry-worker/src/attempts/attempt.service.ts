@@ -56,6 +56,10 @@ export class AttemptService {
     const [row]: { vid: string }[] = await this.db.query(`SELECT vid FROM attempts WHERE id = $1`, [attemptId]);
     if (!row) return 'nothing to do';
     const alreadyCharged = (await this.processor.lookupCharge(row.vid)) !== null;
+    if (!alreadyCharged) {
+      const late = await this.lateCapture(attemptId);
+      if (late) return late;
+    }
     const prepared = await this.db.transaction((m) => this.prepare(m, attemptId, alreadyCharged));
     if (prepared.kind === 'done') {
       await this.publish(prepared.outbox);
@@ -91,6 +95,40 @@ export class AttemptService {
     const outbox = await this.db.transaction((m) => this.record(m, attemptId, recorded));
     await this.publish(outbox);
     return result.outcome;
+  }
+
+  /**
+   * Earlier attempts of this transaction recorded as processor errors may have been charged after
+   * all (the processor finished after our timeout). Before a new idempotency key is charged, look
+   * them up: if one captured, it is recorded as the capture and this attempt is never made.
+   */
+  private async lateCapture(attemptId: string): Promise<string | null> {
+    const errored: { id: string; vid: string }[] = await this.db.query(
+      `SELECT e.id, e.vid FROM attempts e JOIN attempts p ON p.transaction_id = e.transaction_id
+        WHERE p.id = $1 AND p.state = 'pending' AND p.prepared_at IS NULL AND e.state = 'error'
+        ORDER BY e.retry_number`,
+      [attemptId],
+    );
+    for (const e of errored) {
+      const found = await this.processor.lookupCharge(e.vid);
+      if (found?.outcome !== 'approved') continue;
+      const outbox = await this.db.transaction(async (m) => {
+        const locked = await this.lock(m, attemptId);
+        if (!locked || locked.attempt.state !== 'pending' || locked.attempt.preparedAt) return null;
+        await this.dropAttempt(m, locked.attempt, locked.txn);
+        const [, reopened]: [unknown[], number] = await m.query(
+          `UPDATE attempts SET state = 'pending' WHERE id = $1 AND state = 'error'`,
+          [e.id],
+        );
+        if (reopened === 0) return null;
+        this.logger.warn({ attempt: e.vid }, 'a processor error was a capture after all: recorded, no new attempt');
+        return this.record(m, e.id, found);
+      });
+      if (outbox === null) return null;
+      await this.publish(outbox);
+      return 'approved';
+    }
+    return null;
   }
 
   private async lock(
