@@ -139,6 +139,49 @@ describe('refunds and stops', () => {
     expect((await refund([{ id: t['id'] }])).json.rejected[0].errors[0].code).toBe('RET015');
   });
 
+  it('answers a repeated stop on a Stop Requested transaction idempotently: accepted, nothing new', async () => {
+    const t = txn();
+    expect((await client.submit([t])).status).toBe(200);
+    const db = await testDb();
+    // A stop waiting for an attempt in flight (set in SQL: the stop itself is tested below).
+    await db.query(
+      `UPDATE transactions SET status = 'Stop Requested', stop_requested_at = now(), next_attempt_at = NULL
+        WHERE merchant_txn_id = $1`,
+      [t['id']],
+    );
+    const again = await refund([{ id: t['id'] }]);
+    expect(again.status).toBe(200);
+    expect(again.json).toEqual({ message: '1 refunds received for processing' });
+    const got = await get(t['id'] as string);
+    expect(got.status).toBe('Stop Requested');
+    expect(got.refunds).toEqual([]);
+    // Still more than the transaction's amount is refused.
+    expect((await refund([{ id: t['id'], amount: 1000 }])).json.rejected[0].errors[0].code).toBe('RET027');
+  });
+
+  it('the batch never closes a stop as Stopped once money was captured: the stop is refunded', async () => {
+    const id = await captured(50);
+    const db = await testDb();
+    // A stop refund still open on a transaction that captured and got a refund call meanwhile.
+    await db.query(
+      `WITH t AS (UPDATE transactions SET status = 'Refund Requested', stop_requested_at = now()
+                   WHERE merchant_txn_id = $1 RETURNING id, merchant_id, currency)
+       INSERT INTO refunds (vid, merchant_id, transaction_id, kind, amount_minor, currency, status, previous_status)
+       SELECT 'rf_' || md5(random()::text), t.merchant_id, t.id, 'stop', 2000, t.currency, 'Processing', 'Captured'
+         FROM t`,
+      [id],
+    );
+    const final = await waitFor(
+      async () => {
+        const x = await get(id);
+        return x.refunds.every((r: any) => r.status !== 'Processing') ? x : null;
+      },
+      { what: 'the stop settled by the batch' },
+    );
+    expect(final.status).toBe('Partially Refunded');
+    expect(final.refunds.map((r: any) => [r.amount, r.status])).toEqual([[20, 'Completed']]);
+  });
+
   it('records a refund the sandbox rejects (.13) as Failed, with a refund failed push and the status restored', async () => {
     const id = await captured(40);
     expect((await refund([{ id, amount: 10.13 }])).status).toBe(200);
@@ -255,6 +298,104 @@ describe('refunds under failures and races', () => {
     );
     expect(statuses).toEqual([{ status: 'Refunded' }]);
     await Promise.all([api.stop(), again.stop()]);
+  });
+
+  it('a capture recorded after a stop turns the stop into a refund at once, for the amount requested', async () => {
+    const env = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000' };
+    // No batcher: the retry worker alone must leave the transaction Refund Requested.
+    const [api, validator, worker] = await Promise.all([
+      startApp('intake-api', { env }),
+      startApp('submission-validator', { env }),
+      startApp('retry-worker', { env: { ...env, TEST_PAUSE_AFTER_PROCESSOR_MS: '3000' } }),
+    ]);
+    const merchant = await createMerchant(null);
+    const client = new ApiClient(api.url, merchant.api_key);
+    const db = await testDb();
+    const t = txn({ amount: 19.99 }, '5555555555554444');
+    expect((await client.submit([t])).status).toBe(200);
+    await waitFor(
+      async () =>
+        (
+          await db.query(
+            `SELECT 1 FROM attempts a JOIN transactions t ON t.id = a.transaction_id
+              JOIN sandbox_operations s ON s.idempotency_key = a.vid
+             WHERE t.merchant_txn_id = $1 AND a.state = 'pending'`,
+            [t['id']],
+          )
+        ).length > 0,
+      { what: 'an attempt in flight' },
+    );
+    expect((await client.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'], amount: 5 }] })).status).toBe(
+      200,
+    );
+    const got = await waitFor(
+      async () => {
+        const x = (await client.request('GET', `/v1/retain/transactions/${t['id']}?related=true`)).json.data;
+        return x[1]?.status === 'Captured' ? x : null;
+      },
+      { timeoutMs: 30_000, what: 'the capture recorded' },
+    );
+    expect(got[0].status).toBe('Refund Requested');
+    expect(got[0].refunds.map((r: any) => [r.amount, r.status])).toEqual([[5, 'Processing']]);
+    const [kind] = await db.query(
+      `SELECT r.kind FROM refunds r JOIN transactions t ON t.id = r.transaction_id WHERE t.merchant_txn_id = $1`,
+      [t['id']],
+    );
+    expect(kind.kind).toBe('refund');
+    // The next batch refunds it like any refund.
+    const batcher = await startApp('refund-batcher', { env: { ...env, ...EVERY_SECOND } });
+    await waitFor(
+      async () =>
+        (await client.request('GET', `/v1/retain/transactions/${t['id']}`)).json.data[0].status ===
+        'Partially Refunded',
+      { timeoutMs: 30_000, what: 'partially refunded' },
+    );
+    await Promise.all([api.stop(), validator.stop(), worker.stop(), batcher.stop()]);
+  });
+
+  it('a stop whose in-flight attempt declines ends Stopped, the refund Completed, with a push', async () => {
+    const env = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000' };
+    const receiver = await new WebhookReceiver().start();
+    const [api, validator, worker, dispatcher] = await Promise.all([
+      startApp('intake-api', { env }),
+      startApp('submission-validator', { env }),
+      startApp('retry-worker', { env: { ...env, TEST_PAUSE_AFTER_PROCESSOR_MS: '3000' } }),
+      startApp('webhook-dispatcher', { env }),
+    ]);
+    const merchant = await createMerchant(receiver.url);
+    const client = new ApiClient(api.url, merchant.api_key);
+    const db = await testDb();
+    // 4000000000000002 declines 05 on every attempt.
+    const t = txn({}, '4000000000000002');
+    expect((await client.submit([t])).status).toBe(200);
+    await waitFor(
+      async () =>
+        (
+          await db.query(
+            `SELECT 1 FROM attempts a JOIN transactions t ON t.id = a.transaction_id
+              JOIN sandbox_operations s ON s.idempotency_key = a.vid
+             WHERE t.merchant_txn_id = $1 AND a.state = 'pending'`,
+            [t['id']],
+          )
+        ).length > 0,
+      { what: 'an attempt in flight' },
+    );
+    expect((await client.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'] }] })).status).toBe(200);
+    expect((await client.request('GET', `/v1/retain/transactions/${t['id']}`)).json.data[0].status).toBe(
+      'Stop Requested',
+    );
+    const push = await waitFor(
+      () => receiver.byEvent('refund completed').find((p) => p.body.header['transaction_id'] === t['id']),
+      { timeoutMs: 30_000, what: 'refund completed push' },
+    );
+    expect((push.body.content as any).status).toBe('Stopped');
+    expect((push.body.content as any).refunds.map((r: any) => r.status)).toEqual(['Completed']);
+    const final = (await client.request('GET', `/v1/retain/transactions/${t['id']}?related=true`)).json.data;
+    expect(final[0].status).toBe('Stopped');
+    expect(final[0].refunds[0].status).toBe('Completed');
+    expect(final.slice(1).map((a: any) => `${a.status}:${a.auth_code}`)).toEqual(['Failed:05']);
+    await Promise.all([api.stop(), validator.stop(), worker.stop(), dispatcher.stop()]);
+    await receiver.stop();
   });
 
   it('a stop that arrives while an attempt is in flight waits for it; a capture turns into a refund', async () => {

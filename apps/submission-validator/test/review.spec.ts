@@ -188,6 +188,22 @@ describe('post-submission review', () => {
     });
   });
 
+  it('cancels an original hard decline without attempts, with a retry failed push of the submitted transaction', async () => {
+    const t = txn({ auth_code: '41' });
+    expect((await client.submit([t])).status).toBe(200);
+    const push = await waitFor(
+      () => receiver.byEvent('retry failed').find((p) => p.body.header['transaction_id'] === t['id']),
+      { what: 'retry failed push' },
+    );
+    const got = (await client.request('GET', `/v1/retain/transactions/${t['id']}?related=true`)).json.data;
+    expect(got).toHaveLength(1);
+    expect(got[0].status).toBe('Cancelled');
+    expect(got[0].next_activity).toBeNull();
+    expect((push.body.content as any).status).toBe('Cancelled');
+    expect((push.body.content as any).vid).toBe(got[0].vid);
+    expect(push.body.header['payload_id']).toBe(got[0].vid);
+  });
+
   it('reviews a submission once even when its job runs twice', async () => {
     const bad = txn();
     (bad['payment_method'] as any).credit_card.account = 'eyJ.a.b.c.d';

@@ -2,10 +2,11 @@ import { Client } from 'pg';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import { ENTITIES } from './entities';
 import { InitialSchema1732280000000 } from './migrations/1732280000000-InitialSchema';
+import { AttemptCardScope1732290000000 } from './migrations/1732290000000-AttemptCardScope';
 import { WebhookReplayCount1795400000000 } from './migrations/1795400000000-WebhookReplayCount';
 
 /** Migrations, listed explicitly and applied in this order. */
-export const MIGRATIONS = [InitialSchema1732280000000, WebhookReplayCount1795400000000];
+export const MIGRATIONS = [InitialSchema1732280000000, AttemptCardScope1732290000000, WebhookReplayCount1795400000000];
 
 export interface PoolTuning {
   /**

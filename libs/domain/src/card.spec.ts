@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { accountHash, cardBrand, luhnValid, maskCardNumber, validCardNumber } from './card';
+import { accountHash, cardBrand, cardDataVersion, luhnValid, maskCardNumber, validCardNumber } from './card';
 import { cardFingerprint, open, seal } from './card-vault';
 
 describe('card checks', () => {
@@ -47,5 +47,15 @@ describe('card vault', () => {
     expect(a).toMatch(/^[0-9a-f]{64}$/);
     expect(cardFingerprint(keys, '4111111111111111')).toBe(a);
     expect(cardFingerprint([{ id: 'x', key: Buffer.alloc(32, 9) }], '4111111111111111')).not.toBe(a);
+  });
+});
+
+describe('cardDataVersion', () => {
+  it('changes with the expiry date, is stable for the same one, and is null when unknown', () => {
+    expect(cardDataVersion('202912')).toBe(cardDataVersion('202912'));
+    expect(cardDataVersion('202912')).not.toBe(cardDataVersion('203001'));
+    expect(cardDataVersion('202912')).toMatch(/^[0-9a-f]{32}$/);
+    expect(cardDataVersion(null)).toBeNull();
+    expect(cardDataVersion('')).toBeNull();
   });
 });

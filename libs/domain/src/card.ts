@@ -74,3 +74,14 @@ export function looksLikeFullCardNumber(value: string): boolean {
 export function looksLikeCompactJwe(value: string): boolean {
   return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(value);
 }
+
+/**
+ * Fingerprint of the card data an attempt sends besides the number (the expiry date), for the card
+ * blocks of the network rules: a block lifts only when this changes (network-limits.ts). Null when
+ * the expiry is unknown (unknown data counts as the same data).
+ */
+export function cardDataVersion(expiration: string | null | undefined): string | null {
+  const exp = (expiration ?? '').replace(/\D/g, '');
+  if (!exp) return null;
+  return createHash('sha256').update(`card-data:v1:exp:${exp}`).digest('hex').slice(0, 32);
+}

@@ -152,7 +152,16 @@ export class RefundRequestService {
         accepted++;
         continue;
       }
-      // Stop Requested already: nothing more to stop or refund.
+      if (status === TransactionStatus.StopRequested) {
+        // A repeated stop (README, refunds): accepted idempotently. The stop already requested
+        // stands as it is (its amount, its refund); nothing new is created or announced.
+        if (requested !== null && requested > BigInt(txn.amountMinor)) {
+          reject({ code: RetCode.RET027, message: RetMessage.refundExceeds });
+          continue;
+        }
+        accepted++;
+        continue;
+      }
       reject({ code: RetCode.RET027, message: RetMessage.refundExceeds });
     }
     return { accepted, outbox };

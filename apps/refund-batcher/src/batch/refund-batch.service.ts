@@ -63,8 +63,10 @@ export class RefundBatchService {
   }
 
   /**
-   * Stops whose in-flight attempt has ended: captured -> the stop becomes a refund of this batch;
-   * not captured -> closed (normally the retry worker already did this; this is the safety net).
+   * Safety net for stops whose in-flight attempt has ended (normally the retry worker settles them
+   * when it records the attempt): money captured -> the stop becomes a refund of this batch; still
+   * `Stop Requested` with no attempt in flight -> closed `Stopped`, the refund Completed with nothing
+   * charged. Any other state is left alone: a stop is never closed over a capture.
    */
   private async settleStops(): Promise<number> {
     const rows: { transaction_id: string }[] = await this.db.query(
@@ -79,7 +81,7 @@ export class RefundBatchService {
           .getRepository(TransactionEntity)
           .findOne({ where: { id: transaction_id }, lock: { mode: 'pessimistic_write' } });
         if (!txn) return [];
-        if (txn.status === TransactionStatus.Captured) {
+        if (BigInt(txn.capturedAmountMinor ?? '0') > 0n) {
           await m.query(
             `UPDATE refunds SET kind = 'refund', previous_status = 'Captured', updated_at = now()
               WHERE transaction_id = $1 AND kind = 'stop' AND status = 'Processing'`,
@@ -89,6 +91,7 @@ export class RefundBatchService {
           await m.save(txn);
           return [];
         }
+        if (txn.status !== TransactionStatus.StopRequested) return [];
         const pending = await m
           .getRepository(AttemptEntity)
           .count({ where: { transactionId: txn.id, state: 'pending' } });

@@ -4,7 +4,9 @@ import { AttemptEntity, TransactionEntity, attemptView, transactionView, RefundE
 import {
   AuthCodeDescription,
   EventName,
+  RefundStatus,
   TransactionStatus,
+  cardDataVersion,
   checkNetworkLimits,
   classifyDecline,
   open,
@@ -54,13 +56,17 @@ export class AttemptService {
     const [row]: { vid: string }[] = await this.db.query(`SELECT vid FROM attempts WHERE id = $1`, [attemptId]);
     if (!row) return 'nothing to do';
     const alreadyCharged = (await this.processor.lookupCharge(row.vid)) !== null;
+    if (!alreadyCharged) {
+      const late = await this.lateCapture(attemptId);
+      if (late) return late;
+    }
     const prepared = await this.db.transaction((m) => this.prepare(m, attemptId, alreadyCharged));
     if (prepared.kind === 'done') {
       await this.publish(prepared.outbox);
       return 'nothing to do';
     }
     const { attempt, txn, instrument } = prepared;
-    const result =
+    let result =
       (await this.processor.lookupCharge(attempt.vid)) ??
       (await this.processor.charge({
         idempotencyKey: attempt.vid,
@@ -77,9 +83,52 @@ export class AttemptService {
     if (this.config.testPauseAfterProcessorMs > 0) {
       await new Promise((resolve) => setTimeout(resolve, this.config.testPauseAfterProcessorMs));
     }
-    const outbox = await this.db.transaction((m) => this.record(m, attemptId, result));
+    if (result.outcome === 'error') {
+      // A timeout or 5xx says nothing about the charge: it may have gone through. Ask the processor
+      // by the same idempotency key before recording "not charged" (the next attempt gets a new
+      // key, so an unnoticed capture here would charge the card twice). A failing lookup throws:
+      // the job is retried and the attempt stays in flight until its outcome is known.
+      const found = await this.processor.lookupCharge(attempt.vid);
+      if (found && found.outcome !== 'error') result = found;
+    }
+    const recorded = result;
+    const outbox = await this.db.transaction((m) => this.record(m, attemptId, recorded));
     await this.publish(outbox);
     return result.outcome;
+  }
+
+  /**
+   * Earlier attempts of this transaction recorded as processor errors may have been charged after
+   * all (the processor finished after our timeout). Before a new idempotency key is charged, look
+   * them up: if one captured, it is recorded as the capture and this attempt is never made.
+   */
+  private async lateCapture(attemptId: string): Promise<string | null> {
+    const errored: { id: string; vid: string }[] = await this.db.query(
+      `SELECT e.id, e.vid FROM attempts e JOIN attempts p ON p.transaction_id = e.transaction_id
+        WHERE p.id = $1 AND p.state = 'pending' AND p.prepared_at IS NULL AND e.state = 'error'
+        ORDER BY e.retry_number`,
+      [attemptId],
+    );
+    for (const e of errored) {
+      const found = await this.processor.lookupCharge(e.vid);
+      if (found?.outcome !== 'approved') continue;
+      const outbox = await this.db.transaction(async (m) => {
+        const locked = await this.lock(m, attemptId);
+        if (!locked || locked.attempt.state !== 'pending' || locked.attempt.preparedAt) return null;
+        await this.dropAttempt(m, locked.attempt, locked.txn);
+        const [, reopened]: [unknown[], number] = await m.query(
+          `UPDATE attempts SET state = 'pending' WHERE id = $1 AND state = 'error'`,
+          [e.id],
+        );
+        if (reopened === 0) return null;
+        this.logger.warn({ attempt: e.vid }, 'a processor error was a capture after all: recorded, no new attempt');
+        return this.record(m, e.id, found);
+      });
+      if (outbox === null) return null;
+      await this.publish(outbox);
+      return 'approved';
+    }
+    return null;
   }
 
   private async lock(
@@ -100,18 +149,33 @@ export class AttemptService {
     const locked = await this.lock(m, attemptId);
     if (!locked || locked.attempt.state !== 'pending') return { kind: 'done', outbox: [] };
     const { attempt, txn } = locked;
+    const dataVersion = cardDataVersion(txn.expirationDate);
     // Already charged by an earlier run of this attempt (crash after the call): record it, skip the checks.
-    if (alreadyCharged) return { kind: 'charge', attempt, txn, instrument: this.instrument(txn) };
+    if (alreadyCharged) {
+      await this.markInFlight(m, attempt, dataVersion);
+      return { kind: 'charge', attempt, txn, instrument: this.instrument(txn) };
+    }
 
     if (txn.stopRequestedAt) {
       // A stop arrived before this attempt started: it never starts.
       await this.dropAttempt(m, attempt, txn);
       return { kind: 'done', outbox: await closeStop(m, txn) };
     }
-    const history = await this.cardHistory(m, txn.cardHmac, attempt.id);
-    const check = checkNetworkLimits(txn.cardNetwork, history, new Date(), BigInt(attempt.amountMinor), {
-      timeScale: this.config.retryTimeScale,
-    });
+    // One limit check at a time per card and merchant: the check and the in-flight mark below commit
+    // together, so the next attempt on the card (any transaction, any worker) counts this one.
+    if (txn.cardHmac) {
+      await m.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [
+        `retain:card:${txn.merchantId}:${txn.cardHmac}`,
+      ]);
+    }
+    const history = await this.cardHistory(m, txn, attempt.id);
+    const check = checkNetworkLimits(
+      { network: txn.cardNetwork, cardDataVersion: dataVersion },
+      history,
+      new Date(),
+      BigInt(attempt.amountMinor),
+      { timeScale: this.config.retryTimeScale },
+    );
     if (!check.allowed) {
       await this.dropAttempt(m, attempt, txn);
       let outbox: string[] = [];
@@ -126,7 +190,20 @@ export class AttemptService {
       this.logger.log({ rule: check.rule }, 'attempt not made: network limit');
       return { kind: 'done', outbox };
     }
+    await this.markInFlight(m, attempt, dataVersion);
     return { kind: 'charge', attempt, txn, instrument: this.instrument(txn) };
+  }
+
+  /** The attempt goes to the processor: from now on it counts in the card's history until recorded. */
+  private async markInFlight(m: EntityManager, attempt: AttemptEntity, dataVersion: string | null): Promise<void> {
+    if (attempt.preparedAt) return;
+    attempt.preparedAt = new Date();
+    attempt.cardDataVersion = dataVersion;
+    await m.query(`UPDATE attempts SET prepared_at = $2, card_data_version = $3, updated_at = now() WHERE id = $1`, [
+      attempt.id,
+      attempt.preparedAt,
+      dataVersion,
+    ]);
   }
 
   private instrument(txn: TransactionEntity): PaymentInstrument {
@@ -173,6 +250,9 @@ export class AttemptService {
       });
       await m.save(txn);
       this.metrics.recoveredMinor.inc({ currency: attempt.currency }, Number(attempt.amountMinor));
+      // A stop arrived while this attempt was in flight and it captured: the stop refund becomes a
+      // normal refund of the next batch, in this same database transaction (decisions §8).
+      if (txn.stopRequestedAt) await this.stopToRefund(m, txn, now);
       return announce(m, [
         {
           merchantId: txn.merchantId,
@@ -216,7 +296,8 @@ export class AttemptService {
         : { responseCode: '', technical: true },
       network: txn.cardNetwork,
       amountMinor: BigInt(txn.amountMinor),
-      cardHistory: await this.cardHistory(m, txn.cardHmac, null),
+      cardHistory: await this.cardHistory(m, txn, null),
+      cardDataVersion: cardDataVersion(txn.expirationDate),
       timeScale: this.config.retryTimeScale,
     });
     if (plan.kind === 'retry') {
@@ -269,32 +350,76 @@ export class AttemptService {
     await m.query(`UPDATE transactions SET attempt_count = $2 WHERE id = $1`, [txn.id, txn.attemptCount]);
   }
 
-  /** Every finished attempt on the card, across the service (the network rules count per card). */
+  /**
+   * The card's history for the network limits (network-rules.config.ts): attempts of THIS merchant
+   * on the card that went to the processor, recorded or still in flight, in the last 31 days; plus
+   * every blocking decline however old (card blocks do not lapse; they lift when the data changes).
+   */
   private async cardHistory(
     m: EntityManager,
-    cardHmac: string | null,
+    txn: TransactionEntity,
     excludeId: string | null,
   ): Promise<CardAttempt[]> {
-    if (!cardHmac) return [];
+    if (!txn.cardHmac) return [];
     const rows: {
-      processed_at: Date;
+      at: Date;
       amount_minor: string;
       state: string;
       response_code: string | null;
       merchant_advice_code: string | null;
+      card_data_version: string | null;
     }[] = await m.query(
-      `SELECT processed_at, amount_minor, state, response_code, merchant_advice_code FROM attempts
-          WHERE card_hmac = $1 AND processed_at IS NOT NULL AND id IS DISTINCT FROM $2
-            AND processed_at > now() - interval '31 days'`,
-      [cardHmac, excludeId],
+      `SELECT COALESCE(processed_at, prepared_at) AS at, amount_minor, state, response_code, merchant_advice_code,
+              card_data_version
+         FROM attempts
+        WHERE merchant_id = $1 AND card_hmac = $2 AND id IS DISTINCT FROM $3
+          AND COALESCE(processed_at, prepared_at) IS NOT NULL
+          AND (COALESCE(processed_at, prepared_at) > now() - interval '31 days'
+               OR (state = 'declined' AND auth_code_description = 'Hard Failure'))`,
+      [txn.merchantId, txn.cardHmac, excludeId],
     );
     return rows.map((r) => ({
-      at: new Date(r.processed_at),
+      at: new Date(r.at),
       amountMinor: BigInt(r.amount_minor),
-      outcome: r.state === 'captured' ? 'approved' : r.state === 'declined' ? 'declined' : 'error',
+      outcome:
+        r.state === 'captured'
+          ? 'approved'
+          : r.state === 'declined'
+            ? 'declined'
+            : r.state === 'pending'
+              ? 'pending'
+              : 'error',
       responseCode: r.response_code,
       merchantAdviceCode: r.merchant_advice_code,
+      cardDataVersion: r.card_data_version,
     }));
+  }
+
+  /**
+   * The stop's refunds (kind 'stop', Processing) become normal refunds for what was requested, at
+   * most what is still refundable of the capture; the transaction goes to Refund Requested.
+   */
+  private async stopToRefund(m: EntityManager, txn: TransactionEntity, now: Date): Promise<void> {
+    const repo = m.getRepository(RefundEntity);
+    const stops = await repo.find({
+      where: { transactionId: txn.id, kind: 'stop', status: RefundStatus.Processing },
+      order: { requestedAt: 'ASC' },
+    });
+    if (stops.length === 0) return;
+    let left = BigInt(txn.capturedAmountMinor ?? '0');
+    for (const r of stops) {
+      const amount = BigInt(r.amountMinor) < left ? BigInt(r.amountMinor) : left;
+      left -= amount;
+      Object.assign(r, {
+        kind: 'refund',
+        amountMinor: amount.toString(),
+        previousStatus: TransactionStatus.Captured,
+        ...(amount === 0n ? { status: RefundStatus.Failed, failureMessage: 'nothing left to refund' } : {}),
+      });
+    }
+    await repo.save(stops);
+    Object.assign(txn, { status: TransactionStatus.RefundRequested, statusChangedAt: now });
+    await m.save(txn);
   }
 
   private async publish(ids: string[]): Promise<void> {

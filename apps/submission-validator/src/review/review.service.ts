@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import type { StoredPaymentMethod } from '@retain/db';
+import { RefundEntity, TransactionEntity, transactionView, type StoredPaymentMethod } from '@retain/db';
 import {
   EventName,
   RetCode,
@@ -68,6 +68,7 @@ export class ReviewService {
       );
       const rejected: { id: string; errors: ErrorEntry[] }[] = [];
       let passed = 0;
+      const cancelled: string[] = [];
       for (const row of rows) {
         const errors = await this.check(m, row);
         if (errors.length > 0) {
@@ -79,7 +80,7 @@ export class ReviewService {
           );
         } else {
           passed++;
-          await this.schedule(m, row);
+          cancelled.push(...(await this.schedule(m, row)));
         }
       }
       await m.query(`UPDATE submissions SET reviewed_at = now(), review_error_count = $2 WHERE id = $1`, [
@@ -99,7 +100,7 @@ export class ReviewService {
                 content: { success_count: passed, error_count: rejected.length, rejected },
               },
             ]);
-      return { passed, rejected: rejected.length, outbox };
+      return { passed, rejected: rejected.length, outbox: [...cancelled, ...outbox] };
     });
     this.relay.publish(result.outbox).catch((err: unknown) => {
       this.logger.warn({ err: (err as Error).message }, 'outbox publish deferred to the sweeper');
@@ -182,8 +183,13 @@ export class ReviewService {
     return errors;
   }
 
-  /** First retry per the policy; an original decline that must never be retried ends at once. */
-  private async schedule(m: EntityManager, row: PendingRow): Promise<void> {
+  /**
+   * First retry per the policy; an original decline that must never be retried ends at once:
+   * `Cancelled` with a `retry failed` push (decisions §7, content = the submitted transaction),
+   * announced in this database transaction. A transaction stopped meanwhile (refund call before
+   * the review) is left to its stop. Returns outbox ids to publish after commit.
+   */
+  private async schedule(m: EntityManager, row: PendingRow): Promise<string[]> {
     const plan = firstAttemptAt({
       startedAt: new Date(row.submitted_ts),
       now: new Date(),
@@ -195,16 +201,35 @@ export class ReviewService {
     });
     if (plan.kind === 'retry') {
       await m.query(
-        `UPDATE transactions SET review_status = 'passed', next_attempt_at = $2, updated_at = now() WHERE id = $1`,
+        `UPDATE transactions SET review_status = 'passed', updated_at = now(),
+           next_attempt_at = CASE WHEN stop_requested_at IS NULL THEN $2::timestamptz END WHERE id = $1`,
         [row.id, plan.at],
       );
-      return;
+      return [];
     }
-    await m.query(
-      `UPDATE transactions SET review_status = 'passed', status = $2, status_changed_at = now(),
-         auth_code_description = 'Hard Failure', next_attempt_at = NULL, updated_at = now() WHERE id = $1`,
+    await m.query(`UPDATE transactions SET review_status = 'passed', updated_at = now() WHERE id = $1`, [row.id]);
+    // TypeORM answers an UPDATE with [rows, affected].
+    const [, affected]: [unknown[], number] = await m.query(
+      `UPDATE transactions SET status = $2, status_changed_at = now(), auth_code_description = 'Hard Failure',
+         next_attempt_at = NULL, updated_at = now() WHERE id = $1 AND stop_requested_at IS NULL`,
       [row.id, TransactionStatus.Cancelled],
     );
+    if (affected === 0) return [];
     this.logger.log({ reason: plan.reason }, 'original decline is not retryable: cancelled without attempts');
+    const txn = await m.getRepository(TransactionEntity).findOneOrFail({ where: { id: row.id } });
+    const refunds = await m
+      .getRepository(RefundEntity)
+      .find({ where: { transactionId: txn.id }, order: { requestedAt: 'ASC' } });
+    return announce(m, [
+      {
+        merchantId: txn.merchantId,
+        eventName: EventName.RetryFailed,
+        payloadId: txn.vid,
+        merchantTransactionId: txn.merchantTxnId,
+        transactionRowId: txn.id,
+        content: transactionView(txn, refunds),
+        occurredAt: new Date(),
+      },
+    ]);
   }
 }

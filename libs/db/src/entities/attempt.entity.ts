@@ -27,6 +27,10 @@ export class AttemptEntity {
   @Column({ name: 'processor_transaction_id', type: 'varchar', length: 128, nullable: true })
   processorTransactionId: string | null;
   @Column({ type: 'text', nullable: true }) message: string | null;
+  /** When the attempt passed the network-limit check and went to the processor (in flight until processed_at). */
+  @Column({ name: 'prepared_at', type: 'timestamptz', nullable: true }) preparedAt: Date | null;
+  /** Fingerprint of the card data sent (a hash of the expiry): card blocks lift when it changes. */
+  @Column({ name: 'card_data_version', type: 'varchar', length: 64, nullable: true }) cardDataVersion: string | null;
   @Column({ name: 'processed_at', type: 'timestamptz', nullable: true }) processedAt: Date | null;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;

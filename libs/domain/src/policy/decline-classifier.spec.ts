@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyDecline, classifyProcessorError, declineGroup } from './decline-classifier';
+import { classifyDecline, classifyProcessorError, declineGroup, normalizeNetwork } from './decline-classifier';
 import { visaDeclineCategory } from './network-rules.config';
 
 const visa = (responseCode: string) => classifyDecline({ network: 'visa', responseCode });
@@ -79,5 +79,20 @@ describe('ISO 8583 groups (every brand) and wait classes', () => {
       waitClass: 'technical',
       description: 'Soft Failure',
     });
+  });
+});
+
+describe('Maestro', () => {
+  it('follows Mastercard rules: MAC 03 and 21 stop for good, MAC 01 needs new card data', () => {
+    expect(normalizeNetwork('maestro')).toBe('mastercard');
+    expect(normalizeNetwork('Maestro')).toBe('mastercard');
+    expect(classifyDecline({ network: 'maestro', responseCode: '51', merchantAdviceCode: '03' })).toMatchObject({
+      retryable: false,
+      cardBlock: 'permanent',
+    });
+    expect(classifyDecline({ network: 'maestro', responseCode: '05', merchantAdviceCode: '21' }).retryable).toBe(false);
+    expect(classifyDecline({ network: 'maestro', responseCode: '05', merchantAdviceCode: '01' }).cardBlock).toBe(
+      'new-card-data',
+    );
   });
 });

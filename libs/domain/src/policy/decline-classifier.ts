@@ -58,8 +58,13 @@ export function declineGroup(responseCode: string): DeclineGroup {
   return GROUPS.find(([, codes]) => codes.includes(code))?.[0] ?? 'generic';
 }
 
+/**
+ * Brand names as stored or reported (card brand, processor network) to the network whose rules
+ * apply. Maestro is a Mastercard brand and follows Mastercard's rules (advice codes, limits).
+ */
 export const normalizeNetwork = (network: string | null | undefined): Network => {
-  const n = (network ?? '').toLowerCase();
+  const n = (network ?? '').trim().toLowerCase();
+  if (n === 'maestro') return 'mastercard';
   return n === 'visa' || n === 'mastercard' || n === 'amex' || n === 'discover' ? n : 'other';
 };
 

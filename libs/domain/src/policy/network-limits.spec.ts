@@ -51,17 +51,35 @@ describe('Visa', () => {
     expect(checkNetworkLimits('visa', h, at(30 * DAY - 1), 1000n).allowed).toBe(false);
     expect(checkNetworkLimits('visa', h, at(30 * DAY), 1000n).allowed).toBe(true);
   });
-  it('counts per card across amounts and outcomes, including processor errors', () => {
-    const h = [...attempts(10, HOUR), ...attempts(10, HOUR, { amountMinor: 5n, outcome: 'error' }, 10 * HOUR)];
+  it('counts declines across amounts, and attempts in flight, but not processor errors', () => {
+    const h = [...attempts(10, HOUR), ...attempts(10, HOUR, { amountMinor: 5n, outcome: 'pending' }, 10 * HOUR)];
     expect(checkNetworkLimits({ network: 'visa' }, h, at(DAY), 7n).allowed).toBe(false);
+    const errors = [...attempts(10, HOUR), ...attempts(10, HOUR, { outcome: 'error', responseCode: null }, 10 * HOUR)];
+    expect(checkNetworkLimits({ network: 'visa' }, errors, at(DAY), 7n).allowed).toBe(true);
+  });
+  it('approvals do not count, and an approval ends a decline sequence', () => {
+    // 20 approvals in a day (e.g. the sandbox card 4111111111111111 reused): the next attempt may go.
+    const approvals = attempts(20, HOUR, { outcome: 'approved', responseCode: '00' });
+    expect(checkNetworkLimits('visa', approvals, at(DAY), 1000n).allowed).toBe(true);
+    // 19 declines, an approval, then 19 declines: each sequence is below 20.
+    const approved: CardAttempt = { at: at(19 * HOUR), amountMinor: 1000n, outcome: 'approved', responseCode: '00' };
+    const h = [...attempts(19, HOUR), approved, ...attempts(19, HOUR, {}, 20 * HOUR)];
+    expect(checkNetworkLimits('visa', h, at(40 * HOUR), 1000n).allowed).toBe(true);
+    expect(checkNetworkLimits('visa', [...h, ...attempts(1, 0, {}, 39 * HOUR + 1)], at(40 * HOUR), 1000n).allowed).toBe(
+      false,
+    );
   });
   it.each(['04', '07', '12', '14', '15', '41', '43', '46', '57', 'R0', 'R1', 'R3'])(
-    'never after a category 1 decline (%s), until the issuer approves the card again',
+    'never after a category 1 decline (%s), however long ago and whatever approval follows, until the card data changes',
     (code) => {
-      const h = attempts(1, 0, { responseCode: code });
-      expect(checkNetworkLimits('visa', h, at(90 * DAY), 1000n)).toMatchObject({ allowed: false, permanently: true });
+      const h = attempts(1, 0, { responseCode: code, cardDataVersion: 'exp-202901' });
+      expect(checkNetworkLimits('visa', h, at(400 * DAY), 1000n)).toMatchObject({ allowed: false, permanently: true });
       const approved: CardAttempt = { at: at(DAY), amountMinor: 1000n, outcome: 'approved', responseCode: '00' };
-      expect(checkNetworkLimits('visa', [...h, approved], at(2 * DAY), 1000n).allowed).toBe(true);
+      expect(checkNetworkLimits('visa', [...h, approved], at(2 * DAY), 1000n).allowed).toBe(false);
+      const same = { network: 'visa', cardDataVersion: 'exp-202901' };
+      expect(checkNetworkLimits(same, h, at(2 * DAY), 1000n).allowed).toBe(false);
+      const renewed = { network: 'visa', cardDataVersion: 'exp-203001' };
+      expect(checkNetworkLimits(renewed, h, at(2 * DAY), 1000n).allowed).toBe(true);
     },
   );
   it('category 3: no retry with the same card data; allowed once the data changed', () => {
@@ -93,11 +111,23 @@ describe('Mastercard', () => {
     expect(temporary(checkNetworkLimits('mastercard', h, at(10 * HOUR), 1000n)).getTime()).toBe(T0.getTime() + DAY);
     expect(checkNetworkLimits('mastercard', h, at(DAY), 1000n).allowed).toBe(true);
   });
-  it('approved attempts are not declines; errors are counted as declines', () => {
+  it('approved attempts and processor errors are not declines; attempts in flight count', () => {
     const approved = attempts(10, HOUR, { outcome: 'approved', responseCode: '00' });
     expect(checkNetworkLimits('mastercard', approved, at(10 * HOUR), 1000n).allowed).toBe(true);
     const errors = attempts(10, HOUR, { outcome: 'error', responseCode: null });
-    expect(checkNetworkLimits('mastercard', errors, at(10 * HOUR), 1000n).allowed).toBe(false);
+    expect(checkNetworkLimits('mastercard', errors, at(10 * HOUR), 1000n).allowed).toBe(true);
+    const inFlight = [...attempts(6, HOUR), ...attempts(4, 0, { outcome: 'pending', responseCode: null }, 6 * HOUR)];
+    expect(checkNetworkLimits('mastercard', inFlight, at(7 * HOUR), 1000n).allowed).toBe(false);
+  });
+  it('attempts in flight count even when an approval was recorded after they started', () => {
+    const inFlight = attempts(10, 0, { outcome: 'pending', responseCode: null });
+    const approved: CardAttempt = { at: at(HOUR), amountMinor: 1000n, outcome: 'approved', responseCode: '00' };
+    expect(checkNetworkLimits('mastercard', [...inFlight, approved], at(2 * HOUR), 1000n).allowed).toBe(false);
+  });
+  it('Maestro cards follow the Mastercard limits', () => {
+    expect(checkNetworkLimits('maestro', attempts(10, HOUR), at(10 * HOUR), 1000n).allowed).toBe(false);
+    const mac = attempts(1, 0, { responseCode: '51', merchantAdviceCode: '21' });
+    expect(checkNetworkLimits('maestro', mac, at(60 * DAY), 1000n)).toMatchObject({ permanently: true });
   });
   it('35 declined attempts at the same amount in 30 days: the 36th waits; another amount may go', () => {
     const h = attempts(35, 0.75 * DAY);
@@ -107,12 +137,13 @@ describe('Mastercard', () => {
     expect(checkNetworkLimits('mastercard', h, now, 999n).allowed).toBe(true);
     expect(checkNetworkLimits('mastercard', h, at(30 * DAY), 1000n).allowed).toBe(true);
   });
-  it.each(['03', '21'])('never after MAC %s', (mac) => {
-    const h = attempts(1, 0, { responseCode: '51', merchantAdviceCode: mac });
-    expect(checkNetworkLimits('mastercard', h, at(60 * DAY), 1000n)).toMatchObject({
+  it.each(['03', '21'])('never after MAC %s, however long ago, until the card data changes', (mac) => {
+    const h = attempts(1, 0, { responseCode: '51', merchantAdviceCode: mac, cardDataVersion: 'a' });
+    expect(checkNetworkLimits('mastercard', h, at(365 * DAY), 1000n)).toMatchObject({
       allowed: false,
       permanently: true,
     });
+    expect(checkNetworkLimits({ network: 'mastercard', cardDataVersion: 'b' }, h, at(DAY), 1000n).allowed).toBe(true);
   });
   it.each(['01', '04'])('MAC %s: not with the same card data', (mac) => {
     const h = attempts(1, 0, { responseCode: '05', merchantAdviceCode: mac, cardDataVersion: 'a' });

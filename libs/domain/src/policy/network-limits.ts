@@ -4,16 +4,24 @@ import { normalizeCode, ruleSetAt, type NetworkRuleSet } from './network-rules.c
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 
-/** One earlier attempt on the same card, across all transactions (the network counts per card). */
+/**
+ * One earlier attempt on the same card BY THE SAME MERCHANT (the caller scopes the history: both
+ * networks count per card per merchant; Visa charges its excess-reattempt fees per merchant).
+ */
 export interface CardAttempt {
   at: Date;
   amountMinor: bigint;
-  outcome: 'approved' | 'declined' | 'error';
+  /**
+   * 'pending': handed to the processor (or about to be) and not recorded yet. It counts like a
+   * decline until its outcome is known, so concurrent attempts cannot overrun a limit.
+   */
+  outcome: 'approved' | 'declined' | 'error' | 'pending';
   responseCode?: string | null;
   merchantAdviceCode?: string | null;
   /**
-   * Fingerprint of the card data sent (e.g. a hash of the expiry date): a category-3 or MAC 01/04
-   * decline blocks only attempts with the same data. Unknown (null) counts as the same data.
+   * Fingerprint of the card data sent (e.g. a hash of the expiry date): a card block (Visa
+   * category 1 or 3, Mastercard MAC 01/03/04/21, hard codes) binds only attempts with the same data.
+   * Unknown (null) counts as the same data.
    */
   cardDataVersion?: string | null;
 }
@@ -67,35 +75,38 @@ export function checkNetworkLimits(
       waits.push({ notBefore: inWindow[inWindow.length - max]!.at.getTime() + windowMs, rule });
   };
 
+  // What counts toward the rolling limits: declined attempts since the card's latest approval (an
+  // approval ends a decline sequence; approvals and processor errors, no issuer decision, are not
+  // declines), and every attempt still in flight, which may yet decline whatever was approved since.
+  const lastApproval = past.reduce((i, h, k) => (h.outcome === 'approved' ? k : i), -1);
+  const counted = past.filter((h, k) => h.outcome === 'pending' || (h.outcome === 'declined' && k > lastApproval));
+
   if (network === 'visa') {
     const v = rules.visa;
-    // Every attempt counts (an approved one too): the stricter reading of "reattempts".
     rolling(
-      past,
+      counted,
       v.maxAttempts,
       (v.windowDays * DAY) / scale,
-      `Visa: at most ${v.maxAttempts} attempts per card in ${v.windowDays} days`,
+      `Visa: at most ${v.maxAttempts} declined attempts per card per merchant in ${v.windowDays} days`,
     );
   }
 
   if (network === 'mastercard') {
     const mc = rules.mastercard;
-    // Errors count as declines: the network may have seen a decline we never heard of.
-    const unapproved = past.filter((h) => h.outcome !== 'approved');
     rolling(
-      unapproved,
+      counted,
       mc.maxDeclinesPerDay,
       DAY / scale,
-      `Mastercard: at most ${mc.maxDeclinesPerDay} declined attempts per card in 24 hours`,
+      `Mastercard: at most ${mc.maxDeclinesPerDay} declined attempts per card per merchant in 24 hours`,
     );
     rolling(
-      unapproved.filter((h) => h.amountMinor === amountMinor),
+      counted.filter((h) => h.amountMinor === amountMinor),
       mc.maxSameAmount,
       (mc.sameAmountWindowDays * DAY) / scale,
-      `Mastercard: at most ${mc.maxSameAmount} declined attempts per card at the same amount in ${mc.sameAmountWindowDays} days`,
+      `Mastercard: at most ${mc.maxSameAmount} declined attempts per card per merchant at the same amount in ${mc.sameAmountWindowDays} days`,
     );
     // MAC 24-30: the issuer named the earliest retry; every such advice still running holds.
-    for (const h of unapproved) {
+    for (const h of counted) {
       const mac = normalizeCode(h.merchantAdviceCode);
       const hours = pickRules(options.rules, h.at).mastercard.retryAfterHours[mac];
       if (hours === undefined) continue;
@@ -116,24 +127,23 @@ export function checkNetworkLimits(
 }
 
 /**
- * A decline that forbids any further attempt on the card (see CardBlock), unless the issuer has
- * approved the card since, or (for data blocks) the card data changed.
+ * A decline that forbids any further attempt on the card (see CardBlock): "never" (Visa category 1,
+ * MAC 03/21, hard codes) and "not with this data" (Visa category 3, MAC 01/04) alike bind until the
+ * card data changes (a new expiry date, ...). An approval does not lift them (no attempt is made
+ * while they hold), and they do not lapse with time: the caller passes every blocking decline of the
+ * card, however old.
  */
 function cardBlock(network: Network, past: readonly CardAttempt[], dataVersion: string | null): string | null {
   for (let i = past.length - 1; i >= 0; i--) {
     const h = past[i]!;
-    // An approval shows the issuer accepts the card again: older declines no longer bind.
-    if (h.outcome === 'approved') return null;
     if (h.outcome !== 'declined' || !h.responseCode) continue;
     const c = classifyDecline(
       { network, responseCode: h.responseCode, merchantAdviceCode: h.merchantAdviceCode },
       h.at,
     );
-    if (c.cardBlock === 'permanent') return c.reason;
-    if (c.cardBlock === 'new-card-data') {
-      const changed = dataVersion !== null && h.cardDataVersion != null && h.cardDataVersion !== dataVersion;
-      if (!changed) return c.reason;
-    }
+    if (c.cardBlock === null) continue;
+    const changed = dataVersion !== null && h.cardDataVersion != null && h.cardDataVersion !== dataVersion;
+    if (!changed) return c.reason;
   }
   return null;
 }

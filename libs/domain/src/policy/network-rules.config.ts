@@ -2,21 +2,27 @@
  * Card-network reattempt rules (network-rules.md) as DATED configuration: the rule set in force at
  * an attempt's time applies. When a network changes its rules, add an entry with its effective
  * date; never edit a past entry, so old attempts keep being judged by the rules of their day.
+ *
+ * How the counts are read (network-limits.ts, README "Retry policy"): per card PER MERCHANT
+ * (Mastercard's rule is per merchant; Visa charges its excess-reattempt fees per merchant); only
+ * declined attempts count, plus attempts in flight; an approval ends a decline sequence (earlier
+ * declines stop counting). Card blocks ("never", "not with this data") do not lapse with the
+ * windows; they lift only when the card data changes.
  */
 export interface NetworkRuleSet {
   /** ISO date-time from which this set applies (inclusive). */
   effectiveFrom: string;
   visa: {
-    /** Reattempts per card in a rolling window (Visa Core Rules: categories 2, 3 and 4). */
+    /** Declined attempts per card per merchant in a rolling window (Visa Core Rules: categories 2, 3, 4). */
     maxAttempts: number;
     windowDays: number;
     /** Decline categories by response code (Table 7-2); every code not listed is category 4. */
     categories: { 1: readonly string[]; 2: readonly string[]; 3: readonly string[] };
   };
   mastercard: {
-    /** Declined attempts per card in a rolling 24 hours. */
+    /** Declined attempts per card per merchant in a rolling 24 hours. */
     maxDeclinesPerDay: number;
-    /** Declined attempts per card at the same amount in a rolling window. */
+    /** Declined attempts per card per merchant at the same amount in a rolling window. */
     maxSameAmount: number;
     sameAmountWindowDays: number;
     /** Merchant Advice Codes after which the card must never be tried again. */

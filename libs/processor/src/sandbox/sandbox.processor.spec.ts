@@ -107,6 +107,22 @@ describe('sandbox processor: refunds', () => {
     expect((await refund(p, 'r3', 13n)).outcome).toBe('failed');
     expect((await refund(p, 'r4', 1130n)).outcome).toBe('completed');
   });
+  it(".13 is read in the currency's exponent: 3- and 4-decimal currencies, never for 0-decimal ones", async () => {
+    const p = new SandboxProcessor(new MemorySandboxLedger());
+    const inCurrency = (key: string, amountMinor: bigint, currency: string) =>
+      p.refund({ idempotencyKey: key, processorTransactionId: 'sbx_1', amountMinor, currency });
+    // KWD has 3 decimals: 10.130 ends in .13, 10.013 does not.
+    expect((await inCurrency('k1', 10130n, 'KWD')).outcome).toBe('failed');
+    expect((await inCurrency('k2', 10013n, 'KWD')).outcome).toBe('completed');
+    // CLF has 4 decimals: 1.1300 ends in .13, 1.0013 does not.
+    expect((await inCurrency('c1', 11300n, 'CLF')).outcome).toBe('failed');
+    expect((await inCurrency('c2', 10013n, 'CLF')).outcome).toBe('completed');
+    // JPY has no decimals: 1013 yen is 1013, not 10.13.
+    expect((await inCurrency('j1', 1013n, 'JPY')).outcome).toBe('completed');
+    expect((await inCurrency('j2', 13n, 'JPY')).outcome).toBe('completed');
+    // 2-decimal currencies as before.
+    expect((await inCurrency('e1', 513n, 'EUR')).outcome).toBe('failed');
+  });
   it('is idempotent by key', async () => {
     const p = new SandboxProcessor(new MemorySandboxLedger());
     const ok = await refund(p, 'r1', 1999n);

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { currencyExponent, isIsoCurrency } from '@retain/domain';
 import { cardNetwork } from '../card-network';
 import type {
   ChargeRequest,
@@ -74,9 +75,8 @@ export class SandboxProcessor implements PaymentProcessor {
   async refund(req: RefundRequest): Promise<RefundResult> {
     const stored = await this.ledger.get(req.idempotencyKey);
     if (stored) return stored.result as RefundResult;
-    // Scripted failure (decisions §12): an amount whose decimal form ends in .13. The refund API
-    // carries no exponent beyond the currency's, so for 2-decimal currencies it is minor % 100 = 13.
-    const rejected = req.amountMinor % 100n === 13n;
+    // Scripted failure (decisions §12): an amount whose decimal form ends in .13.
+    const rejected = endsInPoint13(req.amountMinor, req.currency);
     const result: RefundResult = rejected
       ? { outcome: 'failed', processorRefundId: null, message: 'Refund rejected by the processor' }
       : { outcome: 'completed', processorRefundId: `sbr_${opaqueId(req.idempotencyKey)}`, message: 'Refunded' };
@@ -131,6 +131,20 @@ export class SandboxProcessor implements PaymentProcessor {
         };
     }
   }
+}
+
+/**
+ * Whether the decimal form of an amount ends in `.13`, in the currency's own exponent: 10.13 USD
+ * (1013 minor), 10.130 KWD (10130 minor; 10.013 KWD does not), 10.1300 CLF. A 0-decimal currency
+ * (JPY) has no decimal part, so no amount of it ends in .13. Unknown codes are read as 2 decimals.
+ */
+export function endsInPoint13(amountMinor: bigint, currency: string): boolean {
+  let exponent = 2;
+  if (isIsoCurrency(currency)) exponent = currencyExponent(currency);
+  if (exponent < 2) return false;
+  const scale = 10n ** BigInt(exponent);
+  const abs = amountMinor < 0n ? -amountMinor : amountMinor;
+  return abs % scale === 13n * 10n ** BigInt(exponent - 2);
 }
 
 /** `tok_sandbox_<last4>` stands for the scripted card ending in those digits. */
