@@ -22,7 +22,26 @@ import {
   type PaymentProcessor,
 } from '@retain/processor';
 import { OutboxRelay, announce } from '@retain/queues';
-import { DataSource, type EntityManager } from 'typeorm';
+import { DataSource, type EntityManager, type EntityTarget } from 'typeorm';
+
+interface ErroredAttempt {
+  id: string;
+  vid: string;
+}
+
+/**
+ * Sets fields of a row this transaction has loaded and locked: one UPDATE of those columns
+ * (`save()` would read the row again first to work out what changed).
+ */
+async function setFields<E extends { id: string }>(
+  m: EntityManager,
+  target: EntityTarget<E>,
+  row: E,
+  fields: Partial<E>,
+): Promise<void> {
+  Object.assign(row, fields);
+  await m.getRepository(target).update(row.id, fields as never);
+}
 
 type Prepared =
   | { kind: 'done'; outbox: string[] }
@@ -53,11 +72,23 @@ export class AttemptService {
 
   async run(attemptId: string): Promise<string> {
     // Outside any transaction: a pooled connection must never wait for a second one (pool starvation).
-    const [row]: { vid: string }[] = await this.db.query(`SELECT vid FROM attempts WHERE id = $1`, [attemptId]);
-    if (!row) return 'nothing to do';
-    const alreadyCharged = (await this.processor.lookupCharge(row.vid)) !== null;
-    if (!alreadyCharged) {
-      const late = await this.lateCapture(attemptId);
+    // The same read brings the transaction's attempts that ended in a processor error (lateCapture).
+    const [row]: { vid: string; state: string; prepared_at: Date | null; errored: ErroredAttempt[] }[] =
+      await this.db.query(
+        `SELECT p.vid, p.state, p.prepared_at,
+                COALESCE((SELECT json_agg(json_build_object('id', e.id, 'vid', e.vid) ORDER BY e.retry_number)
+                            FROM attempts e WHERE e.transaction_id = p.transaction_id AND e.state = 'error'),
+                         '[]'::json) AS errored
+           FROM attempts p WHERE p.id = $1`,
+        [attemptId],
+      );
+    if (!row || row.state !== 'pending') return 'nothing to do';
+    // A crashed or stalled earlier run may already have charged this attempt's key. Only an attempt
+    // marked in flight (prepared) can have been: the charge is made after that mark commits.
+    const existing = row.prepared_at ? await this.processor.lookupCharge(row.vid) : null;
+    const alreadyCharged = existing !== null;
+    if (!alreadyCharged && !row.prepared_at && row.errored.length > 0) {
+      const late = await this.lateCapture(attemptId, row.errored);
       if (late) return late;
     }
     const prepared = await this.db.transaction((m) => this.prepare(m, attemptId, alreadyCharged));
@@ -66,8 +97,9 @@ export class AttemptService {
       return 'nothing to do';
     }
     const { attempt, txn, instrument } = prepared;
+    // The charge is idempotent by key: a duplicate run racing this one gets the same result.
     let result =
-      (await this.processor.lookupCharge(attempt.vid)) ??
+      existing ??
       (await this.processor.charge({
         idempotencyKey: attempt.vid,
         attemptNumber: attempt.retryNumber,
@@ -102,13 +134,7 @@ export class AttemptService {
    * all (the processor finished after our timeout). Before a new idempotency key is charged, look
    * them up: if one captured, it is recorded as the capture and this attempt is never made.
    */
-  private async lateCapture(attemptId: string): Promise<string | null> {
-    const errored: { id: string; vid: string }[] = await this.db.query(
-      `SELECT e.id, e.vid FROM attempts e JOIN attempts p ON p.transaction_id = e.transaction_id
-        WHERE p.id = $1 AND p.state = 'pending' AND p.prepared_at IS NULL AND e.state = 'error'
-        ORDER BY e.retry_number`,
-      [attemptId],
-    );
+  private async lateCapture(attemptId: string, errored: ErroredAttempt[]): Promise<string | null> {
     for (const e of errored) {
       const found = await this.processor.lookupCharge(e.vid);
       if (found?.outcome !== 'approved') continue;
@@ -131,18 +157,22 @@ export class AttemptService {
     return null;
   }
 
+  /** Locks the attempt and its transaction (one statement: both rows FOR UPDATE). */
   private async lock(
     m: EntityManager,
     attemptId: string,
   ): Promise<{ attempt: AttemptEntity; txn: TransactionEntity } | null> {
-    const attempt = await m
+    const attempt: (AttemptEntity & { lockedTxn?: TransactionEntity }) | null = await m
       .getRepository(AttemptEntity)
-      .findOne({ where: { id: attemptId }, lock: { mode: 'pessimistic_write' } });
-    if (!attempt) return null;
-    const txn = await m
-      .getRepository(TransactionEntity)
-      .findOne({ where: { id: attempt.transactionId }, lock: { mode: 'pessimistic_write' } });
-    return txn ? { attempt, txn } : null;
+      .createQueryBuilder('a')
+      .innerJoinAndMapOne('a.lockedTxn', TransactionEntity, 't', 't.id = a.transaction_id')
+      .where('a.id = :attemptId', { attemptId })
+      .setLock('pessimistic_write')
+      .getOne();
+    const txn = attempt?.lockedTxn;
+    if (!attempt || !txn) return null;
+    delete attempt.lockedTxn;
+    return { attempt, txn };
   }
 
   private async prepare(m: EntityManager, attemptId: string, alreadyCharged: boolean): Promise<Prepared> {
@@ -228,10 +258,10 @@ export class AttemptService {
     if (!locked || locked.attempt.state !== 'pending') return [];
     const { attempt, txn } = locked;
     const now = new Date();
-    attempt.processedAt = now;
     this.metrics.attempts.inc({ outcome: result.outcome });
     if (result.outcome === 'approved') {
-      Object.assign(attempt, {
+      await setFields(m, AttemptEntity, attempt, {
+        processedAt: now,
         state: 'captured',
         status: TransactionStatus.Captured,
         responseCode: result.responseCode,
@@ -239,8 +269,7 @@ export class AttemptService {
         processorTransactionId: result.processorTransactionId,
         message: result.message,
       });
-      await m.save(attempt);
-      Object.assign(txn, {
+      await setFields(m, TransactionEntity, txn, {
         status: TransactionStatus.Captured,
         capturedAmountMinor: attempt.amountMinor,
         processorTransactionId: result.processorTransactionId,
@@ -248,7 +277,6 @@ export class AttemptService {
         statusChangedAt: now,
         authCodeDescription: null,
       });
-      await m.save(txn);
       this.metrics.recoveredMinor.inc({ currency: attempt.currency }, Number(attempt.amountMinor));
       // A stop arrived while this attempt was in flight and it captured: the stop refund becomes a
       // normal refund of the next batch, in this same database transaction (decisions §8).
@@ -273,7 +301,8 @@ export class AttemptService {
           merchantAdviceCode: result.merchantAdviceCode,
         })
       : null;
-    Object.assign(attempt, {
+    await setFields(m, AttemptEntity, attempt, {
+      processedAt: now,
       state: declined ? 'declined' : 'error',
       status: TransactionStatus.Failed,
       responseCode: declined ? result.responseCode : null,
@@ -282,7 +311,6 @@ export class AttemptService {
       processorTransactionId: declined ? result.processorTransactionId : null,
       message: result.message,
     });
-    await m.save(attempt);
     if (txn.stopRequestedAt) {
       // The stop waited for this attempt; it did not capture, so the transaction ends Stopped.
       return closeStop(m, txn);
@@ -301,13 +329,12 @@ export class AttemptService {
       timeScale: this.config.retryTimeScale,
     });
     if (plan.kind === 'retry') {
-      Object.assign(txn, {
+      await setFields(m, TransactionEntity, txn, {
         status: TransactionStatus.InRetry,
         nextAttemptAt: plan.at,
         authCodeDescription: attempt.authCodeDescription,
         statusChangedAt: txn.status === TransactionStatus.InRetry ? txn.statusChangedAt : now,
       });
-      await m.save(txn);
       return [];
     }
     return this.cancel(m, txn, plan.reason, attempt.authCodeDescription);
@@ -321,13 +348,12 @@ export class AttemptService {
     description: string | null,
   ): Promise<string[]> {
     const now = new Date();
-    Object.assign(txn, {
+    await setFields(m, TransactionEntity, txn, {
       status: TransactionStatus.Cancelled,
       nextAttemptAt: null,
       statusChangedAt: now,
       authCodeDescription: description ?? AuthCodeDescription.Hard,
     });
-    await m.save(txn);
     this.logger.log({ reason }, 'recovery ended without capture');
     const refunds = await m.getRepository(RefundEntity).find({ where: { transactionId: txn.id } });
     return announce(m, [
@@ -418,8 +444,7 @@ export class AttemptService {
       });
     }
     await repo.save(stops);
-    Object.assign(txn, { status: TransactionStatus.RefundRequested, statusChangedAt: now });
-    await m.save(txn);
+    await setFields(m, TransactionEntity, txn, { status: TransactionStatus.RefundRequested, statusChangedAt: now });
   }
 
   private async publish(ids: string[]): Promise<void> {

@@ -55,11 +55,14 @@ export class PgSandboxLedger implements SandboxLedger {
   }
 
   async putIfAbsent(key: string, kind: StoredOpKind, result: unknown): Promise<StoredOp> {
-    await this.db.query(
+    // One round trip when this writer wins (the usual case); the loser reads the winner's row.
+    const inserted: { kind: StoredOpKind; result: string; created_at: Date | string }[] = await this.db.query(
       `INSERT INTO sandbox_operations (idempotency_key, kind, result) VALUES ($1, $2, $3::jsonb)
-       ON CONFLICT (idempotency_key) DO NOTHING`,
+       ON CONFLICT (idempotency_key) DO NOTHING RETURNING kind, result::text AS result, created_at`,
       [key, kind, encodeLedgerJson(result)],
     );
+    const row = inserted[0];
+    if (row) return { key, kind: row.kind, result: decodeLedgerJson(row.result), createdAt: new Date(row.created_at) };
     const stored = await this.get(key);
     if (!stored) throw new Error('sandbox ledger: row missing right after insert');
     return stored;
