@@ -51,11 +51,13 @@ describe('Visa', () => {
     expect(checkNetworkLimits('visa', h, at(30 * DAY - 1), 1000n).allowed).toBe(false);
     expect(checkNetworkLimits('visa', h, at(30 * DAY), 1000n).allowed).toBe(true);
   });
-  it('counts declines across amounts, and attempts in flight, but not processor errors', () => {
+  it('counts declines across amounts, attempts in flight and processor errors (they may have reached the issuer)', () => {
     const h = [...attempts(10, HOUR), ...attempts(10, HOUR, { amountMinor: 5n, outcome: 'pending' }, 10 * HOUR)];
     expect(checkNetworkLimits({ network: 'visa' }, h, at(DAY), 7n).allowed).toBe(false);
     const errors = [...attempts(10, HOUR), ...attempts(10, HOUR, { outcome: 'error', responseCode: null }, 10 * HOUR)];
-    expect(checkNetworkLimits({ network: 'visa' }, errors, at(DAY), 7n).allowed).toBe(true);
+    expect(checkNetworkLimits({ network: 'visa' }, errors, at(DAY), 7n).allowed).toBe(false);
+    const fewer = [...attempts(10, HOUR), ...attempts(9, HOUR, { outcome: 'error', responseCode: null }, 10 * HOUR)];
+    expect(checkNetworkLimits({ network: 'visa' }, fewer, at(DAY), 7n).allowed).toBe(true);
   });
   it('approvals do not count, and an approval ends a decline sequence', () => {
     // 20 approvals in a day (e.g. the sandbox card 4111111111111111 reused): the next attempt may go.
@@ -111,11 +113,11 @@ describe('Mastercard', () => {
     expect(temporary(checkNetworkLimits('mastercard', h, at(10 * HOUR), 1000n)).getTime()).toBe(T0.getTime() + DAY);
     expect(checkNetworkLimits('mastercard', h, at(DAY), 1000n).allowed).toBe(true);
   });
-  it('approved attempts and processor errors are not declines; attempts in flight count', () => {
+  it('approved attempts do not count; processor errors and attempts in flight do', () => {
     const approved = attempts(10, HOUR, { outcome: 'approved', responseCode: '00' });
     expect(checkNetworkLimits('mastercard', approved, at(10 * HOUR), 1000n).allowed).toBe(true);
     const errors = attempts(10, HOUR, { outcome: 'error', responseCode: null });
-    expect(checkNetworkLimits('mastercard', errors, at(10 * HOUR), 1000n).allowed).toBe(true);
+    expect(checkNetworkLimits('mastercard', errors, at(10 * HOUR), 1000n).allowed).toBe(false);
     const inFlight = [...attempts(6, HOUR), ...attempts(4, 0, { outcome: 'pending', responseCode: null }, 6 * HOUR)];
     expect(checkNetworkLimits('mastercard', inFlight, at(7 * HOUR), 1000n).allowed).toBe(false);
   });

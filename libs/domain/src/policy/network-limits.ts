@@ -75,11 +75,12 @@ export function checkNetworkLimits(
       waits.push({ notBefore: inWindow[inWindow.length - max]!.at.getTime() + windowMs, rule });
   };
 
-  // What counts toward the rolling limits: declined attempts since the card's latest approval (an
-  // approval ends a decline sequence; approvals and processor errors, no issuer decision, are not
-  // declines), and every attempt still in flight, which may yet decline whatever was approved since.
+  // What counts toward the rolling limits: every attempt since the card's latest approval that did
+  // not approve (an approval ends a decline sequence). Processor errors count like declines: a
+  // timeout may well have reached the issuer, and compliance must not hang on our not knowing.
+  // Attempts still in flight count too, whatever was approved since: they may yet decline.
   const lastApproval = past.reduce((i, h, k) => (h.outcome === 'approved' ? k : i), -1);
-  const counted = past.filter((h, k) => h.outcome === 'pending' || (h.outcome === 'declined' && k > lastApproval));
+  const counted = past.filter((h, k) => h.outcome === 'pending' || (h.outcome !== 'approved' && k > lastApproval));
 
   if (network === 'visa') {
     const v = rules.visa;
