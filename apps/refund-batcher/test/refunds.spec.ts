@@ -306,7 +306,7 @@ describe('refunds under failures and races', () => {
     const [api, validator, worker] = await Promise.all([
       startApp('intake-api', { env }),
       startApp('submission-validator', { env }),
-      startApp('retry-worker', { env: { ...env, TEST_PAUSE_AFTER_PROCESSOR_MS: '3000' } }),
+      startApp('retry-worker', { env: { ...env, TEST_PAUSE_AFTER_PROCESSOR_MS: '6000' } }),
     ]);
     const merchant = await createMerchant(null);
     const client = new ApiClient(api.url, merchant.api_key);
@@ -359,7 +359,7 @@ describe('refunds under failures and races', () => {
     const [api, validator, worker, dispatcher] = await Promise.all([
       startApp('intake-api', { env }),
       startApp('submission-validator', { env }),
-      startApp('retry-worker', { env: { ...env, TEST_PAUSE_AFTER_PROCESSOR_MS: '3000' } }),
+      startApp('retry-worker', { env: { ...env, TEST_PAUSE_AFTER_PROCESSOR_MS: '6000' } }),
       startApp('webhook-dispatcher', { env }),
     ]);
     const merchant = await createMerchant(receiver.url);
@@ -403,7 +403,7 @@ describe('refunds under failures and races', () => {
     const [api, validator, worker, batcher] = await Promise.all([
       startApp('intake-api', { env }),
       startApp('submission-validator', { env }),
-      startApp('retry-worker', { env: { ...env, TEST_PAUSE_AFTER_PROCESSOR_MS: '3000' } }),
+      startApp('retry-worker', { env: { ...env, TEST_PAUSE_AFTER_PROCESSOR_MS: '6000' } }),
       startApp('refund-batcher', { env: { ...env, ...EVERY_SECOND } }),
     ]);
     const merchant = await createMerchant(null);

@@ -186,6 +186,8 @@ describe('post-submission review', () => {
       is_tokenized: true,
       credit_card: { account: '411111******1111', expiration_date: null },
     });
+    // Our reading of the merchant's original response code, before any attempt.
+    expect(got.json.data[0].auth_code_description).toBe('Soft Failure');
   });
 
   it('cancels an original hard decline without attempts, with a retry failed push of the submitted transaction', async () => {

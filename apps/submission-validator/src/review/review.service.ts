@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import { RefundEntity, TransactionEntity, transactionView, type StoredPaymentMethod } from '@retain/db';
 import {
+  classifyDecline,
   EventName,
   RetCode,
   RetMessage,
@@ -200,10 +201,13 @@ export class ReviewService {
       timeScale: this.config.retryTimeScale,
     });
     if (plan.kind === 'retry') {
+      // auth_code_description is our reading of the response code the merchant sent (spec: the
+      // service's interpretation of the provider response); each attempt then updates it.
+      const { description } = classifyDecline({ network: row.card_network, responseCode: row.auth_code });
       await m.query(
-        `UPDATE transactions SET review_status = 'passed', updated_at = now(),
+        `UPDATE transactions SET review_status = 'passed', updated_at = now(), auth_code_description = $3,
            next_attempt_at = CASE WHEN stop_requested_at IS NULL THEN $2::timestamptz END WHERE id = $1`,
-        [row.id, plan.at],
+        [row.id, plan.at, description],
       );
       return [];
     }
