@@ -5,3 +5,4 @@ export * from './metrics';
 export * from './platform.module';
 export * from './tokens';
 export * from './stop-closure';
+export * from './transaction-events';

@@ -1,7 +1,7 @@
-import { RefundEntity, TransactionEntity, transactionView } from '@retain/db';
+import { RefundEntity, type TransactionEntity } from '@retain/db';
 import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
-import { announce } from '@retain/queues';
 import type { EntityManager } from 'typeorm';
+import { announceTransaction } from './transaction-events';
 
 /**
  * Ends a stop request (decisions §8) once no attempt is in flight: the transaction is Stopped, its
@@ -19,20 +19,5 @@ export async function closeStop(m: EntityManager, txn: TransactionEntity): Promi
   });
   for (const r of open) Object.assign(r, { status: RefundStatus.Completed, timestamp: now });
   if (open.length) await m.save(open);
-  const refunds = await m
-    .getRepository(RefundEntity)
-    .find({ where: { transactionId: txn.id }, order: { requestedAt: 'ASC' } });
-  const content = transactionView(txn, refunds);
-  return announce(
-    m,
-    open.map(() => ({
-      merchantId: txn.merchantId,
-      eventName: EventName.RefundCompleted,
-      payloadId: txn.vid,
-      merchantTransactionId: txn.merchantTxnId,
-      transactionRowId: txn.id,
-      content,
-      occurredAt: now,
-    })),
-  );
+  return announceTransaction(m, txn, EventName.RefundCompleted, now, open.length);
 }

@@ -1,10 +1,10 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { AttemptEntity, RefundEntity, TransactionEntity, transactionView } from '@retain/db';
+import { AttemptEntity, RefundEntity, TransactionEntity } from '@retain/db';
 import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
-import { RETAIN_CONFIG, closeStop } from '@retain/platform';
+import { RETAIN_CONFIG, announceTransaction, closeStop } from '@retain/platform';
 import { PgSandboxLedger, createProcessor, type PaymentProcessor, type RefundResult } from '@retain/processor';
-import { OutboxRelay, announce } from '@retain/queues';
+import { OutboxRelay } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
 
 /** Refunds claimed per round trip; a batch loops until nothing is left. */
@@ -155,20 +155,12 @@ export class RefundBatchService {
       });
       await m.save(refund);
       await this.settleTransaction(m, txn, refund);
-      const refunds = await m
-        .getRepository(RefundEntity)
-        .find({ where: { transactionId: txn.id }, order: { requestedAt: 'ASC' } });
-      const ids = await announce(m, [
-        {
-          merchantId: txn.merchantId,
-          eventName: completed ? EventName.RefundCompleted : EventName.RefundFailed,
-          payloadId: txn.vid,
-          merchantTransactionId: txn.merchantTxnId,
-          transactionRowId: txn.id,
-          content: transactionView(txn, refunds),
-          occurredAt: now,
-        },
-      ]);
+      const ids = await announceTransaction(
+        m,
+        txn,
+        completed ? EventName.RefundCompleted : EventName.RefundFailed,
+        now,
+      );
       return { outcome: completed ? ('completed' as const) : ('failed' as const), outbox: ids };
     });
     await this.publish(outbox);

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { AttemptEntity, TransactionEntity, attemptView, transactionView, RefundEntity } from '@retain/db';
+import { AttemptEntity, TransactionEntity, attemptView, RefundEntity } from '@retain/db';
 import {
   AuthCodeDescription,
   EventName,
@@ -13,7 +13,7 @@ import {
   planNextAttempt,
   type CardAttempt,
 } from '@retain/domain';
-import { RETAIN_CONFIG, RetainMetrics, closeStop } from '@retain/platform';
+import { RETAIN_CONFIG, RetainMetrics, announceTransaction, closeStop } from '@retain/platform';
 import {
   PgSandboxLedger,
   createProcessor,
@@ -355,18 +355,7 @@ export class AttemptService {
       authCodeDescription: description ?? AuthCodeDescription.Hard,
     });
     this.logger.log({ reason }, 'recovery ended without capture');
-    const refunds = await m.getRepository(RefundEntity).find({ where: { transactionId: txn.id } });
-    return announce(m, [
-      {
-        merchantId: txn.merchantId,
-        eventName: EventName.RetryFailed,
-        payloadId: txn.vid,
-        merchantTransactionId: txn.merchantTxnId,
-        transactionRowId: txn.id,
-        content: transactionView(txn, refunds),
-        occurredAt: now,
-      },
-    ]);
+    return announceTransaction(m, txn, EventName.RetryFailed, now);
   }
 
   /** An attempt that was not made leaves no trace (and frees its retry number). */

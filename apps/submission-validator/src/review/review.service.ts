@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { RefundEntity, TransactionEntity, transactionView, type StoredPaymentMethod } from '@retain/db';
+import { TransactionEntity, type StoredPaymentMethod } from '@retain/db';
 import {
   classifyDecline,
   EventName,
@@ -15,7 +15,7 @@ import {
   validCardNumber,
   type ErrorEntry,
 } from '@retain/domain';
-import { RETAIN_CONFIG } from '@retain/platform';
+import { RETAIN_CONFIG, announceTransaction } from '@retain/platform';
 import { PgSandboxLedger, createProcessor, type PaymentProcessor } from '@retain/processor';
 import { OutboxRelay, announce } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
@@ -221,19 +221,6 @@ export class ReviewService {
     if (affected === 0) return [];
     this.logger.log({ reason: plan.reason }, 'original decline is not retryable: cancelled without attempts');
     const txn = await m.getRepository(TransactionEntity).findOneOrFail({ where: { id: row.id } });
-    const refunds = await m
-      .getRepository(RefundEntity)
-      .find({ where: { transactionId: txn.id }, order: { requestedAt: 'ASC' } });
-    return announce(m, [
-      {
-        merchantId: txn.merchantId,
-        eventName: EventName.RetryFailed,
-        payloadId: txn.vid,
-        merchantTransactionId: txn.merchantTxnId,
-        transactionRowId: txn.id,
-        content: transactionView(txn, refunds),
-        occurredAt: new Date(),
-      },
-    ]);
+    return announceTransaction(m, txn, EventName.RetryFailed, new Date());
   }
 }
