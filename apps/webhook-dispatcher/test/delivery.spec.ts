@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { EventName } from '@retain/domain';
-import { OutboxRelay, QueueRegistry, announce, createRedis } from '@retain/queues';
+import { OutboxRelay, QueueName, QueueRegistry, announce, createRedis } from '@retain/queues';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -96,6 +96,40 @@ describe('webhook delivery', () => {
       ),
     ).toThrow();
     await waitFor(async () => (await message(id)).status === 'delivered', { what: 'delivered status' });
+  });
+
+  it('delivers a message once when several jobs name it at the same time', async () => {
+    // Duplicate jobs (a stalled job run again, two sweepers racing) land in the same claim batch:
+    // the grouped claim hands each message to one job only.
+    const merchantId = await merchantRow(merchant.login);
+    const ids: string[] = [];
+    for (let i = 0; i < 20; i++) ids.push(await push(merchantId, String(i).padStart(40, 'd'), false));
+    await queues.get(QueueName.WebhookDeliver).addBulk(
+      ids.flatMap((messageId) =>
+        [1, 2, 3].map((copy) => ({
+          name: 'deliver',
+          data: { v: 1, messageId },
+          opts: { jobId: `${messageId}-dup${copy}` },
+        })),
+      ),
+    );
+    const db = await testDb();
+    await waitFor(
+      async () =>
+        (
+          await db.query(
+            `SELECT count(*)::int AS n FROM webhook_messages WHERE message_id = ANY($1) AND status = 'delivered'`,
+            [ids],
+          )
+        )[0].n === ids.length,
+      { what: 'every message delivered' },
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    for (const id of ids) {
+      expect(receiver.received.filter((p) => p.body.header['message_id'] === id)).toHaveLength(1);
+      const [{ n }] = await db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE message_id = $1`, [id]);
+      expect(n).toBe(1);
+    }
   });
 
   it('retries a receiver that is down with the same message_id, and logs every attempt', async () => {
