@@ -206,6 +206,44 @@ describe('post-submission review', () => {
     expect(push.body.header['payload_id']).toBe(got[0].vid);
   });
 
+  it('leaves a transaction stopped before its review alone: no attempt, no cancel, no retry push', async () => {
+    // The review runs after a stop closed the transaction (validator down meanwhile): it must neither
+    // schedule a first attempt (soft original decline) nor cancel it (hard original decline).
+    await validator.stop();
+    const soft = txn();
+    const hard = txn({ auth_code: '41' });
+    try {
+      expect((await client.submit([soft, hard])).status).toBe(200);
+      const stop = await client.request('POST', '/v1/retain/refunds', {
+        refunds: [{ id: soft['id'] }, { id: hard['id'] }],
+      });
+      expect(stop.status).toBe(200);
+      for (const t of [soft, hard]) expect((await row(t['id'] as string)).status).toBe('Stopped');
+    } finally {
+      validator = await startApp('submission-validator');
+    }
+    for (const t of [soft, hard]) {
+      await waitFor(async () => (await row(t['id'] as string)).review_status !== 'pending', { what: 'review done' });
+      const r = await row(t['id'] as string);
+      expect(r.status).toBe('Stopped');
+      expect(r.next_attempt_at).toBeNull();
+    }
+    await waitFor(
+      () => receiver.byEvent('refund completed').filter((p) => p.body.header['transaction_id'] === hard['id']).length,
+      { what: 'refund completed push of the stop' },
+    );
+    await new Promise((res) => setTimeout(res, 1000));
+    expect(receiver.byEvent('retry failed').filter((p) => p.body.header['transaction_id'] === hard['id'])).toEqual([]);
+    const attempts = await (
+      await testDb()
+    ).query(
+      `SELECT count(*)::int AS n FROM attempts a JOIN transactions t ON t.id = a.transaction_id
+        WHERE t.merchant_txn_id = ANY($1::text[])`,
+      [[soft['id'], hard['id']]],
+    );
+    expect(attempts[0].n).toBe(0);
+  });
+
   it('reviews a submission once even when its job runs twice', async () => {
     const bad = txn();
     (bad['payment_method'] as any).credit_card.account = 'eyJ.a.b.c.d';
