@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from '@retain/config';
 import { MerchantsRepository, createDataSource } from '@retain/db';
+import { SANDBOX_APPROVED_CARD } from '@retain/processor';
 import type { DataSource } from 'typeorm';
 
 export interface TestMerchant {
@@ -35,7 +36,7 @@ export async function createMerchant(webhookUrl: string | null = null, login?: s
 export const uniqueId = (prefix = 'tx'): string => `${prefix}_${randomBytes(6).toString('hex')}`;
 
 /** A valid failed transaction as a merchant sends it; override any field. */
-export function txn(overrides: Record<string, unknown> = {}, card = '4111111111111111'): Record<string, unknown> {
+export function txn(overrides: Record<string, unknown> = {}, card = SANDBOX_APPROVED_CARD): Record<string, unknown> {
   const id = uniqueId();
   return {
     id,

@@ -15,9 +15,12 @@ import { modelOutcome, type ModelOutcome } from './sandbox-model';
 
 const approve: ModelOutcome = { kind: 'approve' };
 
+/** The sandbox card approved on the first attempt (decisions §12): the fixtures' default card. */
+export const SANDBOX_APPROVED_CARD = '4111111111111111';
+
 /** The scripted cards of decisions §12: outcome by retry attempt number (1-based). */
 export const SANDBOX_TEST_CARDS: Readonly<Record<string, (attempt: number) => ModelOutcome>> = {
-  '4111111111111111': () => approve,
+  [SANDBOX_APPROVED_CARD]: () => approve,
   '5555555555554444': () => approve,
   '4000000000000077': (n) => (n >= 3 ? approve : { kind: 'decline', code: '51' }),
   '4000000000000002': () => ({ kind: 'decline', code: '05' }),
