@@ -4,9 +4,10 @@ import { defineConfig } from 'vitest/config';
 
 // Vitest + swc: swc emits the decorator metadata that Nest and TypeORM need (esbuild does not).
 const alias = Object.fromEntries(
-  ['domain', 'config', 'db', 'api-contract', 'queues', 'processor', 'platform', 'testing'].map(
-    (n) => [`@retain/${n}`, path.resolve(__dirname, `libs/${n}/src/index.ts`)],
-  ),
+  ['domain', 'config', 'db', 'api-contract', 'queues', 'processor', 'platform', 'testing'].map((n) => [
+    `@retain/${n}`,
+    path.resolve(__dirname, `libs/${n}/src/index.ts`),
+  ]),
 );
 
 export default defineConfig({
@@ -24,6 +25,7 @@ export default defineConfig({
   test: {
     include: ['apps/**/*.spec.ts', 'libs/**/*.spec.ts', 'test/**/*.spec.ts'],
     globalSetup: ['libs/testing/src/global-setup.ts'],
+    setupFiles: ['libs/testing/src/vitest.setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     fileParallelism: false,

@@ -83,6 +83,17 @@ export interface StartOptions {
   ready?: boolean;
 }
 
+/** Every app process this test file started and that has not exited yet. */
+const running = new Set<RunningApp>();
+
+/**
+ * Kills what a test file left running (a test that failed before its own stop calls): registered
+ * after every test file by vitest.setup.ts, so one failure cannot leak processes into the next.
+ */
+export async function killLeftoverApps(): Promise<void> {
+  await Promise.all([...running].map((app) => app.kill()));
+}
+
 /** Starts an app from dist/ with the test run's database and Redis prefix. */
 export async function startApp(app: AppName, opts: StartOptions = {}): Promise<RunningApp> {
   const port = await freePort();
@@ -103,17 +114,19 @@ export async function startApp(app: AppName, opts: StartOptions = {}): Promise<R
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
-  const running = new RunningApp(app, child, port);
+  const proc = new RunningApp(app, child, port);
+  running.add(proc);
+  void proc.exited.then(() => running.delete(proc));
   const started = await Promise.race([
     waitFor(
       async () => {
-        const res = await fetch(`${running.url}/${opts.ready === false ? 'healthz' : 'readyz'}`);
+        const res = await fetch(`${proc.url}/${opts.ready === false ? 'healthz' : 'readyz'}`);
         return res.ok;
       },
       { timeoutMs: 30_000, intervalMs: 100, what: `${app} to start` },
     ).then(() => true),
-    running.exited.then(() => false),
+    proc.exited.then(() => false),
   ]);
-  if (!started) throw new Error(`${app} exited at start:\n${running.logs()}`);
-  return running;
+  if (!started) throw new Error(`${app} exited at start:\n${proc.logs()}`);
+  return proc;
 }
