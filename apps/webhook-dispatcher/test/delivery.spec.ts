@@ -96,6 +96,9 @@ describe('webhook delivery', () => {
       ),
     ).toThrow();
     await waitFor(async () => (await message(id)).status === 'delivered', { what: 'delivered status' });
+    // The job's outbox row is completed with the attempt's record, so no sweeper publishes it again.
+    const [ob] = await (await testDb()).query(`SELECT completed_at FROM outbox WHERE payload->>'messageId' = $1`, [id]);
+    expect(ob.completed_at).not.toBeNull();
   });
 
   it('delivers a message once when several jobs name it at the same time', async () => {

@@ -7,6 +7,11 @@ import { RETAIN_CONFIG } from './tokens';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
+/** The outbox row a job was published from (its job id), or null for jobs made by a tick. */
+export function outboxIdOf(job: Job): string | null {
+  return job.id && UUID_RE.test(job.id) ? job.id : null;
+}
+
 /**
  * Runs a job handler with metrics, and marks its outbox row completed once the handler
  * succeeded. Errors are rethrown, never swallowed: BullMQ retries them, and the sweeper
@@ -21,11 +26,21 @@ export class JobRunner {
     private readonly metrics: RetainMetrics,
   ) {}
 
-  async run<T>(queue: QueueName, job: Job, handler: () => Promise<T>): Promise<T> {
+  /**
+   * `handlerCompletesOutbox`: the handler marks the job's outbox row completed itself, in the same
+   * statement as its own write (a round trip saved on a hot path).
+   */
+  async run<T>(
+    queue: QueueName,
+    job: Job,
+    handler: () => Promise<T>,
+    { handlerCompletesOutbox = false } = {},
+  ): Promise<T> {
     const end = this.metrics.jobDuration.startTimer({ queue });
     try {
       const result = await handler();
-      if (job.id && UUID_RE.test(job.id)) await this.relay.complete(job.id);
+      const outboxId = outboxIdOf(job);
+      if (outboxId && !handlerCompletesOutbox) await this.relay.complete(outboxId);
       end({ result: 'ok' });
       return result;
     } catch (err) {

@@ -1,6 +1,6 @@
 import { Processor, WorkerHost } from '@nestjs/bullmq';
 import { jobLockMs } from '@retain/config';
-import { JobRunner } from '@retain/platform';
+import { JobRunner, outboxIdOf } from '@retain/platform';
 import { QueueName, type JobData } from '@retain/queues';
 import type { Job } from 'bullmq';
 import { DeliveryService } from './delivery.service';
@@ -16,6 +16,12 @@ export class DeliverProcessor extends WorkerHost {
   }
 
   async process(job: Job<JobData<'webhook.deliver'>>): Promise<unknown> {
-    return this.runner.run(QueueName.WebhookDeliver, job, () => this.delivery.deliver(job.data.messageId));
+    // The delivery completes the job's outbox row in the statement that records the attempt.
+    return this.runner.run(
+      QueueName.WebhookDeliver,
+      job,
+      () => this.delivery.deliver(job.data.messageId, outboxIdOf(job)),
+      { handlerCompletesOutbox: true },
+    );
   }
 }

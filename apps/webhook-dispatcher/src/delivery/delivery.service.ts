@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import { MerchantsRepository, type MerchantEntity } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
-import { groupCommit } from '@retain/queues';
+import { OutboxRelay, groupCommit } from '@retain/queues';
 import axios, { type AxiosInstance } from 'axios';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
@@ -18,6 +18,8 @@ interface ClaimedMessage {
 /** The outcome of one attempt, written with its delivery-log row in one grouped statement. */
 interface AttemptRecord {
   message_id: string;
+  /** The outbox row of the job that made this attempt, completed in the same statement. */
+  outbox_id: string | null;
   /** null: no attempt was made (no endpoint), so no delivery-log row. */
   log: { attempt: number; attempted_at: string; url: string; latency_ms: number; error: string | null } | null;
   status: 'pending' | 'delivered' | 'gone' | 'dead' | 'no_endpoint';
@@ -53,6 +55,7 @@ export class DeliveryService {
   constructor(
     private readonly db: DataSource,
     private readonly metrics: RetainMetrics,
+    private readonly relay: OutboxRelay,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
   ) {
     const agents = webhookAgents(config.webhookAllowPrivate);
@@ -94,8 +97,11 @@ export class DeliveryService {
   private readonly record = groupCommit<AttemptRecord, void>(async (records) => {
     await this.db.query(
       `WITH x AS (
-         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(message_id char(27), log jsonb, status varchar,
-           status_code int, delay_ms int, last_error text)
+         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(message_id char(27), outbox_id uuid, log jsonb,
+           status varchar, status_code int, delay_ms int, last_error text)
+       ), done AS (
+         UPDATE outbox SET completed_at = now()
+          WHERE id IN (SELECT outbox_id FROM x WHERE outbox_id IS NOT NULL) AND completed_at IS NULL
        ), log AS (
          INSERT INTO webhook_deliveries (message_id, attempt, attempted_at, url, status_code, latency_ms, error)
          SELECT x.message_id, (x.log->>'attempt')::int, (x.log->>'attempted_at')::timestamptz, x.log->>'url',
@@ -114,13 +120,18 @@ export class DeliveryService {
     return records.map(() => undefined);
   });
 
-  async deliver(messageId: string): Promise<DeliveryResult> {
+  async deliver(messageId: string, outboxId: string | null = null): Promise<DeliveryResult> {
     const claimed = await this.claim(messageId);
-    if (!claimed) return 'skipped';
+    if (!claimed) {
+      // Nothing to record (delivered already, or not due): the job's outbox row is done all the same.
+      if (outboxId) await this.relay.complete(outboxId);
+      return 'skipped';
+    }
     const merchant = await this.merchant(claimed.merchant_id);
     if (!merchant?.merchant.webhookUrl) {
       await this.record({
         message_id: claimed.message_id,
+        outbox_id: outboxId,
         log: null,
         status: 'no_endpoint',
         status_code: null,
@@ -170,6 +181,7 @@ export class DeliveryService {
     const outcome = (status: AttemptRecord['status'], lastError: string | null, delayMs: number | null = null) =>
       this.record({
         message_id: claimed.message_id,
+        outbox_id: outboxId,
         log,
         status,
         status_code: statusCode,
