@@ -1,4 +1,4 @@
-import { RefundEntity, type TransactionEntity } from '@retain/db';
+import { RefundEntity, TransactionEntity } from '@retain/db';
 import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
 import type { EntityManager } from 'typeorm';
 import { announceTransaction } from './transaction-events';
@@ -20,4 +20,35 @@ export async function closeStop(m: EntityManager, txn: TransactionEntity): Promi
   for (const r of open) Object.assign(r, { status: RefundStatus.Completed, timestamp: now });
   if (open.length) await m.save(open);
   return announceTransaction(m, txn, EventName.RefundCompleted, now, open.length);
+}
+
+/**
+ * The other end of a stop: the in-flight attempt captured, so the stop's refunds (kind 'stop',
+ * Processing) become normal refunds of the next batch, each for what was requested but together at
+ * most what was captured, and the transaction goes to Refund Requested (decisions §8). Used by the
+ * retry worker when it records the capture and by the refund batcher's safety net. The caller
+ * holds the row lock.
+ */
+export async function stopToRefund(m: EntityManager, txn: TransactionEntity, now: Date): Promise<void> {
+  const repo = m.getRepository(RefundEntity);
+  const stops = await repo.find({
+    where: { transactionId: txn.id, kind: 'stop', status: RefundStatus.Processing },
+    order: { requestedAt: 'ASC' },
+  });
+  if (stops.length === 0) return;
+  let left = BigInt(txn.capturedAmountMinor ?? '0');
+  for (const r of stops) {
+    const amount = BigInt(r.amountMinor) < left ? BigInt(r.amountMinor) : left;
+    left -= amount;
+    Object.assign(r, {
+      kind: 'refund',
+      amountMinor: amount.toString(),
+      previousStatus: TransactionStatus.Captured,
+      ...(amount === 0n ? { status: RefundStatus.Failed, failureMessage: 'nothing left to refund' } : {}),
+    });
+  }
+  await repo.save(stops);
+  const fields = { status: TransactionStatus.RefundRequested, statusChangedAt: now };
+  Object.assign(txn, fields);
+  await m.getRepository(TransactionEntity).update(txn.id, fields);
 }

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import { AttemptEntity, RefundEntity, TransactionEntity } from '@retain/db';
 import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
-import { RETAIN_CONFIG, announceTransaction, closeStop } from '@retain/platform';
+import { RETAIN_CONFIG, announceTransaction, closeStop, stopToRefund } from '@retain/platform';
 import { PgSandboxLedger, createProcessor, type PaymentProcessor, type RefundResult } from '@retain/processor';
 import { OutboxRelay } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
@@ -82,13 +82,7 @@ export class RefundBatchService {
           .findOne({ where: { id: transaction_id }, lock: { mode: 'pessimistic_write' } });
         if (!txn) return [];
         if (BigInt(txn.capturedAmountMinor ?? '0') > 0n) {
-          await m.query(
-            `UPDATE refunds SET kind = 'refund', previous_status = 'Captured', updated_at = now()
-              WHERE transaction_id = $1 AND kind = 'stop' AND status = 'Processing'`,
-            [txn.id],
-          );
-          Object.assign(txn, { status: TransactionStatus.RefundRequested, statusChangedAt: new Date() });
-          await m.save(txn);
+          await stopToRefund(m, txn, new Date());
           return [];
         }
         if (txn.status !== TransactionStatus.StopRequested) return [];

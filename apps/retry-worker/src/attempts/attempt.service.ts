@@ -1,10 +1,9 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { AttemptEntity, TransactionEntity, attemptView, RefundEntity } from '@retain/db';
+import { AttemptEntity, TransactionEntity, attemptView } from '@retain/db';
 import {
   AuthCodeDescription,
   EventName,
-  RefundStatus,
   TransactionStatus,
   cardDataVersion,
   checkNetworkLimits,
@@ -13,7 +12,7 @@ import {
   planNextAttempt,
   type CardAttempt,
 } from '@retain/domain';
-import { RETAIN_CONFIG, RetainMetrics, announceTransaction, closeStop } from '@retain/platform';
+import { RETAIN_CONFIG, RetainMetrics, announceTransaction, closeStop, stopToRefund } from '@retain/platform';
 import {
   PgSandboxLedger,
   createProcessor,
@@ -280,7 +279,7 @@ export class AttemptService {
       this.metrics.recoveredMinor.inc({ currency: attempt.currency }, Number(attempt.amountMinor));
       // A stop arrived while this attempt was in flight and it captured: the stop refund becomes a
       // normal refund of the next batch, in this same database transaction (decisions §8).
-      if (txn.stopRequestedAt) await this.stopToRefund(m, txn, now);
+      if (txn.stopRequestedAt) await stopToRefund(m, txn, now);
       return announce(m, [
         {
           merchantId: txn.merchantId,
@@ -408,32 +407,6 @@ export class AttemptService {
       merchantAdviceCode: r.merchant_advice_code,
       cardDataVersion: r.card_data_version,
     }));
-  }
-
-  /**
-   * The stop's refunds (kind 'stop', Processing) become normal refunds for what was requested, at
-   * most what is still refundable of the capture; the transaction goes to Refund Requested.
-   */
-  private async stopToRefund(m: EntityManager, txn: TransactionEntity, now: Date): Promise<void> {
-    const repo = m.getRepository(RefundEntity);
-    const stops = await repo.find({
-      where: { transactionId: txn.id, kind: 'stop', status: RefundStatus.Processing },
-      order: { requestedAt: 'ASC' },
-    });
-    if (stops.length === 0) return;
-    let left = BigInt(txn.capturedAmountMinor ?? '0');
-    for (const r of stops) {
-      const amount = BigInt(r.amountMinor) < left ? BigInt(r.amountMinor) : left;
-      left -= amount;
-      Object.assign(r, {
-        kind: 'refund',
-        amountMinor: amount.toString(),
-        previousStatus: TransactionStatus.Captured,
-        ...(amount === 0n ? { status: RefundStatus.Failed, failureMessage: 'nothing left to refund' } : {}),
-      });
-    }
-    await repo.save(stops);
-    await setFields(m, TransactionEntity, txn, { status: TransactionStatus.RefundRequested, statusChangedAt: now });
   }
 
   private async publish(ids: string[]): Promise<void> {
