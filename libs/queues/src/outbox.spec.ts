@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -84,5 +85,49 @@ describe('outbox relay and sweeper', () => {
     await relay.sweep(0);
     expect((await queues.get(QueueName.SubmissionReview).getJob(id!))?.data.submissionId).toBe(sid);
     await relay.complete(id!);
+  });
+
+  it('leaves a job that failed for good to the operator: recorded, never re-added by the sweeper', async () => {
+    const sid = submissionId();
+    const [id] = await db.transaction((m) =>
+      addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId: sid } }]),
+    );
+    await relay.publish([id!]);
+    const q = queues.get(QueueName.SubmissionReview);
+    // A consumer for which this job can never succeed: BullMQ moves it to failed at once.
+    const connection = redis.duplicate();
+    const failed = new Promise<void>((resolve) => {
+      const worker = new Worker(
+        QueueName.SubmissionReview,
+        async () => {
+          throw new UnrecoverableError('payload can never be handled');
+        },
+        { connection, prefix, autorun: true },
+      );
+      worker.on('failed', () => void worker.close().then(resolve));
+    });
+    await failed;
+    connection.disconnect();
+    expect(await (await q.getJob(id!))?.isFailed()).toBe(true);
+
+    // Today's sweeper removed the failed job and added it again, forever. Now it records the failure
+    // (in case no worker could) and leaves the job alone, however often it runs.
+    for (let i = 0; i < 3; i++) await relay.sweep(0);
+    const counts = await q.getJobCounts('waiting', 'active', 'delayed', 'failed');
+    expect(counts).toMatchObject({ waiting: 0, active: 0, delayed: 0, failed: 1 });
+    const [row] = await db.query(`SELECT failed_at, publish_count FROM outbox WHERE id = $1`, [id]);
+    expect(row.failed_at).not.toBeNull();
+    expect(row.publish_count).toBe(1);
+    const recorded = await db.query(`SELECT queue, attempts, last_error, payload FROM failed_jobs WHERE job_id = $1`, [
+      id,
+    ]);
+    expect(recorded).toEqual([
+      {
+        queue: QueueName.SubmissionReview,
+        attempts: 1,
+        last_error: 'payload can never be handled',
+        payload: { v: 1, submissionId: sid },
+      },
+    ]);
   });
 });
