@@ -35,8 +35,9 @@ describe('retain queues', () => {
     expect(before.dead_webhook_messages).toBe(dead.n);
 
     // Nothing consumes refund.batch in this test: the job stays waiting / delayed.
-    await queues.enqueue(QueueName.RefundBatch, { v: 1, trigger: 'operator' }, `cli-test-${Date.now()}`);
-    await queues.enqueue(QueueName.RefundBatch, { v: 1, trigger: 'operator' }, `cli-test-d-${Date.now()}`, 3_600_000);
+    const job = { queue: QueueName.RefundBatch, data: { v: 1, trigger: 'operator' } } as const;
+    await queues.enqueue(job, `cli-test-${Date.now()}`);
+    await queues.enqueue(job, `cli-test-d-${Date.now()}`, 3_600_000);
     const after = cli('queues');
     expect(after.queues[QueueName.RefundBatch].waiting).toBe(before.queues[QueueName.RefundBatch].waiting + 1);
     expect(after.queues[QueueName.RefundBatch].delayed).toBe(before.queues[QueueName.RefundBatch].delayed + 1);

@@ -1,8 +1,6 @@
-import { BullModule } from '@nestjs/bullmq';
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { PlatformModule } from '@retain/platform';
-import { QueueName } from '@retain/queues';
+import { PlatformModule, registerQueues } from '@retain/platform';
 import { RefundBatchProcessor } from './batch/refund-batch.processor';
 import { RefundBatchService } from './batch/refund-batch.service';
 
@@ -12,10 +10,7 @@ export class RefundBatcherModule {
   static forRoot(config: RetainConfig): DynamicModule {
     return {
       module: RefundBatcherModule,
-      imports: [
-        PlatformModule.forApp('refund-batcher', config),
-        BullModule.registerQueue({ name: QueueName.RefundBatch }),
-      ],
+      imports: [PlatformModule.forApp('refund-batcher', config), registerQueues('refund-batcher')],
       providers: [RefundBatchService, RefundBatchProcessor],
     };
   }

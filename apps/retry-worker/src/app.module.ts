@@ -1,8 +1,6 @@
-import { BullModule } from '@nestjs/bullmq';
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { PlatformModule } from '@retain/platform';
-import { QueueName } from '@retain/queues';
+import { PlatformModule, registerQueues } from '@retain/platform';
 import { AttemptProcessor } from './attempts/attempt.processor';
 import { AttemptService } from './attempts/attempt.service';
 import { AttemptSchedulerService } from './scheduler/attempt-scheduler.service';
@@ -14,10 +12,7 @@ export class RetryWorkerModule {
   static forRoot(config: RetainConfig): DynamicModule {
     return {
       module: RetryWorkerModule,
-      imports: [
-        PlatformModule.forApp('retry-worker', config),
-        BullModule.registerQueue({ name: QueueName.RetryTick }, { name: QueueName.RetryAttempt }),
-      ],
+      imports: [PlatformModule.forApp('retry-worker', config), registerQueues('retry-worker')],
       providers: [AttemptSchedulerService, TickProcessor, AttemptService, AttemptProcessor],
     };
   }

@@ -1,8 +1,6 @@
-import { BullModule } from '@nestjs/bullmq';
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { PlatformModule } from '@retain/platform';
-import { QueueName } from '@retain/queues';
+import { PlatformModule, registerQueues } from '@retain/platform';
 import { ReviewProcessor } from './review/review.processor';
 import { ReviewService } from './review/review.service';
 
@@ -12,10 +10,7 @@ export class SubmissionValidatorModule {
   static forRoot(config: RetainConfig): DynamicModule {
     return {
       module: SubmissionValidatorModule,
-      imports: [
-        PlatformModule.forApp('submission-validator', config),
-        BullModule.registerQueue({ name: QueueName.SubmissionReview }),
-      ],
+      imports: [PlatformModule.forApp('submission-validator', config), registerQueues('submission-validator')],
       providers: [ReviewService, ReviewProcessor],
     };
   }

@@ -1,8 +1,6 @@
-import { BullModule } from '@nestjs/bullmq';
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { PlatformModule } from '@retain/platform';
-import { QueueName } from '@retain/queues';
+import { PlatformModule, registerQueues } from '@retain/platform';
 import { DeliverProcessor } from './delivery/deliver.processor';
 import { DeliveryService } from './delivery/delivery.service';
 import { RetryTickService } from './delivery/retry-tick.service';
@@ -13,10 +11,7 @@ export class WebhookDispatcherModule {
   static forRoot(config: RetainConfig): DynamicModule {
     return {
       module: WebhookDispatcherModule,
-      imports: [
-        PlatformModule.forApp('webhook-dispatcher', config),
-        BullModule.registerQueue({ name: QueueName.WebhookDeliver }),
-      ],
+      imports: [PlatformModule.forApp('webhook-dispatcher', config), registerQueues('webhook-dispatcher')],
       providers: [DeliveryService, DeliverProcessor, RetryTickService],
     };
   }

@@ -5,3 +5,4 @@ export * from './money';
 export * from './card';
 export * from './card-vault';
 export * from './policy';
+export * from './scrub';

@@ -3,6 +3,7 @@ export * from './jobs';
 export * from './logging';
 export * from './metrics';
 export * from './platform.module';
+export * from './queues';
 export * from './tokens';
 export * from './stop-closure';
 export * from './transaction-events';

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { OutboxRelay, type QueueName } from '@retain/queues';
+import { OutboxRelay, assertJobData, type QueueName } from '@retain/queues';
 import type { Job } from 'bullmq';
 import { RetainMetrics } from './metrics';
 import { RETAIN_CONFIG } from './tokens';
@@ -14,8 +14,10 @@ export function outboxIdOf(job: Job): string | null {
 
 /**
  * Runs a job handler with metrics, and marks its outbox row completed once the handler
- * succeeded. Errors are rethrown, never swallowed: BullMQ retries them, and the sweeper
- * re-publishes what exhausted its attempts.
+ * succeeded. The payload is checked against the queue's contract first: a version or shape no
+ * consumer knows throws UnrecoverableError (it would fail the same way on every attempt). Errors
+ * are rethrown, never swallowed: BullMQ retries them, and a job out of attempts is recorded in
+ * failed_jobs by the workers' shared failed handler (FailedJobsHook).
  */
 @Injectable()
 export class JobRunner {
@@ -38,6 +40,7 @@ export class JobRunner {
   ): Promise<T> {
     const end = this.metrics.jobDuration.startTimer({ queue });
     try {
+      assertJobData(queue, job.data);
       const result = await handler();
       const outboxId = outboxIdOf(job);
       if (outboxId && !handlerCompletesOutbox) await this.relay.complete(outboxId);
@@ -56,7 +59,10 @@ export class JobRunner {
   }
 }
 
-/** Re-enqueues outbox rows that Redis lost (never published, flushed, or failed for good). */
+/**
+ * Re-enqueues outbox rows that Redis lost (never published, or flushed); a job that failed for good
+ * is recorded and left to an operator, never re-added.
+ */
 @Injectable()
 export class OutboxSweeper implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger(OutboxSweeper.name);

@@ -1,5 +1,5 @@
 import type { AppName } from '@retain/config';
-import { QueueName } from '@retain/queues';
+import { QUEUES, QUEUE_NAMES, QueueName, queuesConsumedBy } from '@retain/queues';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** The job states `retain_queue_depth` reports. */
@@ -7,17 +7,21 @@ export const QUEUE_DEPTH_STATES = ['waiting', 'active', 'delayed', 'failed'] as 
 export type QueueDepthState = (typeof QUEUE_DEPTH_STATES)[number];
 
 /**
- * The queues whose depth each app reports: the ones it consumes, and for intake-api the queue it
- * feeds (so the API's /metrics shows the review backlog). Aggregate with max by (queue, state).
+ * The queues whose depth each app reports: the ones it consumes (from the queue record), and for
+ * intake-api the queue it feeds (so the API's /metrics shows the review backlog). Aggregate with
+ * max by (queue, state).
  */
 export const QUEUES_BY_APP: Record<AppName, QueueName[]> = {
   'intake-api': [QueueName.SubmissionReview],
-  'submission-validator': [QueueName.SubmissionReview],
-  'retry-worker': [QueueName.RetryAttempt, QueueName.RetryTick],
-  'refund-batcher': [QueueName.RefundBatch],
-  'webhook-dispatcher': [QueueName.WebhookDeliver, QueueName.WebhookTick],
+  'submission-validator': queuesConsumedBy('submission-validator'),
+  'retry-worker': queuesConsumedBy('retry-worker'),
+  'refund-batcher': queuesConsumedBy('refund-batcher'),
+  'webhook-dispatcher': queuesConsumedBy('webhook-dispatcher'),
   cli: [],
 };
+
+/** Reads the open failures (failed for good, not redriven) per queue, from Postgres. */
+export type FailedJobsReader = () => Promise<Map<QueueName, number>>;
 
 /** How long a scrape waits for Redis before it answers without queue depths. */
 export const QUEUE_DEPTH_TIMEOUT_MS = 1000;
@@ -67,6 +71,20 @@ export class RetainMetrics {
     labelNames: ['queue'],
     registers: [this.registry],
   });
+  readonly jobsFailed = new Counter({
+    name: 'retain_jobs_failed_total',
+    help: 'Jobs that failed for good (out of attempts or unrecoverable), recorded in failed_jobs, by queue',
+    labelNames: ['queue'],
+    registers: [this.registry],
+  });
+  private failedJobsSource: { read: FailedJobsReader; timeoutMs: number } | null = null;
+  readonly failedJobs = new Gauge({
+    name: 'retain_failed_jobs',
+    help: 'Jobs that failed for good and were not redriven yet, by queue (read from Postgres on each scrape)',
+    labelNames: ['queue'],
+    registers: [this.registry],
+    collect: () => this.collectFailedJobs(),
+  });
   readonly attempts = new Counter({
     name: 'retain_retry_attempts_total',
     help: 'Retry attempts by outcome (captured, declined, error)',
@@ -106,6 +124,32 @@ export class RetainMetrics {
   /** Reports the depth of these queues on every scrape, waiting at most timeoutMs for Redis. */
   trackQueueDepth(queues: QueueName[], read: JobCountsReader, timeoutMs = QUEUE_DEPTH_TIMEOUT_MS): void {
     this.queueDepthSource = { queues, read, timeoutMs };
+  }
+
+  /** Reports the open failed jobs per queue on every scrape, waiting at most timeoutMs for Postgres. */
+  trackFailedJobs(read: FailedJobsReader, timeoutMs = QUEUE_DEPTH_TIMEOUT_MS): void {
+    this.failedJobsSource = { read, timeoutMs };
+  }
+
+  /** Every queue that records failures gets a value (0 when none), so an alert sees the series. */
+  private async collectFailedJobs(): Promise<void> {
+    const source = this.failedJobsSource;
+    if (!source) return;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('failed jobs read timed out')), source.timeoutMs);
+    });
+    try {
+      const counts = await Promise.race([source.read(), timeout]);
+      this.failedJobs.reset();
+      for (const queue of QUEUE_NAMES.filter((q) => QUEUES[q].recordFailures))
+        this.failedJobs.set({ queue }, counts.get(queue) ?? 0);
+    } catch {
+      // Postgres slow or down: no stale value (the gauge is absent for this scrape).
+      this.failedJobs.reset();
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**

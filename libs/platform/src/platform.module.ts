@@ -10,16 +10,18 @@ import {
   type DynamicModule,
   type OnApplicationShutdown,
 } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
 import { HealthCheck, HealthCheckService, HealthIndicatorService, TerminusModule } from '@nestjs/terminus';
 import { loadConfig, type AppName, type RetainConfig } from '@retain/config';
 import { createDataSource } from '@retain/db';
-import { OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
+import { FailedJobs, OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
 import type { Redis } from 'ioredis';
 import { LoggerModule } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
 import { JobRunner, OutboxSweeper } from './jobs';
 import { createLogger } from './logging';
 import { QUEUES_BY_APP, RetainMetrics } from './metrics';
+import { FailedJobsHook } from './queues';
 import { REDIS, RETAIN_CONFIG } from './tokens';
 
 /** Postgres and Redis must answer within this time for /readyz to say ready. */
@@ -114,10 +116,13 @@ export class PlatformModule {
     const redis = createRedis(config.redisUrl);
     // The API and the dispatcher (64 concurrent deliveries) need more connections than the others.
     const poolSize = app === 'intake-api' || app === 'webhook-dispatcher' ? 20 : 10;
+    // Apps that run workers: they sweep the outbox, record jobs that failed for good and report them.
+    const worker = app !== 'intake-api' && app !== 'cli';
     return {
       module: PlatformModule,
       imports: [
         TerminusModule.forRoot({ logger: false }),
+        DiscoveryModule,
         LoggerModule.forRoot({
           pinoHttp: {
             logger: createLogger(app, config.logLevel),
@@ -143,10 +148,11 @@ export class PlatformModule {
         },
         {
           provide: RetainMetrics,
-          inject: [QueueRegistry],
-          useFactory: (q: QueueRegistry) => {
+          inject: [QueueRegistry, FailedJobs],
+          useFactory: (q: QueueRegistry, failed: FailedJobs) => {
             const metrics = new RetainMetrics(app);
             metrics.trackQueueDepth(QUEUES_BY_APP[app], (name, states) => q.get(name).getJobCounts(...states));
+            if (worker) metrics.trackFailedJobs(() => failed.openCounts());
             return metrics;
           },
         },
@@ -159,12 +165,18 @@ export class PlatformModule {
           inject: [DataSource, QueueRegistry],
           useFactory: (db: DataSource, q: QueueRegistry) => new OutboxRelay(db, q),
         },
+        {
+          provide: FailedJobs,
+          inject: [DataSource, QueueRegistry, OutboxRelay],
+          useFactory: (db: DataSource, queues: QueueRegistry, relay: OutboxRelay) =>
+            new FailedJobs(db, { queues, relay }),
+        },
         ConnectionsLifecycle,
         JobRunner,
         // Workers sweep the outbox; the API only writes to it and publishes after commit.
-        ...(app === 'intake-api' || app === 'cli' ? [] : [OutboxSweeper]),
+        ...(worker ? [OutboxSweeper, FailedJobsHook] : []),
       ],
-      exports: [RETAIN_CONFIG, REDIS, DataSource, RetainMetrics, QueueRegistry, OutboxRelay, JobRunner],
+      exports: [RETAIN_CONFIG, REDIS, DataSource, RetainMetrics, QueueRegistry, OutboxRelay, FailedJobs, JobRunner],
     };
   }
 }

@@ -1,4 +1,4 @@
-import type { DefaultJobOptions } from 'bullmq';
+import { UnrecoverableError, type DefaultJobOptions } from 'bullmq';
 
 /** Frozen queue names: the one source of truth for every producer and consumer. */
 export const QueueName = {
@@ -6,47 +6,182 @@ export const QueueName = {
   RetryAttempt: 'retry.attempt',
   RetryTick: 'retry.tick',
   WebhookDeliver: 'webhook.deliver',
-  WebhookTick: 'webhook.tick',
   RefundBatch: 'refund.batch',
 } as const;
 export type QueueName = (typeof QueueName)[keyof typeof QueueName];
 
 /**
  * Each queue's job name and payload. Payloads carry ids and a version, never card data or secrets.
- * Adding a queue without an entry here (and in QUEUE_OPTIONS) does not compile.
+ * Adding a queue without an entry here (and in QUEUES) does not compile.
  */
 export interface JobContracts {
   'submission.review': { name: 'review'; data: { v: 1; submissionId: string } };
   'retry.attempt': { name: 'attempt'; data: { v: 1; attemptId: string } };
   'retry.tick': { name: 'tick'; data: { v: 1 } };
   'webhook.deliver': { name: 'deliver'; data: { v: 1; messageId: string } };
-  'webhook.tick': { name: 'tick'; data: { v: 1 } };
   'refund.batch': { name: 'batch'; data: { v: 1; trigger: 'schedule' | 'operator' } };
 }
 export type JobName<Q extends QueueName> = JobContracts[Q]['name'];
 export type JobData<Q extends QueueName> = JobContracts[Q]['data'];
 
-/** The job names, by queue, as runtime values. */
-export const JOB_NAMES: { [Q in QueueName]: JobName<Q> } = {
-  'submission.review': 'review',
-  'retry.attempt': 'attempt',
-  'retry.tick': 'tick',
-  'webhook.deliver': 'deliver',
-  'webhook.tick': 'tick',
-  'refund.batch': 'batch',
-};
+/**
+ * A job for some queue, its payload bound to that queue: `{ queue: 'retry.attempt', data: {v: 1,
+ * submissionId} }` does not compile. Distributive, so an array may mix queues and each element is
+ * still checked against its own queue.
+ */
+export type QueueJob = { [Q in QueueName]: { queue: Q; data: JobData<Q> } }[QueueName];
+
+/** The apps that consume queues (each queue has exactly one). */
+export type WorkerApp = 'submission-validator' | 'retry-worker' | 'refund-batcher' | 'webhook-dispatcher';
+
+/** Everything about one queue, in one place. */
+export interface QueueSettings<Q extends QueueName = QueueName> {
+  /** The one job name of the queue. */
+  jobName: JobName<Q>;
+  /** The payload version consumers accept; any other is a permanent failure. */
+  version: JobData<Q>['v'];
+  /** Payload fields that must be non-empty strings (the ids a consumer looks up). */
+  idFields: readonly Exclude<keyof JobData<Q>, 'v'>[];
+  /**
+   * Job options of every producer (registerQueue, the outbox relay, the CLI). Retries here cover
+   * crashes and transient errors; business retries (the recovery schedule, webhook backoff) live in
+   * Postgres rows, not in Redis.
+   */
+  jobOptions: DefaultJobOptions;
+  /** Jobs one worker process runs at once. */
+  concurrency: number;
+  /**
+   * Job lock and stalled-job check, ms: how long a crashed worker's job stays claimed before another
+   * worker takes it over. 'JOB_LOCK_MS' = the operator's setting (default 30 s).
+   */
+  lockDuration: number | 'JOB_LOCK_MS';
+  /** The app whose worker consumes the queue. */
+  consumer: WorkerApp;
+  /** KEDA scales the consumer on this queue's wait list (`listLength` waiting jobs per replica), or not. */
+  keda: { listLength: number } | null;
+  /**
+   * Jobs that fail for good are rows in failed_jobs (listed, alerted on, redriven by an operator).
+   * False for ticks: the next tick redoes the work, a failed tick is not a lost job.
+   */
+  recordFailures: boolean;
+}
 
 const keepSome = { removeOnComplete: { age: 3600, count: 1000 }, removeOnFail: { age: 7 * 86400 } };
 
 /**
- * Per-queue job options. Retries here cover crashes and transient errors; business retries
- * (the recovery schedule, webhook backoff) live in Postgres rows, not in Redis.
+ * The queue record: registration, worker options, the metrics list and the KEDA triggers
+ * (k8s/base/keda-scaledobjects.yaml, checked by test/deploy) are all derived from it.
  */
-export const QUEUE_OPTIONS: Record<QueueName, DefaultJobOptions> = {
-  'submission.review': { ...keepSome, attempts: 10, backoff: { type: 'exponential', delay: 1000 } },
-  'retry.attempt': { ...keepSome, attempts: 10, backoff: { type: 'exponential', delay: 2000 } },
-  'retry.tick': { removeOnComplete: true, removeOnFail: true, attempts: 1 },
-  'webhook.deliver': { ...keepSome, attempts: 5, backoff: { type: 'exponential', delay: 1000 } },
-  'webhook.tick': { removeOnComplete: true, removeOnFail: true, attempts: 1 },
-  'refund.batch': { ...keepSome, attempts: 5, backoff: { type: 'exponential', delay: 5000 } },
+export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
+  'submission.review': {
+    jobName: 'review',
+    version: 1,
+    idFields: ['submissionId'],
+    jobOptions: { ...keepSome, attempts: 10, backoff: { type: 'exponential', delay: 1000 } },
+    concurrency: 4,
+    lockDuration: 'JOB_LOCK_MS',
+    consumer: 'submission-validator',
+    keda: { listLength: 100 },
+    recordFailures: true,
+  },
+  'retry.attempt': {
+    jobName: 'attempt',
+    version: 1,
+    idFields: ['attemptId'],
+    jobOptions: { ...keepSome, attempts: 10, backoff: { type: 'exponential', delay: 2000 } },
+    concurrency: 16,
+    lockDuration: 'JOB_LOCK_MS',
+    consumer: 'retry-worker',
+    keda: { listLength: 100 },
+    recordFailures: true,
+  },
+  'retry.tick': {
+    jobName: 'tick',
+    version: 1,
+    idFields: [],
+    jobOptions: { removeOnComplete: true, removeOnFail: true, attempts: 1 },
+    // One tick at a time per worker; BullMQ's default lock (a tick is short and harmless to repeat).
+    concurrency: 1,
+    lockDuration: 30_000,
+    consumer: 'retry-worker',
+    keda: null,
+    recordFailures: false,
+  },
+  'webhook.deliver': {
+    jobName: 'deliver',
+    version: 1,
+    idFields: ['messageId'],
+    jobOptions: { ...keepSome, attempts: 5, backoff: { type: 'exponential', delay: 1000 } },
+    concurrency: 64,
+    lockDuration: 'JOB_LOCK_MS',
+    consumer: 'webhook-dispatcher',
+    keda: { listLength: 100 },
+    recordFailures: true,
+  },
+  'refund.batch': {
+    jobName: 'batch',
+    version: 1,
+    idFields: [],
+    jobOptions: { ...keepSome, attempts: 5, backoff: { type: 'exponential', delay: 5000 } },
+    // One batch at a time (refunds are claimed with SKIP LOCKED besides).
+    concurrency: 1,
+    lockDuration: 'JOB_LOCK_MS',
+    consumer: 'refund-batcher',
+    keda: { listLength: 100 },
+    recordFailures: true,
+  },
 };
+
+export const QUEUE_NAMES = Object.values(QueueName) as QueueName[];
+
+export function isQueueName(name: string): name is QueueName {
+  return (QUEUE_NAMES as string[]).includes(name);
+}
+
+/** The job names, by queue, as runtime values. */
+export const JOB_NAMES = Object.fromEntries(QUEUE_NAMES.map((q) => [q, QUEUES[q].jobName])) as {
+  [Q in QueueName]: JobName<Q>;
+};
+
+/** Per-queue job options (from the record). */
+export const QUEUE_OPTIONS = Object.fromEntries(QUEUE_NAMES.map((q) => [q, QUEUES[q].jobOptions])) as Record<
+  QueueName,
+  DefaultJobOptions
+>;
+
+/** The queues an app consumes, in record order. */
+export function queuesConsumedBy(app: string): QueueName[] {
+  return QUEUE_NAMES.filter((q) => QUEUES[q].consumer === app);
+}
+
+/** BullMQ worker options of a queue's consumer; `jobLockMs` is the configured JOB_LOCK_MS. */
+export function workerOptions(
+  queue: QueueName,
+  jobLockMs: number,
+): { concurrency: number; lockDuration: number; stalledInterval: number } {
+  const s = QUEUES[queue];
+  const lock = s.lockDuration === 'JOB_LOCK_MS' ? jobLockMs : s.lockDuration;
+  return { concurrency: s.concurrency, lockDuration: lock, stalledInterval: lock };
+}
+
+/**
+ * Checks a consumed payload against the queue's contract. A payload of another version, or without
+ * its ids, can never succeed however often it is tried: UnrecoverableError fails the job for good
+ * at once (recorded in failed_jobs) instead of burning its attempts.
+ */
+export function assertJobData<Q extends QueueName>(queue: Q, data: unknown): asserts data is JobData<Q> {
+  const s = QUEUES[queue as QueueName];
+  if (typeof data !== 'object' || data === null) throw new UnrecoverableError(`${queue}: payload is not an object`);
+  const record = data as Record<string, unknown>;
+  if (record['v'] !== s.version) {
+    throw new UnrecoverableError(
+      `${queue}: unknown payload version ${JSON.stringify(record['v'])} (expected ${s.version})`,
+    );
+  }
+  for (const field of s.idFields as readonly string[]) {
+    const value = record[field];
+    if (typeof value !== 'string' || value.length === 0 || value.length > 128) {
+      throw new UnrecoverableError(`${queue}: payload field ${field} missing or malformed`);
+    }
+  }
+}

@@ -88,6 +88,7 @@ describe('outbox relay and sweeper', () => {
   });
 
   it('leaves a job that failed for good to the operator: recorded, never re-added by the sweeper', async () => {
+    await flushOurKeys(); // jobs of the tests above (their rows are completed) would be consumed too
     const sid = submissionId();
     const [id] = await db.transaction((m) =>
       addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId: sid } }]),

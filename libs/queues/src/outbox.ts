@@ -1,19 +1,29 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { DataSource, EntityManager } from 'typeorm';
-import { JOB_NAMES, QUEUE_OPTIONS, type JobData, type QueueName } from './contracts';
+import {
+  JOB_NAMES,
+  QUEUE_OPTIONS,
+  QUEUES,
+  type JobData,
+  type JobName,
+  type QueueJob,
+  type QueueName,
+} from './contracts';
+import { recordFailure } from './failed-jobs';
 import { groupCommit } from './group-commit';
 
-export interface OutboxRow<Q extends QueueName = QueueName> {
-  queue: Q;
-  data: JobData<Q>;
-}
+/** An outbox row to write: a queue and its payload, bound to each other (see QueueJob). */
+export type OutboxRow = QueueJob;
+
+/** A queue whose add/addBulk only accept its own job name and payload. */
+export type TypedQueue<Q extends QueueName> = Queue<JobData<Q>, unknown, JobName<Q>>;
 
 /**
  * Writes outbox rows inside the caller's database transaction: the job exists if and only if
  * the state change that announces it committed. Returns the row ids (the future job ids).
  */
-export async function addToOutbox(manager: EntityManager, rows: OutboxRow[]): Promise<string[]> {
+export async function addToOutbox(manager: EntityManager, rows: readonly QueueJob[]): Promise<string[]> {
   if (rows.length === 0) return [];
   const result: { id: string }[] = await manager.query(
     `INSERT INTO outbox (queue, job_name, payload)
@@ -27,25 +37,26 @@ export async function addToOutbox(manager: EntityManager, rows: OutboxRow[]): Pr
 
 /** Typed queues, created once per process and shared. */
 export class QueueRegistry {
-  private readonly queues = new Map<QueueName, Queue>();
+  private readonly queues = new Map<QueueName, Queue<any, unknown, string>>();
 
   constructor(
     private readonly connection: Redis,
     private readonly prefix: string,
   ) {}
 
-  get(name: QueueName): Queue {
+  get<Q extends QueueName>(name: Q): TypedQueue<Q> {
     let q = this.queues.get(name);
     if (!q) {
       q = new Queue(name, { connection: this.connection, prefix: this.prefix, defaultJobOptions: QUEUE_OPTIONS[name] });
       this.queues.set(name, q);
     }
-    return q;
+    return q as TypedQueue<Q>;
   }
 
   /** The one typed enqueue. jobId makes a second add of the same job a no-op while it exists. */
-  async enqueue<Q extends QueueName>(queue: Q, data: JobData<Q>, jobId: string, delayMs = 0): Promise<void> {
-    await this.get(queue).add(JOB_NAMES[queue], data, { jobId, delay: delayMs > 0 ? delayMs : undefined });
+  async enqueue(job: QueueJob, jobId: string, delayMs = 0): Promise<void> {
+    const queue: Queue<unknown, unknown, string> = this.get(job.queue);
+    await queue.add(JOB_NAMES[job.queue], job.data, { jobId, delay: delayMs > 0 ? delayMs : undefined });
   }
 
   async close(): Promise<void> {
@@ -65,7 +76,8 @@ interface OpenRow {
  * Moves outbox rows into Redis. `publish` runs right after a commit (fast path); `sweep` runs on
  * a timer in every worker and re-enqueues rows never published, or published but gone from Redis
  * and not completed (a Redis flush or failover). Consumers are idempotent, so a duplicate run of
- * a job is harmless; `complete` marks a row done once its handler succeeded.
+ * a job is harmless; `complete` marks a row done once its handler succeeded. A row whose job failed
+ * for good is marked `failed_at` and left alone until an operator redrives it (FailedJobs).
  */
 export class OutboxRelay {
   /** Completions outside a caller's transaction are grouped: one UPDATE for many finished jobs. */
@@ -84,7 +96,8 @@ export class OutboxRelay {
   async publish(ids: string[]): Promise<void> {
     if (ids.length === 0) return;
     const rows: OpenRow[] = await this.db.query(
-      `SELECT id, queue, payload, published_at FROM outbox WHERE id = ANY($1::uuid[]) AND completed_at IS NULL`,
+      `SELECT id, queue, payload, published_at FROM outbox
+        WHERE id = ANY($1::uuid[]) AND completed_at IS NULL AND failed_at IS NULL`,
       [ids],
     );
     await this.enqueueRows(rows);
@@ -98,7 +111,8 @@ export class OutboxRelay {
   async sweep(olderThanMs = 5000, limit = 500): Promise<number> {
     const rows: OpenRow[] = await this.db.query(
       `SELECT id, queue, payload, published_at FROM outbox
-        WHERE completed_at IS NULL AND created_at < now() - ($1::int * interval '1 millisecond')
+        WHERE completed_at IS NULL AND failed_at IS NULL
+          AND created_at < now() - ($1::int * interval '1 millisecond')
           AND (published_at IS NULL OR published_at < now() - ($1::int * interval '1 millisecond'))
         ORDER BY created_at LIMIT $2`,
       [olderThanMs, limit],
@@ -110,9 +124,22 @@ export class OutboxRelay {
           const job = await this.queues.get(row.queue).getJob(row.id);
           if (!job) return row;
           if (await job.isFailed()) {
-            // Exhausted its BullMQ attempts (e.g. a dependency was down for long): try again later.
-            await job.remove();
-            return row;
+            if (!QUEUES[row.queue].recordFailures) {
+              await job.remove();
+              return row;
+            }
+            // Failed for good (out of attempts, or unrecoverable) and not recorded: its worker died
+            // before its failed handler ran, or a stalled job ran out of stalls. Record it now;
+            // re-adding it forever would hide the failure and burn the work again and again.
+            await recordFailure(this.db, {
+              queue: row.queue,
+              jobId: row.id,
+              jobName: JOB_NAMES[row.queue],
+              payload: row.payload,
+              attempts: job.attemptsMade,
+              error: job.failedReason || 'failed (no reason recorded)',
+              outboxId: row.id,
+            });
           }
           return null;
         }),
@@ -132,7 +159,9 @@ export class OutboxRelay {
     const byQueue = new Map<QueueName, OpenRow[]>();
     for (const r of rows) byQueue.set(r.queue, [...(byQueue.get(r.queue) ?? []), r]);
     for (const [queue, list] of byQueue) {
-      await this.queues.get(queue).addBulk(
+      // Payloads come back from Postgres as written by addToOutbox (typed there).
+      const q: Queue<unknown, unknown, string> = this.queues.get(queue);
+      await q.addBulk(
         list.map((r) => ({
           name: JOB_NAMES[queue],
           data: r.payload,

@@ -1,7 +1,7 @@
-import { InjectQueue, Processor, WorkerHost } from '@nestjs/bullmq';
+import { InjectQueue, WorkerHost } from '@nestjs/bullmq';
 import { Inject, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
-import { jobLockMs, type RetainConfig } from '@retain/config';
-import { JobRunner, RETAIN_CONFIG } from '@retain/platform';
+import type { RetainConfig } from '@retain/config';
+import { JobRunner, QueueProcessor, RETAIN_CONFIG } from '@retain/platform';
 import { QueueName } from '@retain/queues';
 import type { Job, Queue } from 'bullmq';
 import { RefundBatchService } from './refund-batch.service';
@@ -10,11 +10,11 @@ const SCHEDULER_ID = 'refund-batch';
 
 /**
  * The batch runs on REFUND_BATCH_CRON (UTC) through a BullMQ job scheduler, one run at a time
- * (concurrency 1; refunds are claimed with SKIP LOCKED besides). The scheduler is re-upserted
+ * (concurrency 1 in the queue record; refunds are claimed with SKIP LOCKED besides). The scheduler is re-upserted
  * periodically so a Redis flush does not silence the batch. Operators trigger a run at once with
  * `npm run retain -- refunds batch-now`, which adds a job to the same queue.
  */
-@Processor(QueueName.RefundBatch, { concurrency: 1, lockDuration: jobLockMs(), stalledInterval: jobLockMs() })
+@QueueProcessor(QueueName.RefundBatch)
 export class RefundBatchProcessor extends WorkerHost implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger(RefundBatchProcessor.name);
   private timer: NodeJS.Timeout | undefined;

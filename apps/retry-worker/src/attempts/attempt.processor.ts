@@ -1,12 +1,11 @@
-import { Processor, WorkerHost } from '@nestjs/bullmq';
-import { jobLockMs } from '@retain/config';
-import { JobRunner } from '@retain/platform';
+import { WorkerHost } from '@nestjs/bullmq';
+import { JobRunner, QueueProcessor } from '@retain/platform';
 import { QueueName, type JobData } from '@retain/queues';
 import type { Job } from 'bullmq';
 import { AttemptService } from './attempt.service';
 
 /** Consumer of `retry.attempt`: one job per attempt row (job id = its outbox row id). */
-@Processor(QueueName.RetryAttempt, { concurrency: 16, lockDuration: jobLockMs(), stalledInterval: jobLockMs() })
+@QueueProcessor(QueueName.RetryAttempt)
 export class AttemptProcessor extends WorkerHost {
   constructor(
     private readonly attempts: AttemptService,

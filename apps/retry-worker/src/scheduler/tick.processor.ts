@@ -1,7 +1,7 @@
-import { InjectQueue, Processor, WorkerHost } from '@nestjs/bullmq';
+import { InjectQueue, WorkerHost } from '@nestjs/bullmq';
 import { Inject, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { RETAIN_CONFIG } from '@retain/platform';
+import { QueueProcessor, RETAIN_CONFIG } from '@retain/platform';
 import { QueueName } from '@retain/queues';
 import type { Queue } from 'bullmq';
 import { AttemptSchedulerService } from './attempt-scheduler.service';
@@ -13,7 +13,7 @@ const SCHEDULER_ID = 'retry-tick';
  * Redis may lose the scheduler (a flush): every worker re-upserts it periodically, which is
  * idempotent, so ticking resumes by itself.
  */
-@Processor(QueueName.RetryTick, { concurrency: 1 })
+@QueueProcessor(QueueName.RetryTick)
 export class TickProcessor extends WorkerHost implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger(TickProcessor.name);
   private timer: NodeJS.Timeout | undefined;

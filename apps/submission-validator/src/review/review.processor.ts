@@ -1,12 +1,11 @@
-import { Processor, WorkerHost } from '@nestjs/bullmq';
-import { jobLockMs } from '@retain/config';
-import { JobRunner } from '@retain/platform';
+import { WorkerHost } from '@nestjs/bullmq';
+import { JobRunner, QueueProcessor } from '@retain/platform';
 import { QueueName, type JobData } from '@retain/queues';
 import type { Job } from 'bullmq';
 import { ReviewService } from './review.service';
 
 /** Consumer of `submission.review` jobs (one per accepted submission, from the outbox). */
-@Processor(QueueName.SubmissionReview, { concurrency: 4, lockDuration: jobLockMs(), stalledInterval: jobLockMs() })
+@QueueProcessor(QueueName.SubmissionReview)
 export class ReviewProcessor extends WorkerHost {
   constructor(
     private readonly reviews: ReviewService,

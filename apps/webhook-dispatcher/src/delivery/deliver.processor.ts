@@ -1,12 +1,11 @@
-import { Processor, WorkerHost } from '@nestjs/bullmq';
-import { jobLockMs } from '@retain/config';
-import { JobRunner, outboxIdOf } from '@retain/platform';
+import { WorkerHost } from '@nestjs/bullmq';
+import { JobRunner, QueueProcessor, outboxIdOf } from '@retain/platform';
 import { QueueName, type JobData } from '@retain/queues';
 import type { Job } from 'bullmq';
 import { DeliveryService } from './delivery.service';
 
 /** Consumer of `webhook.deliver`: one job per delivery attempt of a push. */
-@Processor(QueueName.WebhookDeliver, { concurrency: 64, lockDuration: jobLockMs(), stalledInterval: jobLockMs() })
+@QueueProcessor(QueueName.WebhookDeliver)
 export class DeliverProcessor extends WorkerHost {
   constructor(
     private readonly delivery: DeliveryService,

@@ -1,4 +1,5 @@
 import { AttemptEntity } from './attempt.entity';
+import { FailedJobEntity } from './failed-job.entity';
 import { MerchantApiKeyEntity, MerchantEntity } from './merchant.entity';
 import { OutboxEntity } from './outbox.entity';
 import { RefundEntity } from './refund.entity';
@@ -7,6 +8,7 @@ import { TransactionEntity } from './transaction.entity';
 import { WebhookDeliveryEntity, WebhookMessageEntity } from './webhook-message.entity';
 
 export * from './attempt.entity';
+export * from './failed-job.entity';
 export * from './merchant.entity';
 export * from './outbox.entity';
 export * from './refund.entity';
@@ -23,6 +25,7 @@ export const ENTITIES = [
   AttemptEntity,
   RefundEntity,
   OutboxEntity,
+  FailedJobEntity,
   WebhookMessageEntity,
   WebhookDeliveryEntity,
 ];

@@ -13,6 +13,8 @@ export class OutboxEntity {
   @Column({ type: 'jsonb' }) payload: Record<string, unknown>;
   @Column({ name: 'published_at', type: 'timestamptz', nullable: true }) publishedAt: Date | null;
   @Column({ name: 'completed_at', type: 'timestamptz', nullable: true }) completedAt: Date | null;
+  /** Its job failed for good (see failed_jobs): the sweeper leaves it until a redrive clears this. */
+  @Column({ name: 'failed_at', type: 'timestamptz', nullable: true }) failedAt: Date | null;
   @Column({ name: 'publish_count', type: 'int' }) publishCount: number;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
 }
