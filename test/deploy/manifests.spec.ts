@@ -6,6 +6,8 @@ import path from 'node:path';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { jobLockMs, loadConfig, type AppName } from '@retain/config';
+import { RetainMetrics } from '@retain/platform';
+import { QUEUES, QUEUE_NAMES, queuesConsumedBy } from '@retain/queues';
 import {
   hasKubectl,
   render,
@@ -96,6 +98,35 @@ function validateKeda(o: K8sObject): void {
   }
 }
 
+/** Every metric name the apps export (the alert rules may only use these). */
+const exportedMetrics = (): Set<string> =>
+  new Set(
+    new RetainMetrics('test').registry
+      .getMetricsAsArray()
+      .flatMap((m) => [m.name, `${m.name}_bucket`, `${m.name}_sum`, `${m.name}_count`]),
+  );
+
+/** PrometheusRule is the Prometheus Operator's CRD: checked by hand, and against our metrics. */
+function validatePrometheusRule(o: K8sObject): void {
+  expect(o.kind).toBe('PrometheusRule');
+  const metrics = exportedMetrics();
+  expect(o.spec.groups.length).toBeGreaterThan(0);
+  for (const g of o.spec.groups) {
+    expect(g.name).toBeTruthy();
+    expect(g.rules.length).toBeGreaterThan(0);
+    for (const r of g.rules) {
+      expect(r.alert, 'alerting rules only').toMatch(/^[A-Z][A-Za-z0-9]+$/);
+      expect(typeof r.expr).toBe('string');
+      expect(r.for ?? '0s').toMatch(/^\d+[smh]$/);
+      expect(['warning', 'critical']).toContain(r.labels.severity);
+      expect(r.annotations.summary).toBeTruthy();
+      const used = String(r.expr).match(/\bretain_[a-z_]+/g) ?? [];
+      expect(used.length, `${r.alert} uses a retain metric`).toBeGreaterThan(0);
+      for (const m of used) expect(metrics.has(m), `${r.alert}: metric ${m} is exported`).toBe(true);
+    }
+  }
+}
+
 describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) => {
   const objects = render(path.join(root, 'k8s', dir));
   const of = (kind: string) => objects.filter((o) => o.kind === kind);
@@ -105,6 +136,10 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
     for (const o of objects) {
       if (o.apiVersion.startsWith('keda.sh/')) {
         validateKeda(o);
+        continue;
+      }
+      if (o.apiVersion === 'monitoring.coreos.com/v1') {
+        validatePrometheusRule(o);
         continue;
       }
       const load = MODELS[`${o.apiVersion}/${o.kind}`];
@@ -215,6 +250,35 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
     expect(of('HorizontalPodAutoscaler').map((h) => h.spec.scaleTargetRef.name)).toEqual(['intake-api']);
     const scaled = of('ScaledObject');
     expect(scaled.map((s) => s.spec.scaleTargetRef.name).sort()).toEqual([...WORKERS].sort());
+  });
+
+  it('scales each worker on exactly the wait lists the queue record marks for KEDA', () => {
+    const prefix = of('ConfigMap').find((c) => c.metadata.name === 'retain-config')!['data']['QUEUE_PREFIX'];
+    expect(prefix).toBe('{retain}');
+    const consumers = [...new Set(QUEUE_NAMES.map((q) => QUEUES[q].consumer))];
+    expect(consumers.sort()).toEqual([...WORKERS].sort());
+    for (const app of consumers) {
+      const expected = queuesConsumedBy(app).flatMap((q) => {
+        const keda = QUEUES[q].keda;
+        return keda ? [{ listName: `${prefix}:${q}:wait`, listLength: String(keda.listLength) }] : [];
+      });
+      const scaled = of('ScaledObject').filter((s) => s.spec.scaleTargetRef.name === app);
+      expect(scaled.length, app).toBe(expected.length > 0 ? 1 : 0);
+      const triggers = (scaled[0]?.spec.triggers ?? []).map((t: any) => ({
+        listName: t.metadata.listName,
+        listLength: String(t.metadata.listLength),
+      }));
+      expect(triggers, `${app}'s KEDA triggers`).toEqual(expected);
+    }
+  });
+
+  it('alerts on jobs that failed for good in prod (the Prometheus Operator rule)', () => {
+    const rules = of('PrometheusRule');
+    if (dir !== 'overlays/prod') return void expect(rules).toEqual([]);
+    const alerts = rules.flatMap((r) => r.spec.groups.flatMap((g: any) => g.rules));
+    const failed = alerts.find((a: any) => a.alert === 'RetainJobsFailedForGood');
+    expect(failed.expr).toContain('retain_failed_jobs');
+    expect(failed.annotations.description).toContain('jobs redrive');
   });
 
   it('lets only the webhook dispatcher reach the internet', () => {
