@@ -10,8 +10,8 @@ const SCHEDULER_ID = 'refund-batch';
 
 /**
  * The batch runs on REFUND_BATCH_CRON (UTC) through a BullMQ job scheduler, one run at a time
- * (concurrency 1 in the queue record; refunds are claimed with SKIP LOCKED besides). The scheduler is re-upserted
- * periodically so a Redis flush does not silence the batch. Operators trigger a run at once with
+ * (concurrency 1 in the queue record; refunds are claimed with SKIP LOCKED besides). The scheduler
+ * is re-upserted periodically so a Redis flush does not silence the batch. Operators trigger a run at once with
  * `npm run retain -- refunds batch-now`, which adds a job to the same queue.
  */
 @QueueProcessor(QueueName.RefundBatch)
