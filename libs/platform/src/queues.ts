@@ -36,7 +36,7 @@ export function registerQueues(app: WorkerApp): DynamicModule {
 export function failedForGood(job: Job, err: Error | undefined): boolean {
   return (
     err?.name === 'UnrecoverableError' ||
-    job.finishedOn !== undefined ||
+    Boolean(job.finishedOn) ||
     job.attemptsMade >= Math.max(1, job.opts.attempts ?? 1)
   );
 }

@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueueName } from './contracts';
-import { OutboxRelay, QueueRegistry, addToOutbox } from './outbox';
+import { MAX_PUBLISHES_AFTER_STALLS, OutboxRelay, QueueRegistry, addToOutbox } from './outbox';
 import { createRedis } from './redis';
 
 // The outbox against the real Postgres and Redis: what Redis loses, the sweeper puts back.
@@ -130,5 +130,42 @@ describe('outbox relay and sweeper', () => {
         payload: { v: 1, submissionId: sid },
       },
     ]);
+  });
+
+  it('puts back a job whose workers kept dying, a bounded number of times, then records it', async () => {
+    await flushOurKeys();
+    const sid = submissionId();
+    const [id] = await db.transaction((m) =>
+      addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId: sid } }]),
+    );
+    await relay.publish([id!]);
+    const q = queues.get(QueueName.SubmissionReview);
+    // BullMQ fails a job with this reason when it stalled (its worker died) more than maxStalledCount.
+    const failOnce = async (): Promise<void> => {
+      const connection = redis.duplicate();
+      await new Promise<void>((resolve) => {
+        const worker = new Worker(
+          QueueName.SubmissionReview,
+          async () => {
+            throw new UnrecoverableError('job stalled more than allowable limit');
+          },
+          { connection, prefix },
+        );
+        worker.on('failed', () => void worker.close().then(resolve));
+      });
+      connection.disconnect();
+    };
+    await failOnce();
+    await relay.sweep(0);
+    expect(await q.getJobCounts('waiting', 'failed')).toEqual({ waiting: 1, failed: 0 });
+    expect(await db.query(`SELECT 1 FROM failed_jobs WHERE job_id = $1`, [id])).toHaveLength(0);
+
+    await db.query(`UPDATE outbox SET publish_count = $2 WHERE id = $1`, [id, MAX_PUBLISHES_AFTER_STALLS]);
+    await failOnce();
+    await relay.sweep(0);
+    await relay.sweep(0);
+    expect(await q.getJobCounts('waiting', 'failed')).toEqual({ waiting: 0, failed: 1 });
+    const [row] = await db.query(`SELECT last_error FROM failed_jobs WHERE job_id = $1`, [id]);
+    expect(row.last_error).toBe('job stalled more than allowable limit');
   });
 });

@@ -70,7 +70,17 @@ interface OpenRow {
   queue: QueueName;
   payload: Record<string, unknown>;
   published_at: Date | null;
+  publish_count: number;
 }
+
+/** BullMQ's reason for a job whose workers died under it more often than maxStalledCount allows. */
+const STALLED_OUT = 'job stalled more than allowable limit';
+/**
+ * A job whose workers kept dying (SIGKILL, OOM, a lost node) did not fail itself: the sweeper puts
+ * it back with a fresh budget, up to this many publishes of its row; beyond that it is taken for a
+ * job that kills its worker and recorded as failed for good like any other.
+ */
+export const MAX_PUBLISHES_AFTER_STALLS = 5;
 
 /**
  * Moves outbox rows into Redis. `publish` runs right after a commit (fast path); `sweep` runs on
@@ -96,7 +106,7 @@ export class OutboxRelay {
   async publish(ids: string[]): Promise<void> {
     if (ids.length === 0) return;
     const rows: OpenRow[] = await this.db.query(
-      `SELECT id, queue, payload, published_at FROM outbox
+      `SELECT id, queue, payload, published_at, publish_count FROM outbox
         WHERE id = ANY($1::uuid[]) AND completed_at IS NULL AND failed_at IS NULL`,
       [ids],
     );
@@ -110,7 +120,7 @@ export class OutboxRelay {
    */
   async sweep(olderThanMs = 5000, limit = 500): Promise<number> {
     const rows: OpenRow[] = await this.db.query(
-      `SELECT id, queue, payload, published_at FROM outbox
+      `SELECT id, queue, payload, published_at, publish_count FROM outbox
         WHERE completed_at IS NULL AND failed_at IS NULL
           AND created_at < now() - ($1::int * interval '1 millisecond')
           AND (published_at IS NULL OR published_at < now() - ($1::int * interval '1 millisecond'))
@@ -124,12 +134,13 @@ export class OutboxRelay {
           const job = await this.queues.get(row.queue).getJob(row.id);
           if (!job) return row;
           if (await job.isFailed()) {
-            if (!QUEUES[row.queue].recordFailures) {
+            const stalledOut = job.failedReason === STALLED_OUT && row.publish_count < MAX_PUBLISHES_AFTER_STALLS;
+            if (!QUEUES[row.queue].recordFailures || stalledOut) {
               await job.remove();
               return row;
             }
             // Failed for good (out of attempts, or unrecoverable) and not recorded: its worker died
-            // before its failed handler ran, or a stalled job ran out of stalls. Record it now;
+            // before its failed handler ran, or its workers kept dying under it. Record it now;
             // re-adding it forever would hide the failure and burn the work again and again.
             await recordFailure(this.db, {
               queue: row.queue,
