@@ -34,7 +34,9 @@ export function registerJobCommands(program: Command, ctx: CliContext): void {
       const queue = queueOption(o.queue);
       if (o.all ? ids.length > 0 : ids.length === 0) throw new Error('give job ids, or --all');
       const db = await ctx.db();
-      const redis = createRedis(ctx.config.redisUrl, { maxRetriesPerRequest: 1 });
+      // One connection attempt: an unreachable Redis is an error here, not an endless wait.
+      const redis = createRedis(ctx.config.redisUrl, { maxRetriesPerRequest: 1, retryStrategy: () => null });
+      redis.on('error', () => undefined);
       const queues = new QueueRegistry(redis, ctx.config.queuePrefix);
       try {
         const failed = new FailedJobs(db, { queues, relay: new OutboxRelay(db, queues) });
