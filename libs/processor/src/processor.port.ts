@@ -105,6 +105,12 @@ export interface PaymentProcessor {
    */
   refund(req: RefundRequest): Promise<RefundResult>;
   detokenize(token: string): Promise<DetokenizeResult>;
+  /**
+   * Processors whose tokens cannot be detokenized (Stripe, Adyen: `detokenize` always answers
+   * ok:false) say here whether a token has the form of one of their saved payment methods; the
+   * review uses it instead of detokenize when present.
+   */
+  checkToken?(token: string): { ok: true } | { ok: false; message: string };
 }
 
 export const PAYMENT_PROCESSOR = Symbol('PAYMENT_PROCESSOR');

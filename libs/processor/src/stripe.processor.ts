@@ -154,11 +154,15 @@ export class StripeProcessor implements PaymentProcessor {
     }
   }
 
-  /** Stripe never gives card numbers back: tokens are charged as they are. */
-  async detokenize(token: string): Promise<DetokenizeResult> {
-    return /^(cus_[A-Za-z0-9]+\|)?(pm|card|src)_[A-Za-z0-9]+$/.test(token) || /^\d{13,19}$/.test(token)
-      ? { ok: false, message: 'Stripe payment methods are not detokenized' }
-      : { ok: false, message: 'Not a Stripe payment method id' };
+  /** Stripe never gives card numbers back: tokens are charged as they are (see checkToken). */
+  async detokenize(): Promise<DetokenizeResult> {
+    return { ok: false, message: 'Stripe payment methods cannot be detokenized' };
+  }
+
+  checkToken(token: string): { ok: true } | { ok: false; message: string } {
+    return /^(cus_[A-Za-z0-9]+\|)?(pm|card|src)_[A-Za-z0-9_]+$/.test(token) || /^\d{13,19}$/.test(token)
+      ? { ok: true }
+      : { ok: false, message: 'Not a Stripe PaymentMethod id' };
   }
 
   /** The form parameters of the PaymentIntent (the SDK encodes them as Stripe's nested form). */
