@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { CliContext } from './main';
+import { registerProcessorCommands } from './processor.commands';
 import { registerQueueCommands } from './queues.commands';
 import { registerRefundCommands } from './refunds.commands';
 import { registerWebhookCommands } from './webhooks.commands';
@@ -9,4 +10,5 @@ export function registerExtraCommands(program: Command, ctx: CliContext): void {
   registerWebhookCommands(program, ctx);
   registerRefundCommands(program, ctx);
   registerQueueCommands(program, ctx);
+  registerProcessorCommands(program, ctx);
 }

@@ -51,7 +51,11 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
       shopperInteraction: 'ContAuth',
       recurringProcessingModel: 'Subscription',
       shopperReference: 'shopper-42',
-      paymentMethod: { type: 'scheme', storedPaymentMethodId: '8415718415172200', networkPaymentReference: 'MCCABC1230101' },
+      paymentMethod: {
+        type: 'scheme',
+        storedPaymentMethodId: '8415718415172200',
+        networkPaymentReference: 'MCCABC1230101',
+      },
     });
     expect(result.outcome === 'approved' && result.processorTransactionId).toMatch(/^[A-Z0-9]{16}$/);
   });
@@ -87,14 +91,29 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
   it('sends a network token with its cryptogram (TAVV) and ECI in mpiData', async () => {
     const result = await adapter().charge(
       req({
-        instrument: { kind: 'token', token: '4895370012003478', isNetworkToken: true, cryptogram: 'AgAAAAAABk4DWZ4C28yUQAAAAAA=', expiration: '202911', eci: '05' },
+        instrument: {
+          kind: 'token',
+          token: '4895370012003478',
+          isNetworkToken: true,
+          cryptogram: 'AgAAAAAABk4DWZ4C28yUQAAAAAA=',
+          expiration: '202911',
+          eci: '05',
+        },
         networkTransactionId: null,
       }),
     );
     expect(result.outcome).toBe('approved');
     const sent = last(/\/payments$/);
-    expect(sent.body.paymentMethod).toEqual({ type: 'networkToken', number: '4895370012003478', expiryMonth: '11', expiryYear: '2029' });
-    expect(sent.body.mpiData).toEqual({ tokenAuthenticationVerificationValue: 'AgAAAAAABk4DWZ4C28yUQAAAAAA=', eci: '05' });
+    expect(sent.body.paymentMethod).toEqual({
+      type: 'networkToken',
+      number: '4895370012003478',
+      expiryMonth: '11',
+      expiryYear: '2029',
+    });
+    expect(sent.body.mpiData).toEqual({
+      tokenAuthenticationVerificationValue: 'AgAAAAAABk4DWZ4C28yUQAAAAAA=',
+      eci: '05',
+    });
   });
 
   it('normalizes a refusal: raw network code and Mastercard advice code from additionalData', async () => {
@@ -105,21 +124,38 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
       merchantAdviceCode: '03: Do not try again',
       brand: 'mc',
     });
-    const result = await adapter().charge(req({ instrument: { kind: 'token', token: 'shopper-42|MCNORETRY0000001', isNetworkToken: false } }));
-    expect(result).toMatchObject({ outcome: 'declined', responseCode: '51', merchantAdviceCode: '03', network: 'mastercard' });
+    const result = await adapter().charge(
+      req({ instrument: { kind: 'token', token: 'shopper-42|MCNORETRY0000001', isNetworkToken: false } }),
+    );
+    expect(result).toMatchObject({
+      outcome: 'declined',
+      responseCode: '51',
+      merchantAdviceCode: '03',
+      network: 'mastercard',
+    });
   });
 
   it('falls back on refusalReasonCode when there is no raw response (6 Expired Card is 54)', async () => {
     fake.script('EXPIRED000000001', { refusalReason: 'Expired Card', refusalReasonCode: '6', brand: 'visa' });
-    const result = await adapter().charge(req({ instrument: { kind: 'token', token: 'shopper-42|EXPIRED000000001', isNetworkToken: false } }));
-    expect(result).toMatchObject({ outcome: 'declined', responseCode: '54', merchantAdviceCode: null, network: 'visa' });
+    const result = await adapter().charge(
+      req({ instrument: { kind: 'token', token: 'shopper-42|EXPIRED000000001', isNetworkToken: false } }),
+    );
+    expect(result).toMatchObject({
+      outcome: 'declined',
+      responseCode: '54',
+      merchantAdviceCode: null,
+      network: 'visa',
+    });
   });
 
-  it.each(['timeout', 'reset', '5xx', 'garbage'] as const)('a %s is an unknown outcome, never a decline', async (fault) => {
-    fake.failNext(fault);
-    const result = await adapter().charge(req());
-    expect(result.outcome).toBe('error');
-  });
+  it.each(['timeout', 'reset', '5xx', 'garbage'] as const)(
+    'a %s is an unknown outcome, never a decline',
+    async (fault) => {
+      fake.failNext(fault);
+      const result = await adapter().charge(req());
+      expect(result.outcome).toBe('error');
+    },
+  );
 
   it('a 429 is an unknown outcome that carries Retry-After', async () => {
     fake.retryAfterSeconds = 3;
@@ -143,20 +179,39 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
   it('refunds by pspReference; an invalid one fails; an unanswered one throws', async () => {
     const charged = await adapter().charge(req());
     if (charged.outcome !== 'approved') throw new Error('expected approval');
-    const refund = await adapter().refund({ idempotencyKey: 'rfd_a1', processorTransactionId: charged.processorTransactionId, amountMinor: 1999n, currency: 'EUR' });
+    const refund = await adapter().refund({
+      idempotencyKey: 'rfd_a1',
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor: 1999n,
+      currency: 'EUR',
+    });
     expect(refund).toMatchObject({ outcome: 'completed' });
     const sent = last(/\/refunds$/);
     expect(sent.path).toBe(`/v71/payments/${charged.processorTransactionId}/refunds`);
-    expect(sent.body).toEqual({ merchantAccount: fake.merchantAccount, amount: { value: 1999, currency: 'EUR' }, reference: 'rfd_a1' });
+    expect(sent.body).toEqual({
+      merchantAccount: fake.merchantAccount,
+      amount: { value: 1999, currency: 'EUR' },
+      reference: 'rfd_a1',
+    });
     expect(sent.headers['idempotency-key']).toBe('rfd_a1');
 
     expect(
-      await adapter().refund({ idempotencyKey: 'rfd_a2', processorTransactionId: 'NOSUCHPSP0000000', amountMinor: 1n, currency: 'EUR' }),
+      await adapter().refund({
+        idempotencyKey: 'rfd_a2',
+        processorTransactionId: 'NOSUCHPSP0000000',
+        amountMinor: 1n,
+        currency: 'EUR',
+      }),
     ).toMatchObject({ outcome: 'failed', processorRefundId: null });
 
     fake.failNext('5xx');
     await expect(
-      adapter().refund({ idempotencyKey: 'rfd_a3', processorTransactionId: charged.processorTransactionId, amountMinor: 1n, currency: 'EUR' }),
+      adapter().refund({
+        idempotencyKey: 'rfd_a3',
+        processorTransactionId: charged.processorTransactionId,
+        amountMinor: 1n,
+        currency: 'EUR',
+      }),
     ).rejects.toBeInstanceOf(ProcessorUnavailableError);
   });
 });

@@ -1,4 +1,11 @@
-import { CheckoutAPI, Client, EnvironmentEnum, HttpClientException, HttpURLConnectionClient, Types } from '@adyen/api-library';
+import {
+  CheckoutAPI,
+  Client,
+  EnvironmentEnum,
+  HttpClientException,
+  HttpURLConnectionClient,
+  Types,
+} from '@adyen/api-library';
 import {
   ProcessorUnavailableError,
   type ChargeRequest,
@@ -143,7 +150,11 @@ export class AdyenProcessor implements PaymentProcessor {
       const status = e instanceof HttpClientException ? e.statusCode : undefined;
       if (status !== undefined && status >= 400 && status < 500 && status !== 429 && status !== 408) {
         const code = (e as HttpClientException).errorCode;
-        return { outcome: 'failed', processorRefundId: null, message: `Refund rejected by Adyen${code ? ` (${code})` : ''}` };
+        return {
+          outcome: 'failed',
+          processorRefundId: null,
+          message: `Refund rejected by Adyen${code ? ` (${code})` : ''}`,
+        };
       }
       const err = failure(e);
       throw new ProcessorUnavailableError(err.message, err.outcome === 'error' ? (err.retryAfterMs ?? null) : null);

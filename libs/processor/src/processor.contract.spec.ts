@@ -50,7 +50,12 @@ const harnesses: Record<string, () => Promise<Harness>> = {
   stripe: async () => {
     const fake = new StripeFake();
     const base = await fake.start();
-    fake.script('pm_contract_mc_03', { decline_code: 'insufficient_funds', network_decline_code: '51', network_advice_code: '03', brand: 'mastercard' });
+    fake.script('pm_contract_mc_03', {
+      decline_code: 'insufficient_funds',
+      network_decline_code: '51',
+      network_advice_code: '03',
+      brand: 'mastercard',
+    });
     return {
       processor: new StripeProcessor({ secret_key: fake.secretKey, api_base: base }, { timeoutMs: 400 }),
       approved: { kind: 'token', token: 'cus_C1|pm_card_visa', isNetworkToken: false },
@@ -116,7 +121,12 @@ describe.each(Object.keys(harnesses))('payment processor port contract: %s', (na
 
   it('declines with the network code and the Mastercard advice code', async () => {
     const result = await h.processor.charge(charge(h.declinedNoRetry));
-    expect(result).toMatchObject({ outcome: 'declined', responseCode: '51', merchantAdviceCode: '03', network: 'mastercard' });
+    expect(result).toMatchObject({
+      outcome: 'declined',
+      responseCode: '51',
+      merchantAdviceCode: '03',
+      network: 'mastercard',
+    });
   });
 
   it('an answer lost after the charge is an error that the lookup resolves, charged once', async () => {

@@ -85,14 +85,25 @@ describe('Stripe adapter against the Stripe wire fake', () => {
   it('sends a network token with its cryptogram and ECI', async () => {
     const result = await adapter().charge(
       req({
-        instrument: { kind: 'token', token: '4895370012003478', isNetworkToken: true, cryptogram: 'AgAAAAAABk4DWZ4C28yUQAAAAAA=', expiration: '202911', eci: '05' },
+        instrument: {
+          kind: 'token',
+          token: '4895370012003478',
+          isNetworkToken: true,
+          cryptogram: 'AgAAAAAABk4DWZ4C28yUQAAAAAA=',
+          expiration: '202911',
+          eci: '05',
+        },
       }),
     );
     expect(result.outcome).toBe('approved');
     const [sent] = fake.received('POST', '/v1/payment_intents').slice(-1);
     expect(sent!.body.payment_method_data).toEqual({
       type: 'card',
-      card: { exp_month: '11', exp_year: '2029', network_token: { number: '4895370012003478', exp_month: '11', exp_year: '2029' } },
+      card: {
+        exp_month: '11',
+        exp_year: '2029',
+        network_token: { number: '4895370012003478', exp_month: '11', exp_year: '2029' },
+      },
     });
     expect(sent!.body.payment_method_options).toEqual({
       card: {
@@ -103,27 +114,49 @@ describe('Stripe adapter against the Stripe wire fake', () => {
   });
 
   it('normalizes a decline: network decline code, network advice code, brand', async () => {
-    fake.script('pm_mc_no_retry', { decline_code: 'insufficient_funds', network_decline_code: '51', network_advice_code: '03', brand: 'mastercard' });
-    const result = await adapter().charge(req({ instrument: { kind: 'token', token: 'pm_mc_no_retry', isNetworkToken: false } }));
-    expect(result).toMatchObject({ outcome: 'declined', responseCode: '51', merchantAdviceCode: '03', network: 'mastercard' });
+    fake.script('pm_mc_no_retry', {
+      decline_code: 'insufficient_funds',
+      network_decline_code: '51',
+      network_advice_code: '03',
+      brand: 'mastercard',
+    });
+    const result = await adapter().charge(
+      req({ instrument: { kind: 'token', token: 'pm_mc_no_retry', isNetworkToken: false } }),
+    );
+    expect(result).toMatchObject({
+      outcome: 'declined',
+      responseCode: '51',
+      merchantAdviceCode: '03',
+      network: 'mastercard',
+    });
     expect(result.outcome === 'declined' && result.processorTransactionId).toMatch(/^pi_/);
   });
 
   it('maps a decline without a network code from Stripe decline_code (lost_card is 41)', async () => {
     fake.script('pm_lost', { decline_code: 'lost_card', brand: 'visa' });
-    const result = await adapter().charge(req({ instrument: { kind: 'token', token: 'pm_lost', isNetworkToken: false } }));
-    expect(result).toMatchObject({ outcome: 'declined', responseCode: '41', merchantAdviceCode: null, network: 'visa' });
+    const result = await adapter().charge(
+      req({ instrument: { kind: 'token', token: 'pm_lost', isNetworkToken: false } }),
+    );
+    expect(result).toMatchObject({
+      outcome: 'declined',
+      responseCode: '41',
+      merchantAdviceCode: null,
+      network: 'visa',
+    });
   });
 
-  it.each(['timeout', 'reset', '5xx', 'garbage'] as const)('a %s is an unknown outcome, never a decline', async (fault) => {
-    // The SDK itself retries a closed connection once, with the same key: reset both.
-    fake.failNext(fault, fault === 'reset' ? 2 : 1);
-    const r = req();
-    const result = await adapter().charge(r);
-    expect(result.outcome).toBe('error');
-    // Nothing was charged: the lookup says so.
-    expect(await adapter().lookupCharge(r.idempotencyKey)).toBeNull();
-  });
+  it.each(['timeout', 'reset', '5xx', 'garbage'] as const)(
+    'a %s is an unknown outcome, never a decline',
+    async (fault) => {
+      // The SDK itself retries a closed connection once, with the same key: reset both.
+      fake.failNext(fault, fault === 'reset' ? 2 : 1);
+      const r = req();
+      const result = await adapter().charge(r);
+      expect(result.outcome).toBe('error');
+      // Nothing was charged: the lookup says so.
+      expect(await adapter().lookupCharge(r.idempotencyKey)).toBeNull();
+    },
+  );
 
   it('a 429 is an unknown outcome that carries Retry-After', async () => {
     fake.retryAfterSeconds = 7;
@@ -144,9 +177,13 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     expect(replay).toEqual(found);
     const again = await adapter().charge(r);
     expect(again).toEqual(found);
-    const mine = fake.succeeded().filter((pi) => (pi.metadata as Record<string, string>)[STRIPE_KEY_METADATA] === r.idempotencyKey);
+    const mine = fake
+      .succeeded()
+      .filter((pi) => (pi.metadata as Record<string, string>)[STRIPE_KEY_METADATA] === r.idempotencyKey);
     expect(mine).toHaveLength(1);
-    expect(fake.received('POST', '/v1/payment_intents').slice(-1)[0]!.headers['idempotency-key']).toBe(r.idempotencyKey);
+    expect(fake.received('POST', '/v1/payment_intents').slice(-1)[0]!.headers['idempotency-key']).toBe(
+      r.idempotencyKey,
+    );
   });
 
   it("a connection reset after the charge: the SDK's retry under the same key gets the stored answer", async () => {
@@ -156,31 +193,52 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     const sent = fake.received('POST', '/v1/payment_intents').slice(-2);
     expect(sent.map((s) => s.headers['idempotency-key'])).toEqual([r.idempotencyKey, r.idempotencyKey]);
     expect(await adapter().lookupCharge(r.idempotencyKey, r)).toMatchObject({ outcome: 'approved' });
-    expect(fake.succeeded().filter((pi) => (pi.metadata as Record<string, string>)[STRIPE_KEY_METADATA] === r.idempotencyKey)).toHaveLength(1);
+    expect(
+      fake
+        .succeeded()
+        .filter((pi) => (pi.metadata as Record<string, string>)[STRIPE_KEY_METADATA] === r.idempotencyKey),
+    ).toHaveLength(1);
   });
 
   it('refunds by PaymentIntent with its own Idempotency-Key; a rejected refund fails; an unanswered one throws', async () => {
     const charged = await adapter().charge(req());
     if (charged.outcome !== 'approved') throw new Error('expected approval');
-    const refund = await adapter().refund({ idempotencyKey: 'rfd_1', processorTransactionId: charged.processorTransactionId, amountMinor: 1999n, currency: 'USD' });
+    const refund = await adapter().refund({
+      idempotencyKey: 'rfd_1',
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor: 1999n,
+      currency: 'USD',
+    });
     expect(refund).toMatchObject({ outcome: 'completed' });
     const [sent] = fake.received('POST', '/v1/refunds').slice(-1);
     expect(sent!.body).toEqual({ payment_intent: charged.processorTransactionId, amount: '1999' });
     expect(sent!.headers['idempotency-key']).toBe('rfd_1');
 
-    const again = await adapter().refund({ idempotencyKey: 'rfd_2', processorTransactionId: charged.processorTransactionId, amountMinor: 1n, currency: 'USD' });
+    const again = await adapter().refund({
+      idempotencyKey: 'rfd_2',
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor: 1n,
+      currency: 'USD',
+    });
     expect(again).toMatchObject({ outcome: 'failed', processorRefundId: null });
 
     fake.failNext('5xx');
     await expect(
-      adapter().refund({ idempotencyKey: 'rfd_3', processorTransactionId: charged.processorTransactionId, amountMinor: 1n, currency: 'USD' }),
+      adapter().refund({
+        idempotencyKey: 'rfd_3',
+        processorTransactionId: charged.processorTransactionId,
+        amountMinor: 1n,
+        currency: 'USD',
+      }),
     ).rejects.toBeInstanceOf(ProcessorUnavailableError);
   });
 
   it('errors carry no card number or key', async () => {
     fake.rawCardDataAllowed = true;
     fake.failNext('5xx');
-    const result = await adapter({ raw_card_data: true }).charge(req({ instrument: { kind: 'pan', pan: '4242424242424242' } }));
+    const result = await adapter({ raw_card_data: true }).charge(
+      req({ instrument: { kind: 'pan', pan: '4242424242424242' } }),
+    );
     expect(JSON.stringify(result)).not.toMatch(/4242424242424242|sk_test/);
   });
 });

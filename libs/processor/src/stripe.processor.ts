@@ -142,7 +142,11 @@ export class StripeProcessor implements PaymentProcessor {
         { idempotencyKey: req.idempotencyKey },
       );
       if (r.status === 'succeeded' || r.status === 'pending') {
-        return { outcome: 'completed', processorRefundId: r.id, message: r.status === 'pending' ? 'Refund pending' : 'Refunded' };
+        return {
+          outcome: 'completed',
+          processorRefundId: r.id,
+          message: r.status === 'pending' ? 'Refund pending' : 'Refunded',
+        };
       }
       return { outcome: 'failed', processorRefundId: r.id, message: `Refund ${r.status ?? 'failed'}` };
     } catch (e) {
@@ -209,13 +213,15 @@ export class StripeProcessor implements PaymentProcessor {
   }
 }
 
-function declined(
-  responseCode: string,
-  mac: string | null,
-  network: CardNetwork,
-  id: string,
-): ChargeResult {
-  return { outcome: 'declined', responseCode, merchantAdviceCode: mac, network, processorTransactionId: id, message: 'Declined' };
+function declined(responseCode: string, mac: string | null, network: CardNetwork, id: string): ChargeResult {
+  return {
+    outcome: 'declined',
+    responseCode,
+    merchantAdviceCode: mac,
+    network,
+    processorTransactionId: id,
+    message: 'Declined',
+  };
 }
 
 function intentResult(pi: Stripe.PaymentIntent): ChargeResult {

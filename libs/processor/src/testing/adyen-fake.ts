@@ -32,7 +32,11 @@ const TEST_CARDS: Record<string, Outcome> = {
   '4111111111111111': 'Authorised',
   '5555555555554444': 'Authorised',
   '4000000000000002': { refusalReason: 'Refused', refusalReasonCode: '2', refusalReasonRaw: '05 : Do not honor' },
-  '4000000000009995': { refusalReason: 'Not enough balance', refusalReasonCode: '12', refusalReasonRaw: '51 : Insufficient funds' },
+  '4000000000009995': {
+    refusalReason: 'Not enough balance',
+    refusalReasonCode: '12',
+    refusalReasonRaw: '51 : Insufficient funds',
+  },
   '4000000000000069': { refusalReason: 'Expired Card', refusalReasonCode: '6', refusalReasonRaw: '54 : Expired card' },
 };
 
@@ -109,10 +113,16 @@ export class AdyenFake extends WireFake {
       return error(403, '901', 'Invalid Merchant Account', 'security');
     }
     const amount = b.amount as { value?: unknown; currency?: unknown } | undefined;
-    if (!amount || !Number.isInteger(amount.value) || typeof amount.currency !== 'string' || !/^[A-Z]{3}$/.test(amount.currency)) {
+    if (
+      !amount ||
+      !Number.isInteger(amount.value) ||
+      typeof amount.currency !== 'string' ||
+      !/^[A-Z]{3}$/.test(amount.currency)
+    ) {
       return error(422, '100', 'Required field amount is not provided or invalid', 'validation');
     }
-    if (typeof b.reference !== 'string' || !b.reference) return error(422, '130', 'Required field reference is missing', 'validation');
+    if (typeof b.reference !== 'string' || !b.reference)
+      return error(422, '130', 'Required field reference is missing', 'validation');
     const pm = b.paymentMethod as Record<string, string> | undefined;
     if (!pm) return error(422, '14_012', 'Required object paymentMethod is not provided', 'validation');
     if (pm.storedPaymentMethodId && !b.shopperReference) {
@@ -137,7 +147,11 @@ export class AdyenFake extends WireFake {
         ? {
             ...base,
             resultCode: 'Authorised',
-            additionalData: { networkTxReference: `MCC${randomId(10)}`, authCode: '084613', refusalReasonRaw: 'AUTHORISED' },
+            additionalData: {
+              networkTxReference: `MCC${randomId(10)}`,
+              authCode: '084613',
+              refusalReasonRaw: 'AUTHORISED',
+            },
           }
         : {
             ...base,

@@ -79,7 +79,13 @@ export class StripeFake extends WireFake {
 
   protected errorBody(status: number): unknown {
     return status === 429
-      ? { error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests made to the API too quickly' } }
+      ? {
+          error: {
+            type: 'invalid_request_error',
+            code: 'rate_limit',
+            message: 'Too many requests made to the API too quickly',
+          },
+        }
       : { error: { type: 'api_error', message: 'An unknown error occurred' } };
   }
 
@@ -137,7 +143,8 @@ export class StripeFake extends WireFake {
     }
     const m = /^\/v1\/payment_intents\/([^/]+)$/.exec(req.path);
     const stored = m ? this.intents.get(m[1]!) : undefined;
-    if (!stored) return err(404, { type: 'invalid_request_error', code: 'resource_missing', message: 'No such payment_intent' });
+    if (!stored)
+      return err(404, { type: 'invalid_request_error', code: 'resource_missing', message: 'No such payment_intent' });
     return { status: 200, body: stored.pi };
   }
 
@@ -150,13 +157,22 @@ export class StripeFake extends WireFake {
   private createIntent(b: Record<string, unknown>): FakeResponse {
     const amount = Number(b.amount);
     if (!Number.isInteger(amount) || amount < 1) {
-      return err(400, { type: 'invalid_request_error', code: 'parameter_invalid_integer', param: 'amount', message: 'Invalid integer' });
+      return err(400, {
+        type: 'invalid_request_error',
+        code: 'parameter_invalid_integer',
+        param: 'amount',
+        message: 'Invalid integer',
+      });
     }
     if (typeof b.currency !== 'string' || !/^[a-z]{3}$/.test(b.currency)) {
       return err(400, { type: 'invalid_request_error', param: 'currency', message: 'Invalid currency' });
     }
     if (b.off_session !== undefined && b.confirm !== 'true') {
-      return err(400, { type: 'invalid_request_error', param: 'off_session', message: 'off_session can only be used with confirm=true' });
+      return err(400, {
+        type: 'invalid_request_error',
+        param: 'off_session',
+        message: 'off_session can only be used with confirm=true',
+      });
     }
     const pmd = b.payment_method_data as { type?: string; card?: Record<string, unknown> } | undefined;
     const card = pmd?.card;
@@ -168,12 +184,21 @@ export class StripeFake extends WireFake {
           'Sending credit card numbers directly to the Stripe API is generally unsafe. To continue processing use Stripe.js, the Stripe mobile bindings, or Stripe Elements.',
       });
     }
-    const pmKey = (b.payment_method as string | undefined) ?? (card?.number as string | undefined) ?? networkToken?.number;
+    const pmKey =
+      (b.payment_method as string | undefined) ?? (card?.number as string | undefined) ?? networkToken?.number;
     if (!pmKey) {
-      return err(400, { type: 'invalid_request_error', message: 'You must provide a payment_method or payment_method_data' });
+      return err(400, {
+        type: 'invalid_request_error',
+        message: 'You must provide a payment_method or payment_method_data',
+      });
     }
     if (typeof b.payment_method === 'string' && !/^(pm|card|src)_/.test(b.payment_method)) {
-      return err(400, { type: 'invalid_request_error', code: 'resource_missing', param: 'payment_method', message: `No such PaymentMethod: '${b.payment_method}'` });
+      return err(400, {
+        type: 'invalid_request_error',
+        code: 'resource_missing',
+        param: 'payment_method',
+        message: `No such PaymentMethod: '${b.payment_method}'`,
+      });
     }
     const outcome = this.scripted.get(pmKey) ?? TEST_CARDS[pmKey] ?? 'succeeded';
     const brand = (typeof outcome === 'object' && outcome.brand) || brandOf(pmKey);
@@ -229,18 +254,35 @@ export class StripeFake extends WireFake {
   private createRefund(b: Record<string, unknown>): FakeResponse {
     const stored = typeof b.payment_intent === 'string' ? this.intents.get(b.payment_intent) : undefined;
     if (!stored) {
-      return err(400, { type: 'invalid_request_error', code: 'resource_missing', param: 'payment_intent', message: `No such payment_intent: '${String(b.payment_intent)}'` });
+      return err(400, {
+        type: 'invalid_request_error',
+        code: 'resource_missing',
+        param: 'payment_intent',
+        message: `No such payment_intent: '${String(b.payment_intent)}'`,
+      });
     }
     if (stored.pi.status !== 'succeeded') {
-      return err(400, { type: 'invalid_request_error', message: 'This PaymentIntent does not have a successful charge to refund.' });
+      return err(400, {
+        type: 'invalid_request_error',
+        message: 'This PaymentIntent does not have a successful charge to refund.',
+      });
     }
     const remaining = (stored.pi.amount as number) - stored.amountRefunded;
     const amount = b.amount === undefined ? remaining : Number(b.amount);
     if (remaining <= 0) {
-      return err(400, { type: 'invalid_request_error', code: 'charge_already_refunded', message: 'Charge has already been refunded.' });
+      return err(400, {
+        type: 'invalid_request_error',
+        code: 'charge_already_refunded',
+        message: 'Charge has already been refunded.',
+      });
     }
     if (amount > remaining) {
-      return err(400, { type: 'invalid_request_error', code: 'amount_too_large', param: 'amount', message: `Refund amount (${amount}) is greater than unrefunded amount on charge (${remaining})` });
+      return err(400, {
+        type: 'invalid_request_error',
+        code: 'amount_too_large',
+        param: 'amount',
+        message: `Refund amount (${amount}) is greater than unrefunded amount on charge (${remaining})`,
+      });
     }
     stored.amountRefunded += amount;
     const refund = {
@@ -259,7 +301,10 @@ export class StripeFake extends WireFake {
 }
 
 function err(status: number, error: Record<string, unknown>): FakeResponse {
-  return { status, body: { error: { ...error, request_log_url: `https://dashboard.stripe.com/test/logs/req_${randomId(14)}` } } };
+  return {
+    status,
+    body: { error: { ...error, request_log_url: `https://dashboard.stripe.com/test/logs/req_${randomId(14)}` } },
+  };
 }
 
 function brandOf(pmOrNumber: string): string {
