@@ -4,7 +4,7 @@ import {
   EnvironmentEnum,
   HttpClientException,
   HttpURLConnectionClient,
-  Types,
+  type Types,
 } from '@adyen/api-library';
 import {
   ProcessorUnavailableError,
@@ -225,7 +225,8 @@ function paymentResult(res: PaymentResponse | string): ChargeResult {
   const extra = (res.additionalData ?? {}) as Record<string, string>;
   const id = res.pspReference ?? '';
   const network = networkOfBrand(res.paymentMethod?.brand ?? extra.paymentMethod ?? extra.cardScheme);
-  switch (res.resultCode) {
+  const resultCode: string = res.resultCode;
+  switch (resultCode) {
     case 'Authorised':
       return { outcome: 'approved', responseCode: '00', processorTransactionId: id, message: 'Authorised' };
     case 'Refused':
@@ -233,14 +234,14 @@ function paymentResult(res: PaymentResponse | string): ChargeResult {
     case 'Error': {
       const raw = leadingCode(extra.refusalReasonRaw);
       const mapped = res.refusalReasonCode ? ADYEN_REFUSAL_CODES[res.refusalReasonCode] : undefined;
-      const responseCode = raw ?? mapped ?? (res.resultCode === 'Error' ? '96' : '05');
+      const responseCode = raw ?? mapped ?? (resultCode === 'Error' ? '96' : '05');
       return {
         outcome: 'declined',
         responseCode,
         merchantAdviceCode: leadingCode(extra.merchantAdviceCode),
         network,
         processorTransactionId: id,
-        message: `${res.resultCode}${res.refusalReason ? `: ${res.refusalReason}` : ''}`,
+        message: `${resultCode}${res.refusalReason ? `: ${res.refusalReason}` : ''}`,
       };
     }
     case 'RedirectShopper':
@@ -257,7 +258,7 @@ function paymentResult(res: PaymentResponse | string): ChargeResult {
       };
     default:
       // Received, Pending, PartiallyAuthorised...: no final decision yet.
-      return wireError(`Adyen resultCode ${res.resultCode}`);
+      return wireError(`Adyen resultCode ${resultCode}`);
   }
 }
 

@@ -137,6 +137,10 @@ export abstract class WireFake {
         res.writeHead(200, { 'Content-Type': 'text/html' });
         res.end('<html><body>502 Bad Gateway (upstream proxy)</body></html>');
         return;
+      case 'charge-then-timeout':
+      case 'charge-then-reset':
+      case undefined:
+        break; // processed below
     }
     const answer = await this.handle(recorded);
     if (fault === 'charge-then-timeout') return;
