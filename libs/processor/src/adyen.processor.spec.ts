@@ -157,6 +157,14 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
     },
   );
 
+  it('a rejected API key is an error, never a decline', async () => {
+    const wrong = new AdyenProcessor(
+      { api_key: 'AQE_wrong', merchant_account: fake.merchantAccount, checkout_url: `${base}/v71` },
+      { timeoutMs: 400, trustedCa: fake.ca! },
+    );
+    expect(await wrong.charge(req())).toMatchObject({ outcome: 'error' });
+  });
+
   it('a 429 is an unknown outcome that carries Retry-After', async () => {
     fake.retryAfterSeconds = 3;
     fake.failNext('429');

@@ -233,6 +233,11 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     ).rejects.toBeInstanceOf(ProcessorUnavailableError);
   });
 
+  it('a rejected API key is an error (nothing charged), never a decline', async () => {
+    const wrong = new StripeProcessor({ secret_key: 'sk_test_wrong', api_base: base }, { timeoutMs: 400 });
+    expect(await wrong.charge(req())).toMatchObject({ outcome: 'error' });
+  });
+
   it('errors carry no card number or key', async () => {
     fake.rawCardDataAllowed = true;
     fake.failNext('5xx');
