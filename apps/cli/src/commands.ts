@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { CliContext } from './main';
 import { registerJobCommands } from './jobs.commands';
+import { registerProcessorCommands } from './processor.commands';
 import { registerQueueCommands } from './queues.commands';
 import { registerRefundCommands } from './refunds.commands';
 import { registerWebhookCommands } from './webhooks.commands';
@@ -11,4 +12,5 @@ export function registerExtraCommands(program: Command, ctx: CliContext): void {
   registerRefundCommands(program, ctx);
   registerQueueCommands(program, ctx);
   registerJobCommands(program, ctx);
+  registerProcessorCommands(program, ctx);
 }

@@ -5,6 +5,7 @@ import { InitialSchema1732280000000 } from './migrations/1732280000000-InitialSc
 import { AttemptCardScope1732290000000 } from './migrations/1732290000000-AttemptCardScope';
 import { WebhookReplayCount1795400000000 } from './migrations/1795400000000-WebhookReplayCount';
 import { FailedJobs1796100000000 } from './migrations/1796100000000-FailedJobs';
+import { ProcessorAccounts1796400000000 } from './migrations/1796400000000-ProcessorAccounts';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -12,6 +13,7 @@ export const MIGRATIONS = [
   AttemptCardScope1732290000000,
   WebhookReplayCount1795400000000,
   FailedJobs1796100000000,
+  ProcessorAccounts1796400000000,
 ];
 
 export interface PoolTuning {

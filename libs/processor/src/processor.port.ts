@@ -7,7 +7,20 @@ export type CardNetwork = 'visa' | 'mastercard' | 'amex' | 'discover' | 'other';
 
 export type PaymentInstrument =
   | { kind: 'pan'; pan: string; expiration?: string | null }
-  | { kind: 'token'; token: string; isNetworkToken: boolean; cryptogram?: string | null };
+  | {
+      kind: 'token';
+      /**
+       * The processor's saved payment method (Stripe `pm_...`, optionally `cus_...|pm_...`; Adyen
+       * `storedPaymentMethodId`, optionally `shopperReference|id`), or the network token itself
+       * (DPAN) when `isNetworkToken`.
+       */
+      token: string;
+      isNetworkToken: boolean;
+      cryptogram?: string | null;
+      /** Network tokens: the token's expiry (`YYYYMM`) and the ECI sent with the cryptogram. */
+      expiration?: string | null;
+      eci?: string | null;
+    };
 
 export interface ChargeRequest {
   /** Stable per attempt (the attempt's vid): the same key never charges twice. */
@@ -42,8 +55,16 @@ export type ChargeResult =
       processorTransactionId: string;
       message: string;
     }
-  /** Technical failure: the processor did not give a decision (timeout, 5xx). */
-  | { outcome: 'error'; message: string };
+  /**
+   * Technical failure: the processor did not give a decision (timeout, reset, 5xx, 429, a body that
+   * is not the expected JSON). The charge may have gone through: resolve it with lookupCharge.
+   */
+  | {
+      outcome: 'error';
+      message: string;
+      /** The processor asked to slow down (429 Retry-After, in ms): slow this merchant's attempts. */
+      retryAfterMs?: number | null;
+    };
 
 export interface RefundRequest {
   idempotencyKey: string;
@@ -71,11 +92,37 @@ export interface PaymentProcessor {
   charge(req: ChargeRequest): Promise<ChargeResult>;
   /**
    * Outcome of an earlier charge by idempotency key; null when the processor never received it.
-   * Used when an attempt's outcome is unknown (timeout, crash after the call).
+   * Used when an attempt's outcome is unknown (timeout, crash after the call). An `error` result
+   * means the outcome is still unknown (ask again later). Processors without a query by reference
+   * (Adyen) can only resolve it by replaying the request under the same key, which their
+   * idempotency answers with the first response and never charges twice: pass `original` (the
+   * attempt's ChargeRequest, same key) for them; without it such an adapter answers `error`.
    */
-  lookupCharge(idempotencyKey: string): Promise<ChargeResult | null>;
+  lookupCharge(idempotencyKey: string, original?: ChargeRequest): Promise<ChargeResult | null>;
+  /**
+   * A refund the processor did not answer (timeout, 5xx, 429) throws ProcessorUnavailableError:
+   * retry it with the same idempotency key.
+   */
   refund(req: RefundRequest): Promise<RefundResult>;
   detokenize(token: string): Promise<DetokenizeResult>;
+  /**
+   * Processors whose tokens cannot be detokenized (Stripe, Adyen: `detokenize` always answers
+   * ok:false) say here whether a token has the form of one of their saved payment methods; the
+   * review uses it instead of detokenize when present.
+   */
+  checkToken?(token: string): { ok: true } | { ok: false; message: string };
 }
 
 export const PAYMENT_PROCESSOR = Symbol('PAYMENT_PROCESSOR');
+
+/** The processor did not answer a refund (or another call without an `error` outcome). */
+export class ProcessorUnavailableError extends Error {
+  constructor(
+    message: string,
+    /** 429 Retry-After in ms, when the processor gave one. */
+    readonly retryAfterMs: number | null = null,
+  ) {
+    super(message);
+    this.name = 'ProcessorUnavailableError';
+  }
+}

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { TransactionEntity, type StoredPaymentMethod } from '@retain/db';
+import { ProcessorAccountsRepository, TransactionEntity, type StoredPaymentMethod } from '@retain/db';
 import {
   classifyDecline,
   EventName,
@@ -16,7 +16,14 @@ import {
   type ErrorEntry,
 } from '@retain/domain';
 import { RETAIN_CONFIG, announceTransaction } from '@retain/platform';
-import { PgSandboxLedger, createProcessor, type PaymentProcessor } from '@retain/processor';
+import {
+  PgSandboxLedger,
+  ProcessorResolver,
+  accountAccepts,
+  accountSourceOf,
+  createProcessor,
+  type PaymentProcessor,
+} from '@retain/processor';
 import { OutboxRelay, announce } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
 import { CardDecryptor } from './card-decryptor';
@@ -28,6 +35,7 @@ interface PendingRow {
   card_jwe: string | null;
   card_network: string | null;
   payment_method: StoredPaymentMethod;
+  division_number: string | null;
   billing_descriptor: string | null;
   auth_code: string;
   amount_minor: string;
@@ -44,6 +52,8 @@ export class ReviewService {
   private readonly logger = new Logger(ReviewService.name);
   private readonly decryptor: CardDecryptor;
   private readonly processor: PaymentProcessor;
+  /** The processor of a transaction: its merchant's account for its division, else PROCESSOR (§13). */
+  private readonly processors: ProcessorResolver;
 
   constructor(
     private readonly db: DataSource,
@@ -52,6 +62,10 @@ export class ReviewService {
   ) {
     this.decryptor = new CardDecryptor(config.jweKeys);
     this.processor = createProcessor(config.processor, new PgSandboxLedger(db));
+    this.processors = new ProcessorResolver(
+      accountSourceOf(new ProcessorAccountsRepository(db, config.cardKeys)),
+      this.processor,
+    );
   }
 
   async review(submissionId: string): Promise<{ passed: number; rejected: number }> {
@@ -62,8 +76,8 @@ export class ReviewService {
       );
       if (!sub || sub.reviewed_at) return { passed: 0, rejected: 0, outbox: [] as string[] };
       const rows: PendingRow[] = await m.query(
-        `SELECT id, merchant_txn_id, card_kind, card_jwe, card_network, payment_method, billing_descriptor, auth_code,
-                amount_minor, submitted_ts
+        `SELECT id, merchant_txn_id, card_kind, card_jwe, card_network, payment_method, division_number,
+                billing_descriptor, auth_code, amount_minor, submitted_ts
            FROM transactions WHERE submission_id = $1 AND review_status = 'pending' ORDER BY merchant_txn_id FOR UPDATE`,
         [submissionId],
       );
@@ -71,7 +85,7 @@ export class ReviewService {
       let passed = 0;
       const cancelled: string[] = [];
       for (const row of rows) {
-        const errors = await this.check(m, row);
+        const errors = await this.check(m, row, sub.merchant_id);
         if (errors.length > 0) {
           rejected.push({ id: row.merchant_txn_id, errors });
           await m.query(
@@ -110,10 +124,18 @@ export class ReviewService {
   }
 
   /** All review failures of one transaction; stores the decrypted card on success. */
-  private async check(m: EntityManager, row: PendingRow): Promise<ErrorEntry[]> {
+  private async check(m: EntityManager, row: PendingRow, merchantId: string): Promise<ErrorEntry[]> {
     const errors: ErrorEntry[] = [];
-    const limits = this.processor.limits;
-    if (row.card_kind === 'jwe') {
+    const account = await this.processors.account(merchantId, row.division_number);
+    const processor = await this.processors.forTransaction(merchantId, row.division_number);
+    const limits = processor.limits;
+    if ((row.card_kind === 'jwe' || row.card_kind === 'clear') && !accountAccepts(account, { kind: 'pan' })) {
+      // decisions §13: an account without raw_card_data charges tokenized payment methods only.
+      errors.push({
+        code: RetCode.RET011,
+        message: "The merchant's processor account takes tokenized payment methods only",
+      });
+    } else if (row.card_kind === 'jwe') {
       const pan = row.card_jwe ? await this.decryptor.decrypt(row.card_jwe) : null;
       if (!pan || !validCardNumber(pan)) {
         errors.push({ code: RetCode.RET010, message: RetMessage.invalidCard });
@@ -140,8 +162,12 @@ export class ReviewService {
       }
     } else if (row.card_kind === 'token') {
       const token = row.payment_method.id;
-      const r = token.length <= limits.maxPaymentMethodIdLength ? await this.processor.detokenize(token) : null;
-      if (r && !r.ok) errors.push({ code: RetCode.RET011, message: RetMessage.token });
+      const fits = token.length <= limits.maxPaymentMethodIdLength;
+      // Stripe and Adyen never give card numbers back: their tokens are checked, not detokenized.
+      const checked = fits && processor.checkToken ? processor.checkToken(token) : null;
+      const r = fits && !checked ? await processor.detokenize(token) : null;
+      if (checked && !checked.ok) errors.push({ code: RetCode.RET011, message: RetMessage.token });
+      else if (r && !r.ok) errors.push({ code: RetCode.RET011, message: RetMessage.token });
       else if (r && r.ok) {
         // The token stays the instrument; the card's fingerprint lets the network limits count per card.
         // A token sent without credit_card (or without its BIN) is shown masked, first 6 and last 4.

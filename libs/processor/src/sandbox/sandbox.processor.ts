@@ -70,9 +70,12 @@ export class SandboxProcessor implements PaymentProcessor {
     return (await this.ledger.putIfAbsent(req.idempotencyKey, 'charge', result)).result as ChargeResult;
   }
 
-  async lookupCharge(idempotencyKey: string): Promise<ChargeResult | null> {
+  async lookupCharge(idempotencyKey: string, original?: ChargeRequest): Promise<ChargeResult | null> {
     const stored = await this.ledger.get(idempotencyKey);
-    return stored?.kind === 'charge' ? (stored.result as ChargeResult) : null;
+    if (stored?.kind === 'charge') return stored.result as ChargeResult;
+    // Like the real processors' same-key replay: with the original, the attempt's one charge.
+    if (original && original.idempotencyKey === idempotencyKey) return this.charge(original);
+    return null;
   }
 
   async refund(req: RefundRequest): Promise<RefundResult> {

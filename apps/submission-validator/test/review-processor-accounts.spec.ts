@@ -1,0 +1,76 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '@retain/config';
+import { ProcessorAccountsRepository } from '@retain/db';
+import {
+  ApiClient,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  testDb,
+  txn,
+  waitFor,
+  type RunningApp,
+} from '@retain/testing';
+
+// decisions §13: the review checks that a transaction can be charged by the processor account it maps to.
+describe('post-submission review with merchants processor accounts', () => {
+  let api: RunningApp;
+  let validator: RunningApp;
+
+  beforeAll(async () => {
+    [api, validator] = await Promise.all([startApp('intake-api'), startApp('submission-validator')]);
+  });
+  afterAll(async () => {
+    await Promise.all([api.stop(), validator.stop()]);
+    await closeTestDb();
+  });
+
+  const row = async (id: string) =>
+    (await (await testDb()).query(`SELECT review_status FROM transactions WHERE merchant_txn_id = $1`, [id]))[0];
+  const reviewed = async (id: string): Promise<string[]> => {
+    const [r] = await (
+      await testDb()
+    ).query(
+      `SELECT review_status FROM transactions WHERE merchant_txn_id = $1 AND review_status IN ('passed', 'rejected')`,
+      [id],
+    );
+    return r ? [r.review_status] : [];
+  };
+
+  it('a clear card mapped to a tokens-only account fails with RET011; tokens of the account and clear cards of a raw-card account pass', async () => {
+    const merchant = await createMerchant();
+    const db = await testDb();
+    const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+    const accounts = new ProcessorAccountsRepository(db, loadConfig('cli').cardKeys);
+    await accounts.set(merchantId, '', 'stripe', { secret_key: 'sk_test_reviewaccount' });
+    await accounts.set(merchantId, 'EU1', 'adyen', {
+      api_key: 'AQE_review',
+      merchant_account: 'ShopECOM',
+      raw_card_data: true,
+    });
+
+    const clearToStripe = txn();
+    const stripeToken = txn({
+      payment_method: { id: 'cus_R1|pm_1Q2w3E4r5T6y', is_tokenized: true, credit_card: { account: '424242' } },
+    });
+    const sandboxTokenToStripe = txn({
+      payment_method: { id: 'tok_sandbox_1111', is_tokenized: true, credit_card: { account: '411111' } },
+    });
+    const clearToAdyen = txn({ division_number: 'EU1' });
+    const client = new ApiClient(api.url, merchant.api_key);
+    expect((await client.submit([clearToStripe, stripeToken, sandboxTokenToStripe, clearToAdyen])).status).toBe(200);
+
+    const ids = [clearToStripe, stripeToken, sandboxTokenToStripe, clearToAdyen].map((t) => t['id'] as string);
+    await waitFor(async () => (await Promise.all(ids.map(reviewed))).every((e) => e.length > 0), {
+      what: 'review done',
+    });
+    expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual([
+      'rejected',
+      'passed',
+      'rejected',
+      'passed',
+    ]);
+    const rejected = await client.request('GET', `/v1/retain/transactions/${clearToStripe['id']}`);
+    expect(JSON.stringify(rejected.json)).not.toContain('sk_test_reviewaccount');
+  });
+});

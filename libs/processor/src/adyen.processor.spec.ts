@@ -1,0 +1,225 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { AdyenProcessor } from './adyen.processor';
+import type { ChargeRequest } from './processor.port';
+import { ProcessorUnavailableError } from './processor.port';
+import { AdyenFake } from './testing/adyen-fake';
+
+const fake = new AdyenFake();
+let base = '';
+const adapter = (over: { raw_card_data?: boolean } = {}): AdyenProcessor =>
+  new AdyenProcessor(
+    { api_key: fake.apiKey, merchant_account: fake.merchantAccount, checkout_url: `${base}/v71`, ...over },
+    { timeoutMs: 400, trustedCa: fake.ca! },
+  );
+
+let seq = 0;
+const req = (over: Partial<ChargeRequest> = {}): ChargeRequest => ({
+  idempotencyKey: `att_adyen_${++seq}_${Date.now()}`,
+  attemptNumber: 1,
+  amountMinor: 1999n,
+  currency: 'EUR',
+  instrument: { kind: 'token', token: 'shopper-42|8415718415172200', isNetworkToken: false },
+  originalResponseCode: '51',
+  divisionNumber: 'd1',
+  networkTransactionId: 'MCCABC1230101',
+  at: new Date('2026-03-13T09:00:00Z'),
+  ...over,
+});
+const last = (path: RegExp) => fake.received('POST', path).slice(-1)[0]!;
+
+beforeAll(async () => {
+  base = await fake.start();
+});
+afterAll(() => fake.close());
+afterEach(() => {
+  fake.rawCardDataAllowed = false;
+});
+
+describe('Adyen adapter against the Adyen Checkout wire fake', () => {
+  it('charges a stored payment method as ContAuth / Subscription with networkPaymentReference and Idempotency-Key', async () => {
+    const r = req();
+    const result = await adapter().charge(r);
+    expect(result).toMatchObject({ outcome: 'approved', responseCode: '00' });
+    const sent = last(/^\/v71\/payments$/);
+    expect(sent.headers['x-api-key']).toBe(fake.apiKey);
+    expect(sent.headers['idempotency-key']).toBe(r.idempotencyKey);
+    expect(sent.headers['content-type']).toMatch(/^application\/json/);
+    expect(sent.body).toEqual({
+      merchantAccount: fake.merchantAccount,
+      amount: { value: 1999, currency: 'EUR' },
+      reference: r.idempotencyKey,
+      shopperInteraction: 'ContAuth',
+      recurringProcessingModel: 'Subscription',
+      shopperReference: 'shopper-42',
+      paymentMethod: {
+        type: 'scheme',
+        storedPaymentMethodId: '8415718415172200',
+        networkPaymentReference: 'MCCABC1230101',
+      },
+    });
+    expect(result.outcome === 'approved' && result.processorTransactionId).toMatch(/^[A-Z0-9]{16}$/);
+  });
+
+  it('sends amounts in minor units (JPY 0 decimals, KWD 3)', async () => {
+    await adapter().charge(req({ amountMinor: 500n, currency: 'JPY' }));
+    const jpy = last(/\/payments$/);
+    await adapter().charge(req({ amountMinor: 10130n, currency: 'KWD' }));
+    const kwd = last(/\/payments$/);
+    expect([jpy.body.amount, kwd.body.amount]).toEqual([
+      { value: 500, currency: 'JPY' },
+      { value: 10130, currency: 'KWD' },
+    ]);
+  });
+
+  it('never sends card data to an account without raw card data; sends the card fields where allowed', async () => {
+    const pan = { kind: 'pan' as const, pan: '4111111111111111', expiration: '202812' };
+    const before = fake.requests.length;
+    expect((await adapter().charge(req({ instrument: pan }))).outcome).toBe('declined');
+    expect(fake.requests.length).toBe(before);
+
+    fake.rawCardDataAllowed = true;
+    expect((await adapter({ raw_card_data: true }).charge(req({ instrument: pan }))).outcome).toBe('approved');
+    expect(last(/\/payments$/).body.paymentMethod).toEqual({
+      type: 'scheme',
+      number: '4111111111111111',
+      expiryMonth: '12',
+      expiryYear: '2028',
+      networkPaymentReference: 'MCCABC1230101',
+    });
+  });
+
+  it('sends a network token with its cryptogram (TAVV) and ECI in mpiData', async () => {
+    const result = await adapter().charge(
+      req({
+        instrument: {
+          kind: 'token',
+          token: '4895370012003478',
+          isNetworkToken: true,
+          cryptogram: 'AgAAAAAABk4DWZ4C28yUQAAAAAA=',
+          expiration: '202911',
+          eci: '05',
+        },
+        networkTransactionId: null,
+      }),
+    );
+    expect(result.outcome).toBe('approved');
+    const sent = last(/\/payments$/);
+    expect(sent.body.paymentMethod).toEqual({
+      type: 'networkToken',
+      number: '4895370012003478',
+      expiryMonth: '11',
+      expiryYear: '2029',
+    });
+    expect(sent.body.mpiData).toEqual({
+      tokenAuthenticationVerificationValue: 'AgAAAAAABk4DWZ4C28yUQAAAAAA=',
+      eci: '05',
+    });
+  });
+
+  it('normalizes a refusal: raw network code and Mastercard advice code from additionalData', async () => {
+    fake.script('MCNORETRY0000001', {
+      refusalReason: 'Not enough balance',
+      refusalReasonCode: '12',
+      refusalReasonRaw: '51 : Insufficient funds',
+      merchantAdviceCode: '03: Do not try again',
+      brand: 'mc',
+    });
+    const result = await adapter().charge(
+      req({ instrument: { kind: 'token', token: 'shopper-42|MCNORETRY0000001', isNetworkToken: false } }),
+    );
+    expect(result).toMatchObject({
+      outcome: 'declined',
+      responseCode: '51',
+      merchantAdviceCode: '03',
+      network: 'mastercard',
+    });
+  });
+
+  it('falls back on refusalReasonCode when there is no raw response (6 Expired Card is 54)', async () => {
+    fake.script('EXPIRED000000001', { refusalReason: 'Expired Card', refusalReasonCode: '6', brand: 'visa' });
+    const result = await adapter().charge(
+      req({ instrument: { kind: 'token', token: 'shopper-42|EXPIRED000000001', isNetworkToken: false } }),
+    );
+    expect(result).toMatchObject({
+      outcome: 'declined',
+      responseCode: '54',
+      merchantAdviceCode: null,
+      network: 'visa',
+    });
+  });
+
+  it.each(['timeout', 'reset', '5xx', 'garbage'] as const)(
+    'a %s is an unknown outcome, never a decline',
+    async (fault) => {
+      fake.failNext(fault);
+      const result = await adapter().charge(req());
+      expect(result.outcome).toBe('error');
+    },
+  );
+
+  it('a rejected API key is an error, never a decline', async () => {
+    const wrong = new AdyenProcessor(
+      { api_key: 'AQE_wrong', merchant_account: fake.merchantAccount, checkout_url: `${base}/v71` },
+      { timeoutMs: 400, trustedCa: fake.ca! },
+    );
+    expect(await wrong.charge(req())).toMatchObject({ outcome: 'error' });
+  });
+
+  it('a 429 is an unknown outcome that carries Retry-After', async () => {
+    fake.retryAfterSeconds = 3;
+    fake.failNext('429');
+    expect(await adapter().charge(req())).toMatchObject({ outcome: 'error', retryAfterMs: 3000 });
+  });
+
+  it('a charge that went through but timed out is found by replay under the same key, never charged twice', async () => {
+    const r = req();
+    fake.failNext('charge-then-timeout');
+    expect((await adapter().charge(r)).outcome).toBe('error');
+    // Without the original request Adyen cannot be asked: still unknown.
+    expect(await adapter().lookupCharge(r.idempotencyKey)).toMatchObject({ outcome: 'error' });
+    const found = await adapter().lookupCharge(r.idempotencyKey, r);
+    expect(found).toMatchObject({ outcome: 'approved' });
+    expect(fake.authorised().filter((p) => p.body.reference === r.idempotencyKey)).toHaveLength(1);
+    const sent = fake.received('POST', /\/payments$/).filter((x) => x.headers['idempotency-key'] === r.idempotencyKey);
+    expect(sent).toHaveLength(2);
+  });
+
+  it('refunds by pspReference; an invalid one fails; an unanswered one throws', async () => {
+    const charged = await adapter().charge(req());
+    if (charged.outcome !== 'approved') throw new Error('expected approval');
+    const refund = await adapter().refund({
+      idempotencyKey: 'rfd_a1',
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor: 1999n,
+      currency: 'EUR',
+    });
+    expect(refund).toMatchObject({ outcome: 'completed' });
+    const sent = last(/\/refunds$/);
+    expect(sent.path).toBe(`/v71/payments/${charged.processorTransactionId}/refunds`);
+    expect(sent.body).toEqual({
+      merchantAccount: fake.merchantAccount,
+      amount: { value: 1999, currency: 'EUR' },
+      reference: 'rfd_a1',
+    });
+    expect(sent.headers['idempotency-key']).toBe('rfd_a1');
+
+    expect(
+      await adapter().refund({
+        idempotencyKey: 'rfd_a2',
+        processorTransactionId: 'NOSUCHPSP0000000',
+        amountMinor: 1n,
+        currency: 'EUR',
+      }),
+    ).toMatchObject({ outcome: 'failed', processorRefundId: null });
+
+    fake.failNext('5xx');
+    await expect(
+      adapter().refund({
+        idempotencyKey: 'rfd_a3',
+        processorTransactionId: charged.processorTransactionId,
+        amountMinor: 1n,
+        currency: 'EUR',
+      }),
+    ).rejects.toBeInstanceOf(ProcessorUnavailableError);
+  });
+});

@@ -1,0 +1,279 @@
+import {
+  CheckoutAPI,
+  Client,
+  EnvironmentEnum,
+  HttpClientException,
+  HttpURLConnectionClient,
+  type Types,
+} from '@adyen/api-library';
+import {
+  ProcessorUnavailableError,
+  type ChargeRequest,
+  type ChargeResult,
+  type DetokenizeResult,
+  type PaymentProcessor,
+  type ProcessorLimits,
+  type RefundRequest,
+  type RefundResult,
+} from './processor.port';
+import { DEFAULT_NETWORK_TOKEN_ECI, expiryParts, leadingCode, networkOfBrand, retryAfterMs, wireError } from './wire';
+
+type PaymentRequest = Types.checkout.PaymentRequest;
+type PaymentResponse = Types.checkout.PaymentResponse;
+
+/** A merchant's Adyen account (decisions §13 config file). */
+export interface AdyenAccountConfig {
+  api_key: string;
+  merchant_account: string;
+  /** Checkout API base with its version, default https://checkout-test.adyen.com/v71. */
+  checkout_url?: string;
+  /** Full card numbers may be sent (a PCI-compliant account allowed to); otherwise tokens only. */
+  raw_card_data?: boolean;
+}
+
+export interface AdyenAdapterOptions {
+  /** Per-request timeout (ms). A charge that times out is an `error`, resolved by lookup. */
+  timeoutMs?: number;
+  /** PEM of a private CA to trust (a proxy, or the test fake); the public CAs otherwise. */
+  trustedCa?: string;
+}
+
+/** Adyen's refusalReasonCode (https://docs.adyen.com/development-resources/refusal-reasons) as ISO 8583. */
+const ADYEN_REFUSAL_CODES: Readonly<Record<string, string>> = {
+  '2': '05',
+  '3': '01',
+  '4': '96',
+  '5': '62',
+  '6': '54',
+  '7': '13',
+  '8': '14',
+  '9': '91',
+  '10': '57',
+  '11': '1A',
+  '12': '51',
+  '14': '59',
+  '20': '59',
+  '22': '59',
+  '23': '57',
+  '24': 'N7',
+  '25': '62',
+  '26': 'R1',
+  '27': '05',
+  '28': '61',
+  '29': '65',
+  '31': '59',
+  '34': '52',
+  '35': '53',
+  '38': '1A',
+};
+
+/**
+ * Adyen adapter (decisions §13) on Checkout `POST /payments`: a merchant-initiated recurring charge
+ * (`shopperInteraction: ContAuth`, `recurringProcessingModel: Subscription`) of a stored payment
+ * method (`storedPaymentMethodId` with its `shopperReference`), a network token
+ * (`paymentMethod.type: networkToken` with `mpiData.tokenAuthenticationVerificationValue` and
+ * `mpiData.eci`) or, for PCI accounts allowed raw card data, the card fields; the original
+ * charge's network transaction id as `paymentMethod.networkPaymentReference` (Adyen's name for the
+ * `networkTxReference` of the first payment); the attempt's vid as `reference` and
+ * `Idempotency-Key`. Refunds by `pspReference`. Checkout has no query by reference: an unknown
+ * outcome is resolved by replaying the request under the same key (lookupCharge with `original`).
+ */
+export class AdyenProcessor implements PaymentProcessor {
+  readonly name = 'adyen';
+  readonly limits: ProcessorLimits = {
+    maxPaymentMethodIdLength: 128,
+    // shopperStatement: at most 135 characters of a-z A-Z 0-9 spaces and . , ' _ - ? + * /.
+    billingDescriptorPattern: /^[A-Za-z0-9 .,'_?+*/-]{1,135}$/,
+  };
+  private readonly checkout: CheckoutAPI;
+  private readonly base: string;
+
+  constructor(
+    private readonly account: AdyenAccountConfig,
+    options: AdyenAdapterOptions = {},
+  ) {
+    const client = new Client({
+      apiKey: account.api_key,
+      environment: EnvironmentEnum.TEST,
+      connectionTimeoutMillis: options.timeoutMs ?? 30_000,
+    });
+    if (options.trustedCa) client.httpClient = trustingClient(options.trustedCa);
+    this.checkout = new CheckoutAPI(client);
+    this.base = (account.checkout_url ?? 'https://checkout-test.adyen.com/v71').replace(/\/+$/, '');
+  }
+
+  async charge(req: ChargeRequest): Promise<ChargeResult> {
+    let body: PaymentRequest;
+    try {
+      body = this.request(req);
+    } catch (e) {
+      return {
+        outcome: 'declined',
+        responseCode: '14',
+        merchantAdviceCode: null,
+        network: 'other',
+        processorTransactionId: '',
+        message: (e as Error).message,
+      };
+    }
+    try {
+      const res = await this.api('PaymentsApi').payments(body, { idempotencyKey: req.idempotencyKey });
+      return paymentResult(res);
+    } catch (e) {
+      return failure(e);
+    }
+  }
+
+  async lookupCharge(idempotencyKey: string, original?: ChargeRequest): Promise<ChargeResult | null> {
+    if (!original || original.idempotencyKey !== idempotencyKey) {
+      return wireError('Adyen has no lookup by reference: replay the original request under its key');
+    }
+    // Adyen answers a key it has seen with the first response (keys live at least 31 days).
+    return this.charge(original);
+  }
+
+  async refund(req: RefundRequest): Promise<RefundResult> {
+    try {
+      const res = await this.api('ModificationsApi').refundCapturedPayment(
+        req.processorTransactionId,
+        {
+          merchantAccount: this.account.merchant_account,
+          amount: { value: Number(req.amountMinor), currency: req.currency.toUpperCase() },
+          reference: req.idempotencyKey,
+        },
+        { idempotencyKey: req.idempotencyKey },
+      );
+      if (!res || typeof res !== 'object' || !res.pspReference) throw new Error('Adyen refund answer is not JSON');
+      // `received`: accepted; Adyen confirms with the REFUND webhook (a failure there is rare).
+      return { outcome: 'completed', processorRefundId: res.pspReference, message: 'Refund received' };
+    } catch (e) {
+      const status = e instanceof HttpClientException ? e.statusCode : undefined;
+      if (status !== undefined && status >= 400 && status < 500 && status !== 429 && status !== 408) {
+        const code = (e as HttpClientException).errorCode;
+        return {
+          outcome: 'failed',
+          processorRefundId: null,
+          message: `Refund rejected by Adyen${code ? ` (${code})` : ''}`,
+        };
+      }
+      const err = failure(e);
+      throw new ProcessorUnavailableError(err.message, err.outcome === 'error' ? (err.retryAfterMs ?? null) : null);
+    }
+  }
+
+  async detokenize(): Promise<DetokenizeResult> {
+    return { ok: false, message: 'Adyen stored payment methods cannot be detokenized' };
+  }
+
+  checkToken(token: string): { ok: true } | { ok: false; message: string } {
+    return /^([^|]{1,256}\|)?[A-Za-z0-9]{8,64}$/.test(token) || /^\d{13,19}$/.test(token)
+      ? { ok: true }
+      : { ok: false, message: 'Not an Adyen storedPaymentMethodId' };
+  }
+
+  /** The Checkout /payments body of an attempt. */
+  request(req: ChargeRequest): PaymentRequest {
+    const inst = req.instrument;
+    const ntid = req.networkTransactionId ? { networkPaymentReference: req.networkTransactionId } : {};
+    const body: Record<string, unknown> = {
+      merchantAccount: this.account.merchant_account,
+      amount: { value: Number(req.amountMinor), currency: req.currency.toUpperCase() },
+      reference: req.idempotencyKey,
+      shopperInteraction: 'ContAuth',
+      recurringProcessingModel: 'Subscription',
+    };
+    if (req.billingDescriptor) body.shopperStatement = req.billingDescriptor;
+    if (inst.kind === 'pan') {
+      if (!this.account.raw_card_data) throw new Error('This Adyen account takes stored payment methods only');
+      const exp = expiryParts(inst.expiration);
+      body.paymentMethod = {
+        type: 'scheme',
+        number: inst.pan.replace(/[\s-]/g, ''),
+        ...(exp ? { expiryMonth: String(exp.month).padStart(2, '0'), expiryYear: String(exp.year) } : {}),
+        ...ntid,
+      };
+    } else if (inst.isNetworkToken) {
+      const exp = expiryParts(inst.expiration);
+      body.paymentMethod = {
+        type: 'networkToken',
+        number: inst.token,
+        ...(exp ? { expiryMonth: String(exp.month).padStart(2, '0'), expiryYear: String(exp.year) } : {}),
+        ...ntid,
+      };
+      body.mpiData = {
+        ...(inst.cryptogram ? { tokenAuthenticationVerificationValue: inst.cryptogram } : {}),
+        eci: inst.eci ?? DEFAULT_NETWORK_TOKEN_ECI,
+      };
+    } else {
+      const [shopper, stored] = inst.token.includes('|') ? inst.token.split('|', 2) : [null, inst.token];
+      if (shopper) body.shopperReference = shopper;
+      body.paymentMethod = { type: 'scheme', storedPaymentMethodId: stored, ...ntid };
+    }
+    return body as unknown as PaymentRequest;
+  }
+
+  /** The SDK's service pointed at the account's checkout_url (the SDK has no setting for it). */
+  private api<K extends 'PaymentsApi' | 'ModificationsApi'>(name: K): CheckoutAPI[K] {
+    const service = this.checkout[name];
+    (service as unknown as { baseUrl: string }).baseUrl = this.base;
+    return service;
+  }
+}
+
+function paymentResult(res: PaymentResponse | string): ChargeResult {
+  if (!res || typeof res !== 'object' || !res.resultCode) return wireError('Adyen answer is not the expected JSON');
+  const extra = (res.additionalData ?? {}) as Record<string, string>;
+  const id = res.pspReference ?? '';
+  const network = networkOfBrand(res.paymentMethod?.brand ?? extra.paymentMethod ?? extra.cardScheme);
+  const resultCode: string = res.resultCode;
+  switch (resultCode) {
+    case 'Authorised':
+      return { outcome: 'approved', responseCode: '00', processorTransactionId: id, message: 'Authorised' };
+    case 'Refused':
+    case 'Cancelled':
+    case 'Error': {
+      const raw = leadingCode(extra.refusalReasonRaw);
+      const mapped = res.refusalReasonCode ? ADYEN_REFUSAL_CODES[res.refusalReasonCode] : undefined;
+      const responseCode = raw ?? mapped ?? (resultCode === 'Error' ? '96' : '05');
+      return {
+        outcome: 'declined',
+        responseCode,
+        merchantAdviceCode: leadingCode(extra.merchantAdviceCode),
+        network,
+        processorTransactionId: id,
+        message: `${resultCode}${res.refusalReason ? `: ${res.refusalReason}` : ''}`,
+      };
+    }
+    case 'RedirectShopper':
+    case 'ChallengeShopper':
+    case 'IdentifyShopper':
+      // A merchant-initiated charge cannot authenticate the shopper.
+      return {
+        outcome: 'declined',
+        responseCode: '1A',
+        merchantAdviceCode: null,
+        network,
+        processorTransactionId: id,
+        message: 'Authentication required',
+      };
+    default:
+      // Received, Pending, PartiallyAuthorised...: no final decision yet.
+      return wireError(`Adyen resultCode ${resultCode}`);
+  }
+}
+
+function failure(e: unknown): ChargeResult {
+  if (e instanceof HttpClientException) {
+    const headers = (e.responseHeaders ?? {}) as Record<string, string | string[] | undefined>;
+    if (e.statusCode === 429) return wireError('Adyen rate limit (429)', retryAfterMs(headers['retry-after']));
+    return wireError(`Adyen HTTP ${e.statusCode ?? 'error'}${e.errorCode ? ` (${e.errorCode})` : ''}`);
+  }
+  return wireError('Adyen unreachable or timed out');
+}
+
+/** The SDK's HTTP client trusting a private CA (its agent options are not configurable otherwise). */
+function trustingClient(ca: string): HttpURLConnectionClient {
+  const client = new HttpURLConnectionClient();
+  (client as unknown as { agentOptions: { ca: string } }).agentOptions = { ca };
+  return client;
+}

@@ -1,0 +1,181 @@
+import { AdyenProcessor, type AdyenAccountConfig, type AdyenAdapterOptions } from './adyen.processor';
+import type { PaymentInstrument, PaymentProcessor } from './processor.port';
+import { StripeProcessor, type StripeAccountConfig, type StripeAdapterOptions } from './stripe.processor';
+
+/**
+ * Merchants' processor accounts (decisions §13): what the config file of `processor set` may hold,
+ * what `processor list` shows (never a secret), and the adapter of an account.
+ */
+export const ACCOUNT_PROCESSORS = ['sandbox', 'stripe', 'adyen'] as const;
+export type AccountProcessor = (typeof ACCOUNT_PROCESSORS)[number];
+
+export type AccountConfig =
+  | { processor: 'sandbox'; config: { raw_card_data?: boolean } }
+  | { processor: 'stripe'; config: StripeAccountConfig }
+  | { processor: 'adyen'; config: AdyenAccountConfig };
+
+/** A stored account, as the repository gives it back (config opened). */
+export type ProcessorAccount = AccountConfig & {
+  id: string;
+  merchantId: string;
+  /** '' for the merchant's default account. */
+  divisionNumber: string;
+  updatedAt: Date;
+};
+
+export class AccountConfigError extends Error {}
+
+const FIELDS: Record<AccountProcessor, { required: string[]; optional: string[]; urls: string[] }> = {
+  sandbox: { required: [], optional: ['raw_card_data'], urls: [] },
+  stripe: { required: ['secret_key'], optional: ['api_base', 'raw_card_data'], urls: ['api_base'] },
+  adyen: {
+    required: ['api_key', 'merchant_account'],
+    optional: ['checkout_url', 'raw_card_data'],
+    urls: ['checkout_url'],
+  },
+};
+
+/** Validates a config file's JSON. Error messages name fields, never their values. */
+export function parseAccountConfig(processor: string, raw: unknown): AccountConfig {
+  if (!(ACCOUNT_PROCESSORS as readonly string[]).includes(processor)) {
+    throw new AccountConfigError(`unknown processor "${processor}"; known: ${ACCOUNT_PROCESSORS.join(', ')}`);
+  }
+  const p = processor as AccountProcessor;
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw))
+    throw new AccountConfigError('config must be a JSON object');
+  const o = raw as Record<string, unknown>;
+  const spec = FIELDS[p];
+  for (const k of Object.keys(o)) {
+    if (!spec.required.includes(k) && !spec.optional.includes(k))
+      throw new AccountConfigError(`unknown field "${k}" for ${p}`);
+  }
+  for (const k of spec.required) {
+    if (typeof o[k] !== 'string' || !(o[k] as string).trim())
+      throw new AccountConfigError(`"${k}" is required (a string)`);
+  }
+  for (const k of spec.urls) {
+    if (o[k] === undefined) continue;
+    let u: URL | null = null;
+    try {
+      u = new URL(String(o[k]));
+    } catch {
+      u = null;
+    }
+    if (!u || (u.protocol !== 'https:' && u.protocol !== 'http:'))
+      throw new AccountConfigError(`"${k}" must be an http(s) URL`);
+  }
+  if (o.raw_card_data !== undefined && typeof o.raw_card_data !== 'boolean') {
+    throw new AccountConfigError('"raw_card_data" must be true or false');
+  }
+  if (p === 'stripe' && !/^(sk|rk)_(test|live)_[A-Za-z0-9]+$/.test(o.secret_key as string)) {
+    throw new AccountConfigError('"secret_key" must be a Stripe secret or restricted key (sk_... / rk_...)');
+  }
+  return { processor: p, config: o } as AccountConfig;
+}
+
+/** The account as `processor set` / `processor list` print it: no secret, not even a part of one. */
+export function accountView(a: AccountConfig & { divisionNumber: string; updatedAt?: Date }): Record<string, unknown> {
+  const c = a.config as Record<string, unknown>;
+  return {
+    processor: a.processor,
+    division_number: a.divisionNumber || null,
+    raw_card_data: c.raw_card_data === true,
+    ...(c.api_base ? { api_base: c.api_base } : {}),
+    ...(c.merchant_account ? { merchant_account: c.merchant_account } : {}),
+    ...(c.checkout_url ? { checkout_url: c.checkout_url } : {}),
+    ...(a.updatedAt ? { updated_at: a.updatedAt.toISOString() } : {}),
+  };
+}
+
+/**
+ * Whether an account can charge an instrument (§13): a clear card number only where the account
+ * allows raw card data. The review rejects the transaction with RET011 otherwise.
+ */
+export function accountAccepts(a: AccountConfig | null, instrument: Pick<PaymentInstrument, 'kind'>): boolean {
+  if (!a || a.processor === 'sandbox') return true;
+  return instrument.kind !== 'pan' || a.config.raw_card_data === true;
+}
+
+export interface AccountAdapterOptions {
+  stripe?: StripeAdapterOptions;
+  adyen?: AdyenAdapterOptions;
+}
+
+/** The adapter of a Stripe or Adyen account (sandbox accounts use the app's sandbox processor). */
+export function accountAdapter(a: AccountConfig, options: AccountAdapterOptions = {}): PaymentProcessor | null {
+  switch (a.processor) {
+    case 'stripe':
+      return new StripeProcessor(a.config, options.stripe);
+    case 'adyen':
+      return new AdyenProcessor(a.config, options.adyen);
+    case 'sandbox':
+      return null;
+  }
+}
+
+/** Where the accounts are read from (ProcessorAccountsRepository in the apps). */
+export interface ProcessorAccountSource {
+  /** The account of the division, else the merchant's default, else null. */
+  forDivision(merchantId: string, divisionNumber: string | null): Promise<ProcessorAccount | null>;
+}
+
+/**
+ * The processor of a transaction (§13): its merchant's account for its `division_number`, else the
+ * merchant's default account, else the app's processor (PROCESSOR). Adapters are kept per account
+ * and rebuilt when the account changes.
+ */
+export class ProcessorResolver {
+  private readonly cache = new Map<string, { stamp: number; processor: PaymentProcessor }>();
+
+  constructor(
+    private readonly accounts: ProcessorAccountSource,
+    private readonly fallback: PaymentProcessor,
+    private readonly options: AccountAdapterOptions = {},
+  ) {}
+
+  async account(merchantId: string, divisionNumber: string | null): Promise<ProcessorAccount | null> {
+    return this.accounts.forDivision(merchantId, divisionNumber);
+  }
+
+  async forTransaction(merchantId: string, divisionNumber: string | null): Promise<PaymentProcessor> {
+    const account = await this.accounts.forDivision(merchantId, divisionNumber);
+    if (!account) return this.fallback;
+    const cached = this.cache.get(account.id);
+    if (cached && cached.stamp === account.updatedAt.getTime()) return cached.processor;
+    const processor = accountAdapter(account, this.options) ?? this.fallback;
+    this.cache.set(account.id, { stamp: account.updatedAt.getTime(), processor });
+    return processor;
+  }
+}
+
+/** A stored account as the db repository returns it (config opened, not yet validated). */
+export interface StoredAccountLike {
+  id: string;
+  merchantId: string;
+  divisionNumber: string;
+  processor: string;
+  config: unknown;
+  updatedAt: Date;
+}
+
+/**
+ * The ProcessorAccountSource of a repository (ProcessorAccountsRepository of @retain/db): each
+ * account's config is validated again as it is read.
+ */
+export function accountSourceOf(repo: {
+  forDivision(merchantId: string, divisionNumber: string | null): Promise<StoredAccountLike | null>;
+}): ProcessorAccountSource {
+  return {
+    async forDivision(merchantId, divisionNumber) {
+      const a = await repo.forDivision(merchantId, divisionNumber);
+      if (!a) return null;
+      return {
+        ...parseAccountConfig(a.processor, a.config),
+        id: a.id,
+        merchantId: a.merchantId,
+        divisionNumber: a.divisionNumber,
+        updatedAt: a.updatedAt,
+      };
+    },
+  };
+}

@@ -1,0 +1,249 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { ChargeRequest } from './processor.port';
+import { ProcessorUnavailableError } from './processor.port';
+import { STRIPE_KEY_METADATA, StripeProcessor } from './stripe.processor';
+import { StripeFake } from './testing/stripe-fake';
+
+const fake = new StripeFake('sk_test_retain_spec');
+let base = '';
+const adapter = (over: { raw_card_data?: boolean } = {}): StripeProcessor =>
+  new StripeProcessor({ secret_key: fake.secretKey, api_base: base, ...over }, { timeoutMs: 400 });
+
+let seq = 0;
+const req = (over: Partial<ChargeRequest> = {}): ChargeRequest => ({
+  idempotencyKey: `att_stripe_${++seq}_${Date.now()}`,
+  attemptNumber: 1,
+  amountMinor: 1999n,
+  currency: 'USD',
+  instrument: { kind: 'token', token: 'cus_Q1|pm_card_visa', isNetworkToken: false },
+  originalResponseCode: '51',
+  divisionNumber: 'd1',
+  networkTransactionId: '123456789012345',
+  at: new Date('2026-03-13T09:00:00Z'),
+  ...over,
+});
+
+beforeAll(async () => {
+  base = await fake.start();
+});
+afterAll(() => fake.close());
+afterEach(() => {
+  fake.rawCardDataAllowed = false;
+});
+
+describe('Stripe adapter against the Stripe wire fake', () => {
+  it('charges a saved PaymentMethod off-session with the attempt vid as Idempotency-Key', async () => {
+    const r = req();
+    const result = await adapter().charge(r);
+    expect(result).toMatchObject({ outcome: 'approved', responseCode: '00' });
+    const [sent] = fake.received('POST', '/v1/payment_intents').slice(-1);
+    expect(sent!.headers['idempotency-key']).toBe(r.idempotencyKey);
+    expect(sent!.headers.authorization).toBe(`Bearer ${fake.secretKey}`);
+    expect(sent!.headers['content-type']).toMatch(/^application\/x-www-form-urlencoded/);
+    expect(sent!.body).toEqual({
+      amount: '1999',
+      currency: 'usd',
+      confirm: 'true',
+      off_session: 'true',
+      customer: 'cus_Q1',
+      payment_method: 'pm_card_visa',
+      payment_method_types: ['card'],
+      metadata: { [STRIPE_KEY_METADATA]: r.idempotencyKey },
+      payment_method_options: { card: { mit_exemption: { network_transaction_id: '123456789012345' } } },
+    });
+    expect(result.outcome === 'approved' && result.processorTransactionId).toMatch(/^pi_/);
+  });
+
+  it('sends amounts in minor units of the currency (JPY has none, KWD three)', async () => {
+    await adapter().charge(req({ amountMinor: 500n, currency: 'JPY' }));
+    await adapter().charge(req({ amountMinor: 10130n, currency: 'KWD' }));
+    const sent = fake.received('POST', '/v1/payment_intents').slice(-2);
+    expect(sent.map((s) => [s.body.amount, s.body.currency])).toEqual([
+      ['500', 'jpy'],
+      ['10130', 'kwd'],
+    ]);
+  });
+
+  it('never sends a card number to an account without raw card data, and sends it where allowed', async () => {
+    const pan = { kind: 'pan' as const, pan: '4242424242424242', expiration: '202812' };
+    const before = fake.requests.length;
+    const refused = await adapter().charge(req({ instrument: pan }));
+    expect(refused.outcome).toBe('declined');
+    expect(fake.requests.length).toBe(before);
+    expect(fake.requests.some((x) => x.rawBody.includes('4242424242424242'))).toBe(false);
+
+    fake.rawCardDataAllowed = true;
+    const ok = await adapter({ raw_card_data: true }).charge(req({ instrument: pan }));
+    expect(ok.outcome).toBe('approved');
+    const [sent] = fake.received('POST', '/v1/payment_intents').slice(-1);
+    expect(sent!.body.payment_method_data).toEqual({
+      type: 'card',
+      card: { number: '4242424242424242', exp_month: '12', exp_year: '2028' },
+    });
+  });
+
+  it('sends a network token with its cryptogram and ECI', async () => {
+    const result = await adapter().charge(
+      req({
+        instrument: {
+          kind: 'token',
+          token: '4895370012003478',
+          isNetworkToken: true,
+          cryptogram: 'AgAAAAAABk4DWZ4C28yUQAAAAAA=',
+          expiration: '202911',
+          eci: '05',
+        },
+      }),
+    );
+    expect(result.outcome).toBe('approved');
+    const [sent] = fake.received('POST', '/v1/payment_intents').slice(-1);
+    expect(sent!.body.payment_method_data).toEqual({
+      type: 'card',
+      card: {
+        exp_month: '11',
+        exp_year: '2029',
+        network_token: { number: '4895370012003478', exp_month: '11', exp_year: '2029' },
+      },
+    });
+    expect(sent!.body.payment_method_options).toEqual({
+      card: {
+        network_token: { cryptogram: 'AgAAAAAABk4DWZ4C28yUQAAAAAA=', electronic_commerce_indicator: '05' },
+        mit_exemption: { network_transaction_id: '123456789012345' },
+      },
+    });
+  });
+
+  it('normalizes a decline: network decline code, network advice code, brand', async () => {
+    fake.script('pm_mc_no_retry', {
+      decline_code: 'insufficient_funds',
+      network_decline_code: '51',
+      network_advice_code: '03',
+      brand: 'mastercard',
+    });
+    const result = await adapter().charge(
+      req({ instrument: { kind: 'token', token: 'pm_mc_no_retry', isNetworkToken: false } }),
+    );
+    expect(result).toMatchObject({
+      outcome: 'declined',
+      responseCode: '51',
+      merchantAdviceCode: '03',
+      network: 'mastercard',
+    });
+    expect(result.outcome === 'declined' && result.processorTransactionId).toMatch(/^pi_/);
+  });
+
+  it('maps a decline without a network code from Stripe decline_code (lost_card is 41)', async () => {
+    fake.script('pm_lost', { decline_code: 'lost_card', brand: 'visa' });
+    const result = await adapter().charge(
+      req({ instrument: { kind: 'token', token: 'pm_lost', isNetworkToken: false } }),
+    );
+    expect(result).toMatchObject({
+      outcome: 'declined',
+      responseCode: '41',
+      merchantAdviceCode: null,
+      network: 'visa',
+    });
+  });
+
+  it.each(['timeout', 'reset', '5xx', 'garbage'] as const)(
+    'a %s is an unknown outcome, never a decline',
+    async (fault) => {
+      // The SDK itself retries a closed connection once, with the same key: reset both.
+      fake.failNext(fault, fault === 'reset' ? 2 : 1);
+      const r = req();
+      const result = await adapter().charge(r);
+      expect(result.outcome).toBe('error');
+      // Nothing was charged: the lookup says so.
+      expect(await adapter().lookupCharge(r.idempotencyKey)).toBeNull();
+    },
+  );
+
+  it('a 429 is an unknown outcome that carries Retry-After', async () => {
+    fake.retryAfterSeconds = 7;
+    fake.failNext('429');
+    const result = await adapter().charge(req());
+    expect(result).toMatchObject({ outcome: 'error', retryAfterMs: 7000 });
+  });
+
+  it('a charge that went through but timed out is found by lookup and never charged twice', async () => {
+    const r = req();
+    fake.failNext('charge-then-timeout');
+    const first = await adapter().charge(r);
+    expect(first.outcome).toBe('error');
+    const found = await adapter().lookupCharge(r.idempotencyKey);
+    expect(found).toMatchObject({ outcome: 'approved', responseCode: '00' });
+    // Replaying the same attempt (same key) returns Stripe's stored answer, not a second charge.
+    const replay = await adapter().lookupCharge(r.idempotencyKey, r);
+    expect(replay).toEqual(found);
+    const again = await adapter().charge(r);
+    expect(again).toEqual(found);
+    const mine = fake
+      .succeeded()
+      .filter((pi) => (pi.metadata as Record<string, string>)[STRIPE_KEY_METADATA] === r.idempotencyKey);
+    expect(mine).toHaveLength(1);
+    expect(fake.received('POST', '/v1/payment_intents').slice(-1)[0]!.headers['idempotency-key']).toBe(
+      r.idempotencyKey,
+    );
+  });
+
+  it("a connection reset after the charge: the SDK's retry under the same key gets the stored answer", async () => {
+    const r = req();
+    fake.failNext('charge-then-reset');
+    expect(await adapter().charge(r)).toMatchObject({ outcome: 'approved' });
+    const sent = fake.received('POST', '/v1/payment_intents').slice(-2);
+    expect(sent.map((s) => s.headers['idempotency-key'])).toEqual([r.idempotencyKey, r.idempotencyKey]);
+    expect(await adapter().lookupCharge(r.idempotencyKey, r)).toMatchObject({ outcome: 'approved' });
+    expect(
+      fake
+        .succeeded()
+        .filter((pi) => (pi.metadata as Record<string, string>)[STRIPE_KEY_METADATA] === r.idempotencyKey),
+    ).toHaveLength(1);
+  });
+
+  it('refunds by PaymentIntent with its own Idempotency-Key; a rejected refund fails; an unanswered one throws', async () => {
+    const charged = await adapter().charge(req());
+    if (charged.outcome !== 'approved') throw new Error('expected approval');
+    const refund = await adapter().refund({
+      idempotencyKey: 'rfd_1',
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor: 1999n,
+      currency: 'USD',
+    });
+    expect(refund).toMatchObject({ outcome: 'completed' });
+    const [sent] = fake.received('POST', '/v1/refunds').slice(-1);
+    expect(sent!.body).toEqual({ payment_intent: charged.processorTransactionId, amount: '1999' });
+    expect(sent!.headers['idempotency-key']).toBe('rfd_1');
+
+    const again = await adapter().refund({
+      idempotencyKey: 'rfd_2',
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor: 1n,
+      currency: 'USD',
+    });
+    expect(again).toMatchObject({ outcome: 'failed', processorRefundId: null });
+
+    fake.failNext('5xx');
+    await expect(
+      adapter().refund({
+        idempotencyKey: 'rfd_3',
+        processorTransactionId: charged.processorTransactionId,
+        amountMinor: 1n,
+        currency: 'USD',
+      }),
+    ).rejects.toBeInstanceOf(ProcessorUnavailableError);
+  });
+
+  it('a rejected API key is an error (nothing charged), never a decline', async () => {
+    const wrong = new StripeProcessor({ secret_key: 'sk_test_wrong', api_base: base }, { timeoutMs: 400 });
+    expect(await wrong.charge(req())).toMatchObject({ outcome: 'error' });
+  });
+
+  it('errors carry no card number or key', async () => {
+    fake.rawCardDataAllowed = true;
+    fake.failNext('5xx');
+    const result = await adapter({ raw_card_data: true }).charge(
+      req({ instrument: { kind: 'pan', pan: '4242424242424242' } }),
+    );
+    expect(JSON.stringify(result)).not.toMatch(/4242424242424242|sk_test/);
+  });
+});

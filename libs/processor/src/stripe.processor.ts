@@ -1,0 +1,284 @@
+import Stripe from 'stripe';
+import {
+  ProcessorUnavailableError,
+  type CardNetwork,
+  type ChargeRequest,
+  type ChargeResult,
+  type DetokenizeResult,
+  type PaymentProcessor,
+  type ProcessorLimits,
+  type RefundRequest,
+  type RefundResult,
+} from './processor.port';
+import { DEFAULT_NETWORK_TOKEN_ECI, expiryParts, networkOfBrand, retryAfterMs, wireError } from './wire';
+
+/** A merchant's Stripe account (decisions §13 config file). */
+export interface StripeAccountConfig {
+  secret_key: string;
+  /** Default https://api.stripe.com; tests and proxies point it elsewhere. */
+  api_base?: string;
+  /** Full card numbers may be sent (the account is allowed to); otherwise tokens only. */
+  raw_card_data?: boolean;
+}
+
+export interface StripeAdapterOptions {
+  /** Per-request timeout (ms). A charge that times out is an `error`, resolved by lookup. */
+  timeoutMs?: number;
+}
+
+/** Metadata key of the attempt's vid on every PaymentIntent: what lookupCharge searches. */
+export const STRIPE_KEY_METADATA = 'retain_attempt';
+
+/**
+ * Stripe's decline_code (https://docs.stripe.com/declines/codes) as the ISO 8583 code the retry
+ * policy knows, used when the network's own code (network_decline_code) is absent.
+ */
+const STRIPE_DECLINE_CODES: Readonly<Record<string, string>> = {
+  insufficient_funds: '51',
+  do_not_honor: '05',
+  generic_decline: '05',
+  call_issuer: '05',
+  expired_card: '54',
+  lost_card: '41',
+  stolen_card: '43',
+  pickup_card: '04',
+  restricted_card: '62',
+  fraudulent: '59',
+  merchant_blacklist: '59',
+  incorrect_number: '14',
+  invalid_number: '14',
+  invalid_account: '14',
+  invalid_amount: '13',
+  card_velocity_exceeded: '65',
+  withdrawal_count_limit_exceeded: '65',
+  card_not_supported: '57',
+  transaction_not_allowed: '57',
+  currency_not_supported: '57',
+  not_permitted: '57',
+  revocation_of_all_authorizations: 'R1',
+  revocation_of_authorization: 'R0',
+  stop_payment_order: 'R0',
+  try_again_later: '91',
+  issuer_not_available: '91',
+  processing_error: '96',
+  authentication_required: '1A',
+};
+
+/**
+ * Stripe adapter (decisions §13): every charge is a merchant-initiated, off-session PaymentIntent
+ * created and confirmed in one call (`confirm=true`, `off_session=true`) with the attempt's vid as
+ * Idempotency-Key and as metadata, the original customer-initiated charge's network transaction id
+ * in `payment_method_options[card][mit_exemption][network_transaction_id]` (a gated Stripe
+ * parameter, absent from the public OpenAPI spec and the SDK's types: the account must have it
+ * enabled), a saved PaymentMethod (`pm_...`, `cus_...|pm_...`), a network token with its cryptogram
+ * and ECI, or, for accounts allowed raw card data, the card number in `payment_method_data`.
+ */
+export class StripeProcessor implements PaymentProcessor {
+  readonly name = 'stripe';
+  readonly limits: ProcessorLimits = {
+    maxPaymentMethodIdLength: 255,
+    // Stripe's statement_descriptor_suffix: at most 22 characters, no < > \ ' " *.
+    billingDescriptorPattern: /^[A-Za-z0-9 .&-]{1,22}$/,
+  };
+  private readonly stripe: Stripe;
+
+  constructor(
+    private readonly account: StripeAccountConfig,
+    options: StripeAdapterOptions = {},
+  ) {
+    const base = new URL(account.api_base ?? 'https://api.stripe.com');
+    this.stripe = new Stripe(account.secret_key, {
+      host: base.hostname,
+      port: base.port || (base.protocol === 'http:' ? 80 : 443),
+      protocol: base.protocol === 'http:' ? 'http' : 'https',
+      timeout: options.timeoutMs ?? 30_000,
+      // Retries are the retry worker's business (with the same key): one call, one answer here.
+      maxNetworkRetries: 0,
+      telemetry: false,
+    });
+  }
+
+  async charge(req: ChargeRequest): Promise<ChargeResult> {
+    let params: Record<string, unknown>;
+    try {
+      params = this.params(req);
+    } catch (e) {
+      // Never sent: a request Retain cannot make for this account is a decline, not an unknown.
+      return { ...declined('14', null, 'other', ''), message: (e as Error).message };
+    }
+    try {
+      const pi = await this.stripe.paymentIntents.create(params as unknown as Stripe.PaymentIntentCreateParams, {
+        idempotencyKey: req.idempotencyKey,
+      });
+      return intentResult(pi);
+    } catch (e) {
+      return errorResult(e);
+    }
+  }
+
+  async lookupCharge(idempotencyKey: string, original?: ChargeRequest): Promise<ChargeResult | null> {
+    try {
+      // Search is eventually consistent (Stripe: usually searchable within a minute): a PaymentIntent
+      // found is final; none found is only trusted when there is no original to replay.
+      const found = await this.stripe.paymentIntents.search({
+        query: `metadata['${STRIPE_KEY_METADATA}']:'${idempotencyKey.replace(/'/g, "\\'")}'`,
+        limit: 1,
+      });
+      const pi = found.data[0];
+      if (pi) return intentResult(pi);
+    } catch (e) {
+      return errorResult(e);
+    }
+    // Replaying under the same key returns Stripe's stored response, or makes this attempt's
+    // one charge if the first request never arrived.
+    if (original && original.idempotencyKey === idempotencyKey) return this.charge(original);
+    return null;
+  }
+
+  async refund(req: RefundRequest): Promise<RefundResult> {
+    try {
+      const r = await this.stripe.refunds.create(
+        { payment_intent: req.processorTransactionId, amount: Number(req.amountMinor) },
+        { idempotencyKey: req.idempotencyKey },
+      );
+      if (r.status === 'succeeded' || r.status === 'pending') {
+        return {
+          outcome: 'completed',
+          processorRefundId: r.id,
+          message: r.status === 'pending' ? 'Refund pending' : 'Refunded',
+        };
+      }
+      return { outcome: 'failed', processorRefundId: r.id, message: `Refund ${r.status ?? 'failed'}` };
+    } catch (e) {
+      if (e instanceof Stripe.errors.StripeError && isDecision(e)) {
+        return { outcome: 'failed', processorRefundId: null, message: `Refund rejected: ${e.code ?? e.type}` };
+      }
+      const err = errorResult(e);
+      throw new ProcessorUnavailableError(err.message, err.outcome === 'error' ? (err.retryAfterMs ?? null) : null);
+    }
+  }
+
+  /** Stripe never gives card numbers back: tokens are charged as they are (see checkToken). */
+  async detokenize(): Promise<DetokenizeResult> {
+    return { ok: false, message: 'Stripe payment methods cannot be detokenized' };
+  }
+
+  checkToken(token: string): { ok: true } | { ok: false; message: string } {
+    return /^(cus_[A-Za-z0-9]+\|)?(pm|card|src)_[A-Za-z0-9_]+$/.test(token) || /^\d{13,19}$/.test(token)
+      ? { ok: true }
+      : { ok: false, message: 'Not a Stripe PaymentMethod id' };
+  }
+
+  /** The form parameters of the PaymentIntent (the SDK encodes them as Stripe's nested form). */
+  params(req: ChargeRequest): Record<string, unknown> {
+    const card: Record<string, unknown> = {};
+    const p: Record<string, unknown> = {
+      amount: Number(req.amountMinor),
+      currency: req.currency.toLowerCase(),
+      confirm: true,
+      off_session: true,
+      payment_method_types: ['card'],
+      metadata: { [STRIPE_KEY_METADATA]: req.idempotencyKey },
+    };
+    if (req.billingDescriptor) p.statement_descriptor_suffix = req.billingDescriptor;
+    const inst = req.instrument;
+    if (inst.kind === 'pan') {
+      if (!this.account.raw_card_data) throw new Error('This Stripe account takes tokenized payment methods only');
+      const exp = expiryParts(inst.expiration);
+      p.payment_method_data = {
+        type: 'card',
+        card: { number: inst.pan.replace(/[\s-]/g, ''), ...(exp ? { exp_month: exp.month, exp_year: exp.year } : {}) },
+      };
+    } else if (inst.isNetworkToken) {
+      const exp = expiryParts(inst.expiration);
+      p.payment_method_data = {
+        type: 'card',
+        card: {
+          ...(exp ? { exp_month: exp.month, exp_year: exp.year } : {}),
+          network_token: { number: inst.token, ...(exp ? { exp_month: exp.month, exp_year: exp.year } : {}) },
+        },
+      };
+      card.network_token = {
+        ...(inst.cryptogram ? { cryptogram: inst.cryptogram } : {}),
+        electronic_commerce_indicator: inst.eci ?? DEFAULT_NETWORK_TOKEN_ECI,
+      };
+    } else {
+      const [customer, pm] = inst.token.includes('|') ? inst.token.split('|', 2) : [null, inst.token];
+      if (customer) p.customer = customer;
+      p.payment_method = pm;
+    }
+    if (req.networkTransactionId) card.mit_exemption = { network_transaction_id: req.networkTransactionId };
+    if (Object.keys(card).length > 0) p.payment_method_options = { card };
+    return p;
+  }
+}
+
+function declined(responseCode: string, mac: string | null, network: CardNetwork, id: string): ChargeResult {
+  return {
+    outcome: 'declined',
+    responseCode,
+    merchantAdviceCode: mac,
+    network,
+    processorTransactionId: id,
+    message: 'Declined',
+  };
+}
+
+function intentResult(pi: Stripe.PaymentIntent): ChargeResult {
+  if (pi.status === 'succeeded' || pi.status === 'requires_capture') {
+    return { outcome: 'approved', responseCode: '00', processorTransactionId: pi.id, message: 'Approved' };
+  }
+  const err = pi.last_payment_error;
+  if (pi.status === 'requires_payment_method' || pi.status === 'canceled' || pi.status === 'requires_action') {
+    if (!err && pi.status === 'requires_action') {
+      return { ...declined('1A', null, 'other', pi.id), message: 'Authentication required' };
+    }
+    return cardDecline(err ?? {}, pi.id);
+  }
+  // processing, requires_confirmation: no decision yet.
+  return wireError(`Stripe PaymentIntent ${pi.status}`);
+}
+
+interface StripeDeclineFields {
+  code?: string | null;
+  decline_code?: string | null;
+  network_decline_code?: string | null;
+  network_advice_code?: string | null;
+  message?: string | null;
+  payment_method?: { card?: { brand?: string | null } | null } | null;
+}
+
+function cardDecline(e: StripeDeclineFields, id: string): ChargeResult {
+  const reason = e.decline_code ?? e.code ?? 'generic_decline';
+  const responseCode = e.network_decline_code || STRIPE_DECLINE_CODES[reason] || '05';
+  return {
+    outcome: 'declined',
+    responseCode,
+    merchantAdviceCode: e.network_advice_code || null,
+    network: networkOfBrand(e.payment_method?.card?.brand),
+    processorTransactionId: id,
+    message: `Declined (${reason})`,
+  };
+}
+
+/** A Stripe answer that is a decision (4xx but 429/409), not a failure of the wire. */
+function isDecision(e: InstanceType<typeof Stripe.errors.StripeError>): boolean {
+  const s = e.statusCode ?? 0;
+  return s >= 400 && s < 500 && s !== 429 && s !== 409 && e.type !== 'StripeIdempotencyError';
+}
+
+function errorResult(e: unknown): ChargeResult {
+  if (e instanceof Stripe.errors.StripeCardError) {
+    const raw = e.raw as StripeDeclineFields & { payment_intent?: { id?: string } };
+    return cardDecline(raw, raw.payment_intent?.id ?? e.payment_intent?.id ?? '');
+  }
+  if (e instanceof Stripe.errors.StripeRateLimitError) {
+    const h = (e.headers ?? {}) as Record<string, string>;
+    return wireError('Stripe rate limit (429)', retryAfterMs(h['retry-after']));
+  }
+  if (e instanceof Stripe.errors.StripeConnectionError) return wireError('Stripe unreachable or timed out');
+  if (e instanceof Stripe.errors.StripeError) {
+    return wireError(`Stripe ${e.statusCode ?? ''} ${e.type}${e.code ? ` ${e.code}` : ''}`.replace(/\s+/g, ' '));
+  }
+  return wireError('Stripe call failed');
+}

@@ -1,0 +1,204 @@
+import { randomId, WireFake, type FakeResponse, type RecordedRequest } from './fake-server';
+
+/**
+ * A local Adyen Checkout API written from Adyen's public reference
+ * (https://docs.adyen.com/api-explorer/Checkout/71): HTTPS, JSON bodies, `X-API-Key`;
+ * `POST /v{n}/payments` answering `resultCode` Authorised / Refused with `refusalReason`,
+ * `refusalReasonCode` and, in `additionalData`, `refusalReasonRaw` (the raw network response) and
+ * `merchantAdviceCode` (Mastercard), `networkTxReference` on approvals; `POST
+ * /v{n}/payments/{pspReference}/refunds` answering 201 `status: received`; idempotency per
+ * https://docs.adyen.com/development-resources/api-idempotency (a key seen before returns the first
+ * response, not processed again, echoing the `Idempotency-Key` header); errors as
+ * `{status, errorCode, message, errorType}`. Raw card fields are refused (403, errorCode 010)
+ * unless the account may send them.
+ */
+export interface AdyenRefusal {
+  refusalReason: string;
+  refusalReasonCode: string;
+  /** e.g. `51 : Insufficient funds` */
+  refusalReasonRaw?: string;
+  /** e.g. `03: Do not try again` */
+  merchantAdviceCode?: string;
+  brand?: string;
+}
+
+type Outcome = 'Authorised' | AdyenRefusal;
+
+/**
+ * 4111... and 5555...4444 are Adyen test cards (approved); the refusals stand in for Adyen's
+ * test triggers, with the same numbers as the Stripe fake so the contract scenarios match.
+ */
+const TEST_CARDS: Record<string, Outcome> = {
+  '4111111111111111': 'Authorised',
+  '5555555555554444': 'Authorised',
+  '4000000000000002': { refusalReason: 'Refused', refusalReasonCode: '2', refusalReasonRaw: '05 : Do not honor' },
+  '4000000000009995': {
+    refusalReason: 'Not enough balance',
+    refusalReasonCode: '12',
+    refusalReasonRaw: '51 : Insufficient funds',
+  },
+  '4000000000000069': { refusalReason: 'Expired Card', refusalReasonCode: '6', refusalReasonRaw: '54 : Expired card' },
+};
+
+interface StoredPayment {
+  body: Record<string, unknown>;
+  response: Record<string, unknown>;
+  refunded: number;
+}
+
+export class AdyenFake extends WireFake {
+  rawCardDataAllowed = false;
+  readonly payments = new Map<string, StoredPayment>();
+  readonly refunds: Record<string, unknown>[] = [];
+  private readonly scripted = new Map<string, Outcome>();
+  private readonly idempotency = new Map<string, FakeResponse | null>();
+
+  constructor(
+    readonly apiKey = 'AQE_fake_retain_key',
+    readonly merchantAccount = 'RetainTestECOM',
+  ) {
+    super(true);
+  }
+
+  /** The storedPaymentMethodId, card or token number answers `outcome`. */
+  script(idOrNumber: string, outcome: Outcome): void {
+    this.scripted.set(idOrNumber, outcome);
+  }
+
+  authorised(): StoredPayment[] {
+    return [...this.payments.values()].filter((p) => p.response.resultCode === 'Authorised');
+  }
+
+  protected parseBody(raw: string): Record<string, unknown> {
+    return JSON.parse(raw) as Record<string, unknown>;
+  }
+
+  protected errorBody(status: number): unknown {
+    return status === 429
+      ? { status: 429, errorCode: '429', message: 'Too many requests', errorType: 'validation' }
+      : { status: 500, errorCode: '000', message: 'Internal server error', errorType: 'internal' };
+  }
+
+  protected handle(req: RecordedRequest): FakeResponse {
+    if (req.headers['x-api-key'] !== this.apiKey) {
+      return error(401, '000', 'HTTP Status Response - Unauthorized', 'security');
+    }
+    if (req.method !== 'POST') return error(405, '000', 'Method not allowed', 'validation');
+    const key = req.headers['idempotency-key'];
+    if (typeof key === 'string' && key) {
+      if (key.length > 64) return error(422, '000', 'Idempotency key exceeds 64 characters', 'validation');
+      if (this.idempotency.has(key)) {
+        const first = this.idempotency.get(key);
+        if (!first) return error(422, '704', 'request already processed or in progress', 'validation');
+        return first;
+      }
+      this.idempotency.set(key, null);
+      const response = this.route(req);
+      const stored = { ...response, headers: { ...(response.headers ?? {}), 'Idempotency-Key': key } };
+      this.idempotency.set(key, stored);
+      return stored;
+    }
+    return this.route(req);
+  }
+
+  private route(req: RecordedRequest): FakeResponse {
+    if (/^\/v\d+\/payments$/.test(req.path)) return this.pay(req.body);
+    const m = /^\/v\d+\/payments\/([^/]+)\/refunds$/.exec(req.path);
+    if (m) return this.refund(m[1]!, req.body);
+    return error(404, '000', `Not found: ${req.path}`, 'validation');
+  }
+
+  private pay(b: Record<string, unknown>): FakeResponse {
+    if (b.merchantAccount !== this.merchantAccount) {
+      return error(403, '901', 'Invalid Merchant Account', 'security');
+    }
+    const amount = b.amount as { value?: unknown; currency?: unknown } | undefined;
+    if (
+      !amount ||
+      !Number.isInteger(amount.value) ||
+      typeof amount.currency !== 'string' ||
+      !/^[A-Z]{3}$/.test(amount.currency)
+    ) {
+      return error(422, '100', 'Required field amount is not provided or invalid', 'validation');
+    }
+    if (typeof b.reference !== 'string' || !b.reference)
+      return error(422, '130', 'Required field reference is missing', 'validation');
+    const pm = b.paymentMethod as Record<string, string> | undefined;
+    if (!pm) return error(422, '14_012', 'Required object paymentMethod is not provided', 'validation');
+    if (pm.storedPaymentMethodId && !b.shopperReference) {
+      return error(422, '157', 'Required field shopperReference is not provided', 'validation');
+    }
+    if (pm.type === 'scheme' && pm.number && !this.rawCardDataAllowed) {
+      return error(403, '010', 'Not allowed', 'security');
+    }
+    const key = pm.storedPaymentMethodId ?? pm.number;
+    if (!key) return error(422, '129', 'Required field paymentMethod.number is not provided', 'validation');
+    const outcome = this.scripted.get(key) ?? TEST_CARDS[key] ?? 'Authorised';
+    const brand = (typeof outcome === 'object' && outcome.brand) || brandOf(key);
+    const pspReference = randomId(16).toUpperCase();
+    const base = {
+      pspReference,
+      merchantReference: b.reference,
+      amount,
+      paymentMethod: { type: 'scheme', brand },
+    };
+    const response: Record<string, unknown> =
+      outcome === 'Authorised'
+        ? {
+            ...base,
+            resultCode: 'Authorised',
+            additionalData: {
+              networkTxReference: `MCC${randomId(10)}`,
+              authCode: '084613',
+              refusalReasonRaw: 'AUTHORISED',
+            },
+          }
+        : {
+            ...base,
+            resultCode: 'Refused',
+            refusalReason: outcome.refusalReason,
+            refusalReasonCode: outcome.refusalReasonCode,
+            additionalData: {
+              ...(outcome.refusalReasonRaw ? { refusalReasonRaw: outcome.refusalReasonRaw } : {}),
+              ...(outcome.merchantAdviceCode ? { merchantAdviceCode: outcome.merchantAdviceCode } : {}),
+            },
+          };
+    this.payments.set(pspReference, { body: b, response, refunded: 0 });
+    return { status: 200, body: response };
+  }
+
+  private refund(psp: string, b: Record<string, unknown>): FakeResponse {
+    const payment = this.payments.get(psp);
+    if (!payment || payment.response.resultCode !== 'Authorised') {
+      return error(422, '167', 'Original pspReference required for this operation', 'validation');
+    }
+    if (b.merchantAccount !== this.merchantAccount) return error(403, '901', 'Invalid Merchant Account', 'security');
+    const amount = b.amount as { value: number; currency: string };
+    const paid = (payment.response.amount as { value: number }).value;
+    if (!amount || !Number.isInteger(amount.value) || amount.value + payment.refunded > paid) {
+      return error(422, '137', 'Invalid amount specified', 'validation');
+    }
+    payment.refunded += amount.value;
+    const refund = {
+      merchantAccount: this.merchantAccount,
+      paymentPspReference: psp,
+      pspReference: randomId(16).toUpperCase(),
+      reference: b.reference,
+      status: 'received',
+      amount,
+    };
+    this.refunds.push(refund);
+    return { status: 201, body: refund };
+  }
+}
+
+function error(status: number, errorCode: string, message: string, errorType: string): FakeResponse {
+  return { status, body: { status, errorCode, message, errorType, pspReference: randomId(16).toUpperCase() } };
+}
+
+function brandOf(n: string): string {
+  if (/^4/.test(n)) return 'visa';
+  if (/^(5[1-5]|2[2-7])/.test(n)) return 'mc';
+  if (/^3[47]/.test(n)) return 'amex';
+  return 'visa';
+}

@@ -1,0 +1,354 @@
+import { randomId, WireFake, type FakeResponse, type RecordedRequest } from './fake-server';
+
+/**
+ * A local Stripe written from Stripe's public API reference (https://docs.stripe.com/api):
+ * `POST /v1/payment_intents` (form-encoded, `Authorization: Bearer sk_...`), `GET
+ * /v1/payment_intents/search?query=metadata['k']:'v'`, `GET /v1/payment_intents/:id`, `POST
+ * /v1/refunds`; idempotency per https://docs.stripe.com/api/idempotent_requests (the same key
+ * replays the stored status and body with `Idempotent-Replayed: true`; other parameters under a
+ * used key: 400 `idempotency_error`; a key still in progress: 409); card declines as 402
+ * `card_error` with `decline_code`, `network_decline_code`, `network_advice_code` and the
+ * PaymentIntent (https://docs.stripe.com/declines/codes). Outcomes follow Stripe's test cards and
+ * PaymentMethods (https://docs.stripe.com/testing); `script()` adds others.
+ */
+export interface StripeDecline {
+  decline_code: string;
+  network_decline_code?: string;
+  network_advice_code?: string;
+  /** Card brand of the PaymentMethod (default: from the number or pm name). */
+  brand?: string;
+}
+
+type Outcome = 'succeeded' | StripeDecline;
+
+const TEST_CARDS: Record<string, Outcome> = {
+  pm_card_visa: 'succeeded',
+  pm_card_mastercard: 'succeeded',
+  pm_card_amex: 'succeeded',
+  '4242424242424242': 'succeeded',
+  '5555555555554444': 'succeeded',
+  pm_card_chargeDeclined: { decline_code: 'generic_decline', network_decline_code: '05' },
+  '4000000000000002': { decline_code: 'generic_decline', network_decline_code: '05' },
+  pm_card_chargeDeclinedInsufficientFunds: { decline_code: 'insufficient_funds', network_decline_code: '51' },
+  '4000000000009995': { decline_code: 'insufficient_funds', network_decline_code: '51' },
+  pm_card_chargeDeclinedExpiredCard: { decline_code: 'expired_card', network_decline_code: '54' },
+  '4000000000000069': { decline_code: 'expired_card', network_decline_code: '54' },
+  pm_card_chargeDeclinedLostCard: { decline_code: 'lost_card', network_decline_code: '41' },
+  '4000000000009987': { decline_code: 'lost_card', network_decline_code: '41' },
+  pm_card_authenticationRequired: { decline_code: 'authentication_required' },
+  '4000002760003184': { decline_code: 'authentication_required' },
+};
+
+interface StoredIntent {
+  pi: Record<string, unknown>;
+  amountRefunded: number;
+}
+
+interface IdempotentEntry {
+  params: string;
+  path: string;
+  response: FakeResponse | null; // null: in progress
+}
+
+export class StripeFake extends WireFake {
+  /** Whether the account may send raw card numbers (Stripe gates it per account). */
+  rawCardDataAllowed = false;
+  /** PaymentIntents by id. */
+  readonly intents = new Map<string, StoredIntent>();
+  readonly refunds: Record<string, unknown>[] = [];
+  private readonly scripted = new Map<string, Outcome>();
+  private readonly idempotency = new Map<string, IdempotentEntry>();
+
+  constructor(readonly secretKey = 'sk_test_fake_retain') {
+    super(false);
+  }
+
+  /** The PaymentMethod id or card number answers `outcome`. */
+  script(pmOrNumber: string, outcome: Outcome): void {
+    this.scripted.set(pmOrNumber, outcome);
+  }
+
+  /** PaymentIntents that succeeded (money taken), e.g. to prove one charge per key. */
+  succeeded(): Record<string, unknown>[] {
+    return [...this.intents.values()].map((s) => s.pi).filter((pi) => pi.status === 'succeeded');
+  }
+
+  protected parseBody(raw: string): Record<string, unknown> {
+    return parseStripeForm(raw);
+  }
+
+  protected errorBody(status: number): unknown {
+    return status === 429
+      ? {
+          error: {
+            type: 'invalid_request_error',
+            code: 'rate_limit',
+            message: 'Too many requests made to the API too quickly',
+          },
+        }
+      : { error: { type: 'api_error', message: 'An unknown error occurred' } };
+  }
+
+  protected handle(req: RecordedRequest): FakeResponse {
+    if (req.headers.authorization !== `Bearer ${this.secretKey}`) {
+      return err(401, { type: 'invalid_request_error', message: 'Invalid API Key provided: sk_****' });
+    }
+    if (req.method === 'GET') return this.get(req);
+    const key = req.headers['idempotency-key'];
+    if (typeof key !== 'string' || !key) return this.post(req);
+    const params = stableParams(req.body);
+    const seen = this.idempotency.get(key);
+    if (seen) {
+      if (!seen.response) {
+        return err(409, {
+          type: 'idempotency_error',
+          code: 'idempotency_key_in_use',
+          message: 'There is currently another in-progress request using this Idempotent Key.',
+        });
+      }
+      if (seen.params !== params || seen.path !== req.path) {
+        return err(400, {
+          type: 'idempotency_error',
+          message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
+        });
+      }
+      return { ...seen.response, headers: { ...(seen.response.headers ?? {}), 'Idempotent-Replayed': 'true' } };
+    }
+    const entry: IdempotentEntry = { params, path: req.path, response: null };
+    this.idempotency.set(key, entry);
+    const response = this.post(req);
+    // Stripe saves the result of a request that began executing (validation failures are not saved).
+    if (response.status === 400 && !(response.body as { error: { payment_intent?: unknown } }).error.payment_intent) {
+      this.idempotency.delete(key);
+    } else {
+      entry.response = { ...response, headers: { ...(response.headers ?? {}), 'Idempotency-Key': key } };
+    }
+    return response;
+  }
+
+  private get(req: RecordedRequest): FakeResponse {
+    if (req.path === '/v1/payment_intents/search') {
+      const query = req.query.get('query') ?? '';
+      const m = /^metadata\['([^']+)'\]:'((?:[^'\\]|\\.)*)'$/.exec(query.trim());
+      if (!m) return err(400, { type: 'invalid_request_error', message: `Invalid search query: ${query}` });
+      const [, k, v] = m;
+      const value = v!.replace(/\\'/g, "'");
+      const data = [...this.intents.values()]
+        .map((s) => s.pi)
+        .filter((pi) => (pi.metadata as Record<string, string>)[k!] === value);
+      return {
+        status: 200,
+        body: { object: 'search_result', data, has_more: false, next_page: null, url: '/v1/payment_intents/search' },
+      };
+    }
+    const m = /^\/v1\/payment_intents\/([^/]+)$/.exec(req.path);
+    const stored = m ? this.intents.get(m[1]!) : undefined;
+    if (!stored)
+      return err(404, { type: 'invalid_request_error', code: 'resource_missing', message: 'No such payment_intent' });
+    return { status: 200, body: stored.pi };
+  }
+
+  private post(req: RecordedRequest): FakeResponse {
+    if (req.path === '/v1/payment_intents') return this.createIntent(req.body);
+    if (req.path === '/v1/refunds') return this.createRefund(req.body);
+    return err(404, { type: 'invalid_request_error', message: `Unrecognized request URL (POST: ${req.path})` });
+  }
+
+  private createIntent(b: Record<string, unknown>): FakeResponse {
+    const amount = Number(b.amount);
+    if (!Number.isInteger(amount) || amount < 1) {
+      return err(400, {
+        type: 'invalid_request_error',
+        code: 'parameter_invalid_integer',
+        param: 'amount',
+        message: 'Invalid integer',
+      });
+    }
+    if (typeof b.currency !== 'string' || !/^[a-z]{3}$/.test(b.currency)) {
+      return err(400, { type: 'invalid_request_error', param: 'currency', message: 'Invalid currency' });
+    }
+    if (b.off_session !== undefined && b.confirm !== 'true') {
+      return err(400, {
+        type: 'invalid_request_error',
+        param: 'off_session',
+        message: 'off_session can only be used with confirm=true',
+      });
+    }
+    const pmd = b.payment_method_data as { type?: string; card?: Record<string, unknown> } | undefined;
+    const card = pmd?.card;
+    const networkToken = card?.network_token as Record<string, string> | undefined;
+    if (card?.number && !this.rawCardDataAllowed) {
+      return err(400, {
+        type: 'invalid_request_error',
+        message:
+          'Sending credit card numbers directly to the Stripe API is generally unsafe. To continue processing use Stripe.js, the Stripe mobile bindings, or Stripe Elements.',
+      });
+    }
+    const pmKey =
+      (b.payment_method as string | undefined) ?? (card?.number as string | undefined) ?? networkToken?.number;
+    if (!pmKey) {
+      return err(400, {
+        type: 'invalid_request_error',
+        message: 'You must provide a payment_method or payment_method_data',
+      });
+    }
+    if (typeof b.payment_method === 'string' && !/^(pm|card|src)_/.test(b.payment_method)) {
+      return err(400, {
+        type: 'invalid_request_error',
+        code: 'resource_missing',
+        param: 'payment_method',
+        message: `No such PaymentMethod: '${b.payment_method}'`,
+      });
+    }
+    const outcome = this.scripted.get(pmKey) ?? TEST_CARDS[pmKey] ?? 'succeeded';
+    const brand = (typeof outcome === 'object' && outcome.brand) || brandOf(pmKey);
+    const pmId = typeof b.payment_method === 'string' ? b.payment_method : `pm_${randomId()}`;
+    const paymentMethod = {
+      id: pmId,
+      object: 'payment_method',
+      type: 'card',
+      card: { brand, last4: pmKey.slice(-4), networks: { available: [brand] } },
+      customer: (b.customer as string) ?? null,
+    };
+    const id = `pi_${randomId()}`;
+    const chargeId = `ch_${randomId()}`;
+    const pi: Record<string, unknown> = {
+      id,
+      object: 'payment_intent',
+      amount,
+      amount_received: 0,
+      currency: b.currency,
+      customer: b.customer ?? null,
+      livemode: false,
+      metadata: (b.metadata as Record<string, string>) ?? {},
+      payment_method: pmId,
+      payment_method_types: ['card'],
+      statement_descriptor_suffix: b.statement_descriptor_suffix ?? null,
+      created: Math.floor(Date.now() / 1000),
+      latest_charge: chargeId,
+      last_payment_error: null,
+      status: 'succeeded',
+    };
+    if (outcome === 'succeeded') {
+      pi.amount_received = amount;
+      this.intents.set(id, { pi, amountRefunded: 0 });
+      return { status: 200, body: pi, headers: { 'Request-Id': `req_${randomId(14)}` } };
+    }
+    const error = {
+      type: 'card_error',
+      code: outcome.decline_code === 'authentication_required' ? 'authentication_required' : 'card_declined',
+      decline_code: outcome.decline_code,
+      ...(outcome.network_decline_code ? { network_decline_code: outcome.network_decline_code } : {}),
+      ...(outcome.network_advice_code ? { network_advice_code: outcome.network_advice_code } : {}),
+      message: 'Your card was declined.',
+      charge: chargeId,
+      doc_url: 'https://docs.stripe.com/error-codes/card-declined',
+      payment_method: paymentMethod,
+    };
+    pi.status = 'requires_payment_method';
+    pi.last_payment_error = error;
+    this.intents.set(id, { pi, amountRefunded: 0 });
+    return err(402, { ...error, payment_intent: pi });
+  }
+
+  private createRefund(b: Record<string, unknown>): FakeResponse {
+    const stored = typeof b.payment_intent === 'string' ? this.intents.get(b.payment_intent) : undefined;
+    if (!stored) {
+      return err(400, {
+        type: 'invalid_request_error',
+        code: 'resource_missing',
+        param: 'payment_intent',
+        message: `No such payment_intent: '${String(b.payment_intent)}'`,
+      });
+    }
+    if (stored.pi.status !== 'succeeded') {
+      return err(400, {
+        type: 'invalid_request_error',
+        message: 'This PaymentIntent does not have a successful charge to refund.',
+      });
+    }
+    const remaining = (stored.pi.amount as number) - stored.amountRefunded;
+    const amount = b.amount === undefined ? remaining : Number(b.amount);
+    if (remaining <= 0) {
+      return err(400, {
+        type: 'invalid_request_error',
+        code: 'charge_already_refunded',
+        message: 'Charge has already been refunded.',
+      });
+    }
+    if (amount > remaining) {
+      return err(400, {
+        type: 'invalid_request_error',
+        code: 'amount_too_large',
+        param: 'amount',
+        message: `Refund amount (${amount}) is greater than unrefunded amount on charge (${remaining})`,
+      });
+    }
+    stored.amountRefunded += amount;
+    const refund = {
+      id: `re_${randomId()}`,
+      object: 'refund',
+      amount,
+      currency: stored.pi.currency,
+      payment_intent: stored.pi.id,
+      charge: stored.pi.latest_charge,
+      status: 'succeeded',
+      created: Math.floor(Date.now() / 1000),
+    };
+    this.refunds.push(refund);
+    return { status: 200, body: refund };
+  }
+}
+
+function err(status: number, error: Record<string, unknown>): FakeResponse {
+  return {
+    status,
+    body: { error: { ...error, request_log_url: `https://dashboard.stripe.com/test/logs/req_${randomId(14)}` } },
+  };
+}
+
+function brandOf(pmOrNumber: string): string {
+  if (pmOrNumber.startsWith('pm_card_')) {
+    const b = pmOrNumber.slice(8).toLowerCase();
+    if (['visa', 'mastercard', 'amex', 'discover'].includes(b)) return b;
+    return 'visa';
+  }
+  if (/^4/.test(pmOrNumber)) return 'visa';
+  if (/^(5[1-5]|2[2-7])/.test(pmOrNumber)) return 'mastercard';
+  if (/^3[47]/.test(pmOrNumber)) return 'amex';
+  if (/^6/.test(pmOrNumber)) return 'discover';
+  return 'unknown';
+}
+
+/** Stripe's form encoding (`a[b][c]=v`, `list[0]=x`) as nested objects and arrays. */
+export function parseStripeForm(raw: string): Record<string, unknown> {
+  const root: Record<string, unknown> = {};
+  for (const [fullKey, value] of new URLSearchParams(raw)) {
+    const parts = fullKey.split('[').map((p, i) => (i === 0 ? p : p.replace(/\]$/, '')));
+    let node: Record<string, unknown> = root;
+    parts.forEach((part, i) => {
+      if (i === parts.length - 1) node[part] = value;
+      else node = (node[part] ??= {}) as Record<string, unknown>;
+    });
+  }
+  return arrays(root) as Record<string, unknown>;
+}
+
+function arrays(v: unknown): unknown {
+  if (!v || typeof v !== 'object') return v;
+  const o = v as Record<string, unknown>;
+  const keys = Object.keys(o);
+  if (keys.length > 0 && keys.every((k, i) => k === String(i))) return keys.map((k) => arrays(o[k]));
+  return Object.fromEntries(keys.map((k) => [k, arrays(o[k])]));
+}
+
+function stableParams(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableParams).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${k}:${stableParams((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v);
+}

@@ -1,0 +1,50 @@
+import type { CardNetwork, ChargeResult } from './processor.port';
+
+/**
+ * Shared pieces of the real-processor adapters: the network of a card brand name, ISO 8583 codes for
+ * processors' own decline reasons, and the `error` outcome of a failed wire call.
+ */
+
+/** Retain's network name for a processor's brand string (`visa`, `mastercard`, `MC`, `amex`, ...). */
+export function networkOfBrand(brand: string | null | undefined): CardNetwork {
+  const b = (brand ?? '').toLowerCase();
+  if (b.startsWith('visa')) return 'visa';
+  if (b === 'mc' || b.startsWith('mastercard') || b.startsWith('maestro')) return 'mastercard';
+  if (b.startsWith('amex') || b === 'american express') return 'amex';
+  if (b.startsWith('discover')) return 'discover';
+  return 'other';
+}
+
+/** A 2-character network code at the start of a processor's raw text ("51 : Insufficient funds"). */
+export function leadingCode(raw: string | null | undefined): string | null {
+  const m = /^\s*([0-9A-Z]{2})(?![0-9A-Za-z])/.exec(raw ?? '');
+  return m ? m[1]! : null;
+}
+
+/** Retry-After (seconds or an HTTP date) in ms, or null. */
+export function retryAfterMs(value: string | string[] | null | undefined, now = Date.now()): number | null {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (!v) return null;
+  if (/^\d+$/.test(v.trim())) return Number(v.trim()) * 1000;
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
+/** The port's unknown outcome. The message never carries request data (card numbers, keys). */
+export function wireError(message: string, retryAfter: number | null = null): ChargeResult {
+  return retryAfter === null ? { outcome: 'error', message } : { outcome: 'error', message, retryAfterMs: retryAfter };
+}
+
+/** `YYYYMM` (or `MMYY`, `MM/YY`) as month and 4-digit year. */
+export function expiryParts(expiration: string | null | undefined): { month: number; year: number } | null {
+  const d = (expiration ?? '').replace(/\D/g, '');
+  if (d.length === 6 && (d.startsWith('20') || d.startsWith('19'))) {
+    return { year: Number(d.slice(0, 4)), month: Number(d.slice(4)) };
+  }
+  if (d.length === 4) return { month: Number(d.slice(0, 2)), year: 2000 + Number(d.slice(2)) };
+  if (d.length === 6) return { month: Number(d.slice(0, 2)), year: Number(d.slice(2)) };
+  return null;
+}
+
+/** Default ECI of a merchant-initiated network-token charge without one of its own. */
+export const DEFAULT_NETWORK_TOKEN_ECI = '07';
