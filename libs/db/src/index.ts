@@ -1,3 +1,4 @@
 export * from './data-source';
 export * from './entities';
 export * from './repositories';
+export * from './transaction-retry';
