@@ -10,6 +10,7 @@ import {
   newVid,
   type ErrorEntry,
 } from '@retain/domain';
+import { inTransactionWithRetry } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import { OutboxRelay, QueueName, addToOutbox } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
@@ -78,7 +79,11 @@ export class SubmissionService {
       }
     }
 
+    // Rejections found while validating; a saving transaction that is retried starts again from these.
+    const validationErrors = new Map(errors);
     const run = async (m: EntityManager | DataSource, lock: boolean): Promise<NormalizedTransaction[]> => {
+      errors.clear();
+      for (const [index, errs] of validationErrors) errors.set(index, [...errs]);
       const accepted = await this.checkAgainstStored(m, merchant.id, candidates, addError, lock);
       return accepted;
     };
@@ -165,7 +170,7 @@ export class SubmissionService {
     check: (m: EntityManager, lock: boolean) => Promise<NormalizedTransaction[]>,
     rejectedCount: () => number,
   ): Promise<NormalizedTransaction[]> {
-    const { accepted, outboxIds } = await this.db.transaction(async (m) => {
+    const { accepted, outboxIds } = await this.transaction(async (m) => {
       const acceptedRows = await check(m, true);
       const [submission]: { id: string }[] = await m.query(
         `INSERT INTO submissions (merchant_id, request_id, received_count, accepted_count, rejected_count)
@@ -189,6 +194,13 @@ export class SubmissionService {
       this.logger.warn({ err: (err as Error).message }, 'outbox publish deferred to the sweeper');
     });
     return accepted;
+  }
+
+  /** A database transaction, run again after a deadlock or serialization failure (libs/db). */
+  private transaction<T>(fn: (m: EntityManager) => Promise<T>): Promise<T> {
+    return inTransactionWithRetry(this.db, fn, {
+      onRetry: (r) => this.logger.warn(r, 'submission transaction retried'),
+    });
   }
 
   /** One multi-row INSERT through jsonb_to_recordset: a single round trip for up to 1000 rows. */
