@@ -1,6 +1,11 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { TransactionEntity, inTransactionWithRetry, type StoredPaymentMethod } from '@retain/db';
+import {
+  TransactionEntity,
+  inTransactionWithRetry,
+  settleCardFingerprints,
+  type StoredPaymentMethod,
+} from '@retain/db';
 import {
   classifyDecline,
   EventName,
@@ -9,11 +14,12 @@ import {
   TransactionStatus,
   cardBrand,
   cardColumnsFromPan,
-  cardFingerprint,
+  cardFingerprintCandidates,
   firstAttemptAt,
   maskCardNumber,
   validCardNumber,
   type CardColumns,
+  type CardFingerprint,
   type ErrorEntry,
 } from '@retain/domain';
 import { RETAIN_CONFIG, announceTransaction } from '@retain/platform';
@@ -46,12 +52,17 @@ type CardUpdate =
   | { kind: 'pan'; columns: CardColumns; paymentMethod: StoredPaymentMethod }
   | {
       kind: 'token';
-      hmac: string;
+      /** cardFingerprintCandidates of the de-tokenized card, current key first. */
+      fingerprints: CardFingerprint[];
       bin: string;
       last4: string;
       network: string | null;
       paymentMethod: StoredPaymentMethod;
     };
+
+function fingerprintsOf(card: CardUpdate): CardFingerprint[] {
+  return card.kind === 'pan' ? card.columns.fingerprints : card.fingerprints;
+}
 
 /**
  * The post-submission review (decisions §6): decrypt JWE card numbers, de-tokenize tokens, check
@@ -127,6 +138,14 @@ export class ReviewService {
     // A submission's transactions are all inserted with it, so step 1 saw every one of them.
     if (locked.some((r) => !verdicts.has(r.id))) throw new Error('pending transactions changed during the review');
     const lockedIds = new Set(locked.map((r) => r.id));
+    // A card already stored for this merchant keeps its fingerprint (any key id): its limits hold.
+    const withCard = rows.filter((r) => lockedIds.has(r.id) && verdicts.get(r.id)?.card);
+    const settled = await settleCardFingerprints(
+      m,
+      sub.merchant_id,
+      withCard.map((r) => fingerprintsOf(verdicts.get(r.id)!.card!)),
+    );
+    const fingerprints = new Map(withCard.map((r, i) => [r.id, settled[i] ?? null]));
     const rejected: { id: string; errors: ErrorEntry[] }[] = [];
     let passed = 0;
     const cancelled: string[] = [];
@@ -142,7 +161,7 @@ export class ReviewService {
         );
       } else {
         passed++;
-        if (verdict.card) await this.storeCard(m, row, verdict.card);
+        if (verdict.card) await this.storeCard(m, row, verdict.card, fingerprints.get(row.id) ?? null);
         cancelled.push(...(await this.schedule(m, row)));
       }
     }
@@ -179,7 +198,7 @@ export class ReviewService {
       if (!pan || !validCardNumber(pan)) {
         errors.push({ code: RetCode.RET010, message: RetMessage.invalidCard });
       } else {
-        const c = cardColumnsFromPan(this.config.cardKeys, pan);
+        const c = cardColumnsFromPan(this.config.cardKeys, this.config.cardFingerprintKeys, pan);
         // The first attempt is planned with the card's network (schedule() reads the row).
         row.card_network = cardBrand(pan);
         card = { kind: 'pan', columns: c, paymentMethod: { ...row.payment_method, card_account_display: c.display } };
@@ -194,7 +213,7 @@ export class ReviewService {
         row.card_network ??= cardBrand(r.pan);
         card = {
           kind: 'token',
-          hmac: cardFingerprint(this.config.cardKeys, r.pan),
+          fingerprints: cardFingerprintCandidates(this.config.cardFingerprintKeys, this.config.cardKeys, r.pan),
           bin: r.pan.slice(0, 6),
           last4: r.pan.slice(-4),
           network: cardBrand(r.pan),
@@ -226,30 +245,45 @@ export class ReviewService {
   }
 
   /** Stores what the check learned of the card (the caller holds the row lock). */
-  private async storeCard(m: EntityManager, row: PendingRow, card: CardUpdate): Promise<void> {
+  private async storeCard(
+    m: EntityManager,
+    row: PendingRow,
+    card: CardUpdate,
+    fingerprint: CardFingerprint | null,
+  ): Promise<void> {
     if (card.kind === 'pan') {
       const c = card.columns;
       await m.query(
         `UPDATE transactions SET card_enc = $2, card_key_id = $3, card_hmac = $4, card_bin = $5, card_last4 = $6,
-           card_network = $7, account_hash = $8, payment_method = $9::jsonb, card_jwe = NULL WHERE id = $1`,
+           card_network = $7, account_hash = $8, payment_method = $9::jsonb, card_jwe = NULL, card_hmac_key_id = $10
+         WHERE id = $1`,
         [
           row.id,
           c.cardEnc,
           c.cardKeyId,
-          c.cardHmac,
+          fingerprint?.value ?? null,
           c.cardBin,
           c.cardLast4,
           row.card_network,
           c.accountHash,
           JSON.stringify(card.paymentMethod),
+          fingerprint?.keyId ?? null,
         ],
       );
       return;
     }
     await m.query(
       `UPDATE transactions SET card_hmac = $2, card_bin = COALESCE(card_bin, $3), card_last4 = $4,
-         card_network = COALESCE(card_network, $5), payment_method = $6::jsonb WHERE id = $1`,
-      [row.id, card.hmac, card.bin, card.last4, card.network, JSON.stringify(card.paymentMethod)],
+         card_network = COALESCE(card_network, $5), payment_method = $6::jsonb, card_hmac_key_id = $7 WHERE id = $1`,
+      [
+        row.id,
+        fingerprint?.value ?? null,
+        card.bin,
+        card.last4,
+        card.network,
+        JSON.stringify(card.paymentMethod),
+        fingerprint?.keyId ?? null,
+      ],
     );
   }
 
