@@ -239,8 +239,8 @@ export class SubmissionService {
          cvn_code text, payment_network_transaction_id text, previous_billing_count int, is_network_token smallint,
          cryptogram text, eci_indicator text, billing_descriptor text, processor_transaction_id text,
          subscription_id text, account_id text, account jsonb, subscription jsonb, payment_method jsonb,
-         metadata jsonb, card_kind text, card_jwe text, card_enc text, card_key_id text, card_hmac text, card_hmac_key_id text,
-         card_bin text, card_last4 text, card_network text, account_hash text, expiration_date text)`,
+         metadata jsonb, card_kind text, card_jwe text, card_enc text, card_key_id text, card_hmac text,
+         card_hmac_key_id text, card_bin text, card_last4 text, card_network text, account_hash text, expiration_date text)`,
       [merchantId, submissionId, JSON.stringify(records)],
     );
   }

@@ -139,7 +139,9 @@ export class ReviewService {
     if (locked.some((r) => !verdicts.has(r.id))) throw new Error('pending transactions changed during the review');
     const lockedIds = new Set(locked.map((r) => r.id));
     // A card already stored for this merchant keeps its fingerprint (any key id): its limits hold.
-    const withCard = rows.filter((r) => lockedIds.has(r.id) && verdicts.get(r.id)?.card);
+    const withCard = rows.filter(
+      (r) => lockedIds.has(r.id) && verdicts.get(r.id)?.card && !verdicts.get(r.id)?.errors.length,
+    );
     const settled = await settleCardFingerprints(
       m,
       sub.merchant_id,
