@@ -48,6 +48,7 @@ const SECRET_PLACEHOLDERS: Record<string, () => string> = {
   REDIS_ADDRESS: () => 'redis.example:6379',
   REDIS_PASSWORD: () => 'placeholder',
   CARD_DATA_KEY: () => `k1:${Buffer.alloc(32, 9).toString('base64')}`,
+  CARD_FINGERPRINT_KEY: () => `fp1:${Buffer.alloc(32, 10).toString('base64')}`,
   CARD_JWE_PRIVATE_KEY: () =>
     (jwePem ??= generateKeyPairSync('rsa', { modulusLength: 2048 })
       .privateKey.export({ type: 'pkcs8', format: 'pem' })

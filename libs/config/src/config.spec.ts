@@ -36,6 +36,8 @@ describe('configuration', () => {
     ['WEBHOOK_ALLOW_PRIVATE', 'perhaps'],
     ['CARD_DATA_KEY', 'nokeyid'],
     ['CARD_DATA_KEY', 'k1:c2hvcnQ='],
+    ['CARD_FINGERPRINT_KEY', 'nokeyid'],
+    ['CARD_FINGERPRINT_KEY', 'fp1:c2hvcnQ='],
     ['LOG_LEVEL', 'loud'],
     ['QUEUE_PREFIX', 'retain'],
   ])('stops on a bad %s naming the variable', (name, value) => {
@@ -46,8 +48,22 @@ describe('configuration', () => {
   it('requires CARD_DATA_KEY in production and parses rotation lists', () => {
     expect(() => loadConfig('intake-api', { NODE_ENV: 'production' })).toThrow('CARD_DATA_KEY');
     const k = (b: number) => Buffer.alloc(32, b).toString('base64');
-    const c = loadConfig('intake-api', { NODE_ENV: 'production', CARD_DATA_KEY: `new:${k(1)},old:${k(2)}` });
+    const c = loadConfig('intake-api', {
+      NODE_ENV: 'production',
+      CARD_DATA_KEY: `new:${k(1)},old:${k(2)}`,
+      CARD_FINGERPRINT_KEY: `fp1:${k(3)}`,
+    });
     expect(c.cardKeys.map((x) => x.id)).toEqual(['new', 'old']);
+  });
+
+  it('requires CARD_FINGERPRINT_KEY in production; outside it a development key is used', () => {
+    const k = (b: number) => Buffer.alloc(32, b).toString('base64');
+    expect(() => loadConfig('intake-api', { NODE_ENV: 'production', CARD_DATA_KEY: `k1:${k(1)}` })).toThrow(
+      'CARD_FINGERPRINT_KEY',
+    );
+    expect(loadConfig('intake-api', {}).cardFingerprintKeys.map((x) => x.id)).toEqual(['fp-dev']);
+    const c = loadConfig('intake-api', { CARD_FINGERPRINT_KEY: `fp2:${k(2)},fp1:${k(3)}` });
+    expect(c.cardFingerprintKeys.map((x) => x.id)).toEqual(['fp2', 'fp1']);
   });
 
   it('gives the migrator a database-only config: no card key needed in production', () => {

@@ -47,7 +47,11 @@ export interface RetainConfig {
   webhookTimeoutMs: number;
   /** AES-256-GCM keys for card data at rest; the first one encrypts, all decrypt (rotation). */
   cardKeys: CardKey[];
-  /** Key for the card-number HMAC used for lookups (derived from the first card key). */
+  /**
+   * HMAC keys of the card fingerprints (per-card network limits), current first, from
+   * CARD_FINGERPRINT_KEY. Their own keys: rotating CARD_DATA_KEY keeps every card's history.
+   */
+  cardFingerprintKeys: CardKey[];
   /**
    * Card-number JWE keys (decisions §10), current first. All are published at GET /v1/retain/keys;
    * a JWE is decrypted with the key its `kid` names, so old keys keep working during a rotation.
@@ -74,6 +78,7 @@ const DEFAULT_HEALTH_PORTS: Record<AppName, number> = {
 
 /** Development key: only used when NODE_ENV is not production, and said so in the logs. */
 const DEV_CARD_KEY = 'dev:' + Buffer.alloc(32, 7).toString('base64');
+const DEV_FINGERPRINT_KEY = 'fp-dev:' + Buffer.alloc(32, 8).toString('base64');
 
 const DURATION_RE = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -232,6 +237,9 @@ export function loadConfig(
   const cardKeyText = get('CARD_DATA_KEY');
   if (!cardKeyText && production) throw new ConfigError('CARD_DATA_KEY', 'is required in production');
   const cardKeys = parseCardKeys('CARD_DATA_KEY', cardKeyText ?? DEV_CARD_KEY);
+  const fingerprintKeyText = get('CARD_FINGERPRINT_KEY');
+  if (!fingerprintKeyText && production) throw new ConfigError('CARD_FINGERPRINT_KEY', 'is required in production');
+  const cardFingerprintKeys = parseCardKeys('CARD_FINGERPRINT_KEY', fingerprintKeyText ?? DEV_FINGERPRINT_KEY);
 
   const jweKeys = parseJweKeys(get);
 
@@ -282,6 +290,7 @@ export function loadConfig(
     webhookAllowPrivate: parseBool('WEBHOOK_ALLOW_PRIVATE', get('WEBHOOK_ALLOW_PRIVATE') ?? 'false'),
     webhookTimeoutMs: 10_000,
     cardKeys,
+    cardFingerprintKeys,
     jweKeys,
     logLevel,
     bodyLimitBytes: 10 * 1024 * 1024,

@@ -6,6 +6,7 @@ import { AttemptCardScope1732290000000 } from './migrations/1732290000000-Attemp
 import { WebhookReplayCount1795400000000 } from './migrations/1795400000000-WebhookReplayCount';
 import { FailedJobs1796100000000 } from './migrations/1796100000000-FailedJobs';
 import { ProcessorAccounts1796400000000 } from './migrations/1796400000000-ProcessorAccounts';
+import { CardFingerprintKeyId1796200000000 } from './migrations/1796200000000-CardFingerprintKeyId';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -14,6 +15,7 @@ export const MIGRATIONS = [
   WebhookReplayCount1795400000000,
   FailedJobs1796100000000,
   ProcessorAccounts1796400000000,
+  CardFingerprintKeyId1796200000000,
 ];
 
 export interface PoolTuning {

@@ -37,39 +37,85 @@ export function open(keys: readonly DataKey[], sealed: Sealed, aad = 'retain'): 
   return Buffer.concat([decipher.update(ct), decipher.final()]).toString('utf8');
 }
 
-const hmacKeys = new WeakMap<Buffer, Buffer>();
+/**
+ * A card fingerprint: keyed HMAC-SHA256 of the card number, for lookups (per-card network limits).
+ * Stored with the id of the key that made it, since fingerprint keys rotate too.
+ */
+export interface CardFingerprint {
+  keyId: string;
+  value: string;
+}
 
 /**
- * Keyed HMAC-SHA256 of a card number for lookups (per-card network limits, duplicates). The HMAC
- * key is derived from the first data key with HKDF so it is never the encryption key itself.
+ * Key id of the fingerprints made before fingerprint keys had their own configuration: the HMAC
+ * key was derived from the first CARD_DATA_KEY (HKDF), so a data key rotation changed every card's
+ * fingerprint. The migration marks such rows with this id.
  */
-export function cardFingerprint(keys: readonly DataKey[], pan: string): string {
-  const base = keys[0]!.key;
-  let k = hmacKeys.get(base);
+export const LEGACY_FINGERPRINT_KEY_ID = 'legacy';
+
+const legacyKeys = new WeakMap<Buffer, Buffer>();
+
+function legacyFingerprintKey(dataKey: Buffer): Buffer {
+  let k = legacyKeys.get(dataKey);
   if (!k) {
-    k = Buffer.from(hkdfSync('sha256', base, Buffer.alloc(0), 'retain card fingerprint', 32));
-    hmacKeys.set(base, k);
+    k = Buffer.from(hkdfSync('sha256', dataKey, Buffer.alloc(0), 'retain card fingerprint', 32));
+    legacyKeys.set(dataKey, k);
   }
-  return createHmac('sha256', k).update(pan).digest('hex');
+  return k;
+}
+
+function hmacHex(key: Buffer, pan: string): string {
+  return createHmac('sha256', key).update(pan).digest('hex');
+}
+
+/** The card's fingerprint under the current (first) fingerprint key. */
+export function cardFingerprint(fingerprintKeys: readonly DataKey[], pan: string): CardFingerprint {
+  const current = fingerprintKeys[0];
+  if (!current) throw new Error('no card fingerprint key configured');
+  return { keyId: current.id, value: hmacHex(current.key, pan) };
+}
+
+/**
+ * Every fingerprint the card may already be stored under, the current one first: then each older
+ * fingerprint key, then the legacy derivation from each configured data key (the first data key
+ * of the time made them, and an old data key stays configured to decrypt). A card keeps the
+ * fingerprint it was first stored under (see settleCardFingerprints in libs/db), so no rotation
+ * splits its history.
+ */
+export function cardFingerprintCandidates(
+  fingerprintKeys: readonly DataKey[],
+  dataKeys: readonly DataKey[],
+  pan: string,
+): CardFingerprint[] {
+  const all = [
+    ...fingerprintKeys.map((k) => ({ keyId: k.id, value: hmacHex(k.key, pan) })),
+    ...dataKeys.map((k) => ({ keyId: LEGACY_FINGERPRINT_KEY_ID, value: hmacHex(legacyFingerprintKey(k.key), pan) })),
+  ];
+  return all.filter((f, i) => all.findIndex((g) => g.value === f.value) === i);
 }
 
 /** The stored columns of a clear card number (decisions §10): sealed, fingerprinted, masked. */
 export interface CardColumns {
   cardEnc: string;
   cardKeyId: string;
-  cardHmac: string;
+  /** The fingerprints the card may be stored under, current first (cardFingerprintCandidates). */
+  fingerprints: CardFingerprint[];
   cardBin: string;
   cardLast4: string;
   accountHash: string;
   display: string;
 }
 
-export function cardColumnsFromPan(keys: readonly DataKey[], pan: string): CardColumns {
+export function cardColumnsFromPan(
+  keys: readonly DataKey[],
+  fingerprintKeys: readonly DataKey[],
+  pan: string,
+): CardColumns {
   const sealed = seal(keys, pan, 'card');
   return {
     cardEnc: sealed.value,
     cardKeyId: sealed.keyId,
-    cardHmac: cardFingerprint(keys, pan),
+    fingerprints: cardFingerprintCandidates(fingerprintKeys, keys, pan),
     cardBin: pan.slice(0, 6),
     cardLast4: pan.slice(-4),
     accountHash: accountHash(pan),

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { accountHash, cardBrand, cardDataVersion, luhnValid, maskCardNumber, validCardNumber } from './card';
-import { cardFingerprint, open, seal } from './card-vault';
+import { createHmac, hkdfSync } from 'node:crypto';
+import { cardColumnsFromPan, cardFingerprint, cardFingerprintCandidates, open, seal } from './card-vault';
 
 describe('card checks', () => {
   it('runs Luhn, brand and length checks', () => {
@@ -42,11 +43,39 @@ describe('card vault', () => {
     expect(() => open(keys, { ...sealed, value: `${parts[0]}.${parts[1]}.${ct.toString('base64')}` })).toThrow();
   });
 
-  it('fingerprints a card with a keyed HMAC', () => {
-    const a = cardFingerprint(keys, '4111111111111111');
-    expect(a).toMatch(/^[0-9a-f]{64}$/);
-    expect(cardFingerprint(keys, '4111111111111111')).toBe(a);
-    expect(cardFingerprint([{ id: 'x', key: Buffer.alloc(32, 9) }], '4111111111111111')).not.toBe(a);
+  const fpKeys = [
+    { id: 'fp2', key: Buffer.alloc(32, 5) },
+    { id: 'fp1', key: Buffer.alloc(32, 4) },
+  ];
+  const pan = '4111111111111111';
+  /** What the fingerprint was before it had its own key: HMAC under HKDF of the first data key. */
+  const legacy = (dataKey: Buffer): string =>
+    createHmac('sha256', Buffer.from(hkdfSync('sha256', dataKey, Buffer.alloc(0), 'retain card fingerprint', 32)))
+      .update(pan)
+      .digest('hex');
+
+  it('fingerprints a card with a keyed HMAC under the current fingerprint key, with its key id', () => {
+    const a = cardFingerprint(fpKeys, pan);
+    expect(a.keyId).toBe('fp2');
+    expect(a.value).toMatch(/^[0-9a-f]{64}$/);
+    expect(cardFingerprint(fpKeys, pan)).toEqual(a);
+    expect(cardFingerprint([{ id: 'x', key: Buffer.alloc(32, 9) }], pan).value).not.toBe(a.value);
+  });
+
+  it('keeps the fingerprint when the data key rotates (issue 9 item 5)', () => {
+    const before = cardColumnsFromPan([keys[1]!], fpKeys, pan);
+    const after = cardColumnsFromPan(keys, fpKeys, pan);
+    expect(after.cardKeyId).toBe('k2');
+    expect(after.fingerprints[0]).toEqual(before.fingerprints[0]);
+  });
+
+  it('lists the fingerprints a stored card may carry: current, older keys, then the legacy derivation', () => {
+    expect(cardFingerprintCandidates(fpKeys, keys, pan)).toEqual([
+      cardFingerprint(fpKeys, pan),
+      cardFingerprint([fpKeys[1]!], pan),
+      { keyId: 'legacy', value: legacy(keys[0]!.key) },
+      { keyId: 'legacy', value: legacy(keys[1]!.key) },
+    ]);
   });
 });
 

@@ -8,6 +8,7 @@ import {
   type ExceptionFilter,
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
+import { isRetryableTransactionError } from '@retain/db';
 import { RetCode, RetMessage } from '@retain/domain';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
@@ -27,8 +28,9 @@ export class ApiExceptionFilter implements ExceptionFilter {
     const ctx = host.switchToHttp();
     const reply = ctx.getResponse<FastifyReply>();
     const req = ctx.getRequest<FastifyRequest>();
-    const { status, body, allow } = this.toResponse(exception, req);
+    const { status, body, allow, retryAfter } = this.toResponse(exception, req);
     if (allow) void reply.header('Allow', allow.join(', '));
+    if (retryAfter !== undefined) void reply.header('Retry-After', String(retryAfter));
     if (status >= 500) {
       this.logger.error(
         { err: exception instanceof Error ? { type: exception.name, message: exception.message } : 'unknown' },
@@ -38,7 +40,10 @@ export class ApiExceptionFilter implements ExceptionFilter {
     void reply.status(status).send(body);
   }
 
-  private toResponse(exception: unknown, req: FastifyRequest): { status: number; body: unknown; allow?: string[] } {
+  private toResponse(
+    exception: unknown,
+    req: FastifyRequest,
+  ): { status: number; body: unknown; allow?: string[]; retryAfter?: number } {
     if (exception instanceof NotFoundException && this.isRouteMiss(exception)) {
       const allowed = this.allowedMethods(req);
       if (allowed.length > 0) {
@@ -69,6 +74,15 @@ export class ApiExceptionFilter implements ExceptionFilter {
     }
     if (typeof statusCode === 'number' && statusCode >= 400 && statusCode < 500) {
       return { status: 400, body: { code: RetCode.RET400, message: RetMessage.invalidParameter(bodyParam(req)) } };
+    }
+    if (isRetryableTransactionError(exception)) {
+      // A deadlock or serialization failure that outlived the service's retries (libs/db): nothing
+      // was saved and the same call will very likely pass (decisions §16).
+      return {
+        status: 503,
+        body: { code: RetCode.RET900, message: 'Unable to submit, please try again' },
+        retryAfter: 1,
+      };
     }
     if (isUnavailable(exception)) {
       return { status: 503, body: { code: RetCode.RET503, message: 'Service temporarily unavailable; retry later' } };

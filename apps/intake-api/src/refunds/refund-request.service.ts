@@ -1,6 +1,6 @@
 import { HttpException, HttpStatus, Injectable, Logger } from '@nestjs/common';
 import { amountToMinor, validateRefunds, type NormalizedRefundRequest } from '@retain/api-contract';
-import { RefundEntity, TransactionEntity } from '@retain/db';
+import { RefundEntity, TransactionEntity, inTransactionWithRetry } from '@retain/db';
 import { RefundStatus, RetCode, RetMessage, TransactionStatus, newVid, type ErrorEntry } from '@retain/domain';
 import { closeStop } from '@retain/platform';
 import { OutboxRelay } from '@retain/queues';
@@ -49,8 +49,12 @@ export class RefundRequestService {
     }
     let accepted = 0;
     let outbox: string[] = [];
+    // Rejections found while validating; a transaction that is retried starts again from these.
+    const validationErrors = new Map(errors);
     try {
-      await this.db.transaction(async (m) => {
+      await this.transaction(async (m) => {
+        errors.clear();
+        for (const [index, errs] of validationErrors) errors.set(index, [...errs]);
         const r = await this.apply(m, merchant.id, candidates, errors);
         accepted = r.accepted;
         outbox = r.outbox;
@@ -71,6 +75,13 @@ export class RefundRequestService {
     return { status: 207, body: { message, error_count: rejected.length, rejected } };
   }
 
+  /** A database transaction, run again after a deadlock or serialization failure (libs/db). */
+  private transaction<T>(fn: (m: EntityManager) => Promise<T>): Promise<T> {
+    return inTransactionWithRetry(this.db, fn, {
+      onRetry: (r) => this.logger.warn(r, 'refund request transaction retried'),
+    });
+  }
+
   private async apply(
     m: EntityManager,
     merchantId: string,
@@ -78,12 +89,14 @@ export class RefundRequestService {
     errors: Map<number, ErrorEntry[]>,
   ): Promise<{ accepted: number; outbox: string[] }> {
     if (candidates.length === 0) return { accepted: 0, outbox: [] };
-    // Lock in a stable order so two calls touching the same transactions cannot deadlock.
+    // Lock in a stable order (the review's too) so two calls touching the same transactions cannot
+    // deadlock. FOR NO KEY UPDATE: the key never changes here, so inserts that reference the row
+    // (attempts, refunds) are not blocked by this lock.
     const ids = [...new Set(candidates.map((c) => c.value.id))].sort();
     const txns = await m.getRepository(TransactionEntity).find({
       where: { merchantId, merchantTxnId: In(ids) },
       order: { merchantTxnId: 'ASC' },
-      lock: { mode: 'pessimistic_write' },
+      lock: { mode: 'for_no_key_update' },
     });
     const byId = new Map(txns.map((t) => [t.merchantTxnId, t]));
     const outbox: string[] = [];
@@ -135,20 +148,23 @@ export class RefundRequestService {
           continue;
         }
         await this.createRefund(m, txn, 'stop', amount);
+        const [{ n }]: { n: number }[] = await m.query(
+          `SELECT count(*)::int AS n FROM attempts WHERE transaction_id = $1 AND state = 'pending'`,
+          [txn.id],
+        );
         Object.assign(txn, {
           status: TransactionStatus.StopRequested,
           stopRequestedAt: new Date(),
           nextAttemptAt: null,
           statusChangedAt: new Date(),
         });
-        await m.save(txn);
-        const [{ n }]: { n: number }[] = await m.query(
-          `SELECT count(*)::int AS n FROM attempts WHERE transaction_id = $1 AND state = 'pending'`,
-          [txn.id],
-        );
-        // No attempt in flight: the stop completes now. Otherwise the retry worker completes it
-        // when the attempt's outcome is recorded (a capture turns it into a refund).
+        // The row is written once: a second UPDATE of a row this transaction already updated
+        // re-checks its foreign keys (KEY SHARE on the submission row, which the review locks).
+        // No attempt in flight: the stop completes now (closeStop writes the row). Otherwise the
+        // retry worker completes it when the attempt's outcome is recorded (a capture turns it
+        // into a refund).
         if (n === 0) outbox.push(...(await closeStop(m, txn)));
+        else await m.save(txn);
         accepted++;
         continue;
       }

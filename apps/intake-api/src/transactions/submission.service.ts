@@ -8,8 +8,10 @@ import {
   cardBrand,
   cardColumnsFromPan,
   newVid,
+  type CardFingerprint,
   type ErrorEntry,
 } from '@retain/domain';
+import { inTransactionWithRetry, settleCardFingerprints } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import { OutboxRelay, QueueName, addToOutbox } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
@@ -78,7 +80,11 @@ export class SubmissionService {
       }
     }
 
+    // Rejections found while validating; a saving transaction that is retried starts again from these.
+    const validationErrors = new Map(errors);
     const run = async (m: EntityManager | DataSource, lock: boolean): Promise<NormalizedTransaction[]> => {
+      errors.clear();
+      for (const [index, errs] of validationErrors) errors.set(index, [...errs]);
       const accepted = await this.checkAgainstStored(m, merchant.id, candidates, addError, lock);
       return accepted;
     };
@@ -165,7 +171,7 @@ export class SubmissionService {
     check: (m: EntityManager, lock: boolean) => Promise<NormalizedTransaction[]>,
     rejectedCount: () => number,
   ): Promise<NormalizedTransaction[]> {
-    const { accepted, outboxIds } = await this.db.transaction(async (m) => {
+    const { accepted, outboxIds } = await this.transaction(async (m) => {
       const acceptedRows = await check(m, true);
       const [submission]: { id: string }[] = await m.query(
         `INSERT INTO submissions (merchant_id, request_id, received_count, accepted_count, rejected_count)
@@ -191,6 +197,13 @@ export class SubmissionService {
     return accepted;
   }
 
+  /** A database transaction, run again after a deadlock or serialization failure (libs/db). */
+  private transaction<T>(fn: (m: EntityManager) => Promise<T>): Promise<T> {
+    return inTransactionWithRetry(this.db, fn, {
+      onRetry: (r) => this.logger.warn(r, 'submission transaction retried'),
+    });
+  }
+
   /** One multi-row INSERT through jsonb_to_recordset: a single round trip for up to 1000 rows. */
   private async insertTransactions(
     m: EntityManager,
@@ -199,33 +212,45 @@ export class SubmissionService {
     rows: NormalizedTransaction[],
   ): Promise<void> {
     const now = new Date().toISOString();
-    const records = rows.map((t) => this.toRecord(t, now));
+    const cards = rows.map((t) => this.cardColumns(t));
+    // A card already stored for this merchant keeps its fingerprint (any key id): its limits hold.
+    const fingerprints = await settleCardFingerprints(
+      m,
+      merchantId,
+      cards.map((c) => c.fingerprints),
+    );
+    const records = rows.map((t, i) => this.toRecord(t, now, cards[i]!, fingerprints[i] ?? null));
     await m.query(
       `INSERT INTO transactions (vid, merchant_id, submission_id, merchant_txn_id, status, review_status,
          amount_minor, currency, failed_at, submitted_ts, status_changed_at, division_number, auth_code,
          avs_code, cvn_code, payment_network_transaction_id, previous_billing_count, is_network_token,
          cryptogram, eci_indicator, billing_descriptor, processor_transaction_id, subscription_id, account_id,
          account, subscription, payment_method, metadata, card_kind, card_jwe, card_enc, card_key_id,
-         card_hmac, card_bin, card_last4, card_network, account_hash, expiration_date)
+         card_hmac, card_hmac_key_id, card_bin, card_last4, card_network, account_hash, expiration_date)
        SELECT x.vid, $1::uuid, $2::uuid, x.id, 'Failed', 'pending', x.amount_minor, x.currency, x.failed_at,
          x.submitted_ts, x.submitted_ts, x.division_number, x.auth_code, x.avs_code, x.cvn_code,
          x.payment_network_transaction_id, x.previous_billing_count, x.is_network_token, x.cryptogram,
          x.eci_indicator, x.billing_descriptor, x.processor_transaction_id, x.subscription_id, x.account_id,
          x.account, x.subscription, x.payment_method, x.metadata, x.card_kind, x.card_jwe, x.card_enc,
-         x.card_key_id, x.card_hmac, x.card_bin, x.card_last4, x.card_network, x.account_hash, x.expiration_date
+         x.card_key_id, x.card_hmac, x.card_hmac_key_id, x.card_bin, x.card_last4, x.card_network, x.account_hash,
+         x.expiration_date
        FROM jsonb_to_recordset($3::jsonb) AS x(vid text, id text, amount_minor bigint, currency text,
          failed_at timestamptz, submitted_ts timestamptz, division_number text, auth_code text, avs_code text,
          cvn_code text, payment_network_transaction_id text, previous_billing_count int, is_network_token smallint,
          cryptogram text, eci_indicator text, billing_descriptor text, processor_transaction_id text,
          subscription_id text, account_id text, account jsonb, subscription jsonb, payment_method jsonb,
          metadata jsonb, card_kind text, card_jwe text, card_enc text, card_key_id text, card_hmac text,
-         card_bin text, card_last4 text, card_network text, account_hash text, expiration_date text)`,
+         card_hmac_key_id text, card_bin text, card_last4 text, card_network text, account_hash text, expiration_date text)`,
       [merchantId, submissionId, JSON.stringify(records)],
     );
   }
 
-  private toRecord(t: NormalizedTransaction, submittedTs: string): Record<string, unknown> {
-    const card = this.cardColumns(t);
+  private toRecord(
+    t: NormalizedTransaction,
+    submittedTs: string,
+    card: ReturnType<SubmissionService['cardColumns']>,
+    fingerprint: CardFingerprint | null,
+  ): Record<string, unknown> {
     return {
       vid: newVid(),
       id: t.id,
@@ -254,7 +279,8 @@ export class SubmissionService {
       card_jwe: card.jwe,
       card_enc: card.enc,
       card_key_id: card.keyId,
-      card_hmac: card.hmac,
+      card_hmac: fingerprint?.value ?? null,
+      card_hmac_key_id: fingerprint?.keyId ?? null,
       card_bin: card.bin,
       card_last4: card.last4,
       card_network: card.network,
@@ -268,23 +294,23 @@ export class SubmissionService {
     jwe: string | null;
     enc: string | null;
     keyId: string | null;
-    hmac: string | null;
+    fingerprints: CardFingerprint[];
     bin: string | null;
     last4: string | null;
     network: string | null;
     accountHash: string | null;
     display: string | null;
   } {
-    const none = { jwe: null, enc: null, keyId: null, hmac: null, bin: null, last4: null, network: null };
+    const none = { jwe: null, enc: null, keyId: null, fingerprints: [], bin: null, last4: null, network: null };
     const c = t.card;
     switch (c.kind) {
       case 'clear': {
-        const cols = cardColumnsFromPan(this.config.cardKeys, c.pan);
+        const cols = cardColumnsFromPan(this.config.cardKeys, this.config.cardFingerprintKeys, c.pan);
         return {
           ...none,
           enc: cols.cardEnc,
           keyId: cols.cardKeyId,
-          hmac: cols.cardHmac,
+          fingerprints: cols.fingerprints,
           bin: cols.cardBin,
           last4: cols.cardLast4,
           network: cardBrand(c.pan),

@@ -1,6 +1,12 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { ProcessorAccountsRepository, TransactionEntity, type StoredPaymentMethod } from '@retain/db';
+import {
+  ProcessorAccountsRepository,
+  TransactionEntity,
+  inTransactionWithRetry,
+  settleCardFingerprints,
+  type StoredPaymentMethod,
+} from '@retain/db';
 import {
   classifyDecline,
   EventName,
@@ -9,10 +15,12 @@ import {
   TransactionStatus,
   cardBrand,
   cardColumnsFromPan,
-  cardFingerprint,
+  cardFingerprintCandidates,
   firstAttemptAt,
   maskCardNumber,
   validCardNumber,
+  type CardColumns,
+  type CardFingerprint,
   type ErrorEntry,
 } from '@retain/domain';
 import { RETAIN_CONFIG, announceTransaction } from '@retain/platform';
@@ -42,10 +50,35 @@ interface PendingRow {
   submitted_ts: Date;
 }
 
+/** What the checks found for one transaction, decided before any row is locked. */
+interface Verdict {
+  errors: ErrorEntry[];
+  /** Card columns learned by decrypting or de-tokenizing, stored when the transaction passes. */
+  card: CardUpdate | null;
+}
+
+type CardUpdate =
+  | { kind: 'pan'; columns: CardColumns; paymentMethod: StoredPaymentMethod }
+  | {
+      kind: 'token';
+      /** cardFingerprintCandidates of the de-tokenized card, current key first. */
+      fingerprints: CardFingerprint[];
+      bin: string;
+      last4: string;
+      network: string | null;
+      paymentMethod: StoredPaymentMethod;
+    };
+
+function fingerprintsOf(card: CardUpdate): CardFingerprint[] {
+  return card.kind === 'pan' ? card.columns.fingerprints : card.fingerprints;
+}
+
 /**
  * The post-submission review (decisions §6): decrypt JWE card numbers, de-tokenize tokens, check
  * processor limits; schedule the first attempt of those that pass; one `validation failed` push per
  * submission for those that fail. Idempotent: a reviewed submission is never reviewed again.
+ * The decryption and de-tokenization run before the locking transaction (read, check, then
+ * lock + re-check + write), so no row lock is ever held across a processor call.
  */
 @Injectable()
 export class ReviewService {
@@ -69,53 +102,25 @@ export class ReviewService {
   }
 
   async review(submissionId: string): Promise<{ passed: number; rejected: number }> {
-    const result = await this.db.transaction(async (m) => {
-      const [sub]: { id: string; merchant_id: string; request_id: string; reviewed_at: Date | null }[] = await m.query(
-        `SELECT id, merchant_id, request_id, reviewed_at FROM submissions WHERE id = $1 FOR UPDATE`,
-        [submissionId],
-      );
-      if (!sub || sub.reviewed_at) return { passed: 0, rejected: 0, outbox: [] as string[] };
-      const rows: PendingRow[] = await m.query(
-        `SELECT id, merchant_txn_id, card_kind, card_jwe, card_network, payment_method, division_number,
-                billing_descriptor, auth_code, amount_minor, submitted_ts
-           FROM transactions WHERE submission_id = $1 AND review_status = 'pending' ORDER BY merchant_txn_id FOR UPDATE`,
-        [submissionId],
-      );
-      const rejected: { id: string; errors: ErrorEntry[] }[] = [];
-      let passed = 0;
-      const cancelled: string[] = [];
-      for (const row of rows) {
-        const errors = await this.check(m, row, sub.merchant_id);
-        if (errors.length > 0) {
-          rejected.push({ id: row.merchant_txn_id, errors });
-          await m.query(
-            `UPDATE transactions SET review_status = 'rejected', next_attempt_at = NULL, card_jwe = NULL, updated_at = now()
-              WHERE id = $1`,
-            [row.id],
-          );
-        } else {
-          passed++;
-          cancelled.push(...(await this.schedule(m, row)));
-        }
-      }
-      await m.query(`UPDATE submissions SET reviewed_at = now(), review_error_count = $2 WHERE id = $1`, [
-        submissionId,
-        rejected.length,
-      ]);
-      const outbox =
-        rejected.length === 0
-          ? []
-          : await announce(m, [
-              {
-                merchantId: sub.merchant_id,
-                eventName: EventName.ValidationFailed,
-                payloadId: sub.request_id,
-                requestId: sub.request_id,
-                errorCount: rejected.length,
-                content: { success_count: passed, error_count: rejected.length, rejected },
-              },
-            ]);
-      return { passed, rejected: rejected.length, outbox: [...cancelled, ...outbox] };
+    // 1. Read, without locks. A reviewed submission is never reviewed again.
+    const [sub]: { merchant_id: string; reviewed_at: Date | null }[] = await this.db.query(
+      `SELECT merchant_id, reviewed_at FROM submissions WHERE id = $1`,
+      [submissionId],
+    );
+    if (!sub || sub.reviewed_at) return { passed: 0, rejected: 0 };
+    const rows: PendingRow[] = await this.db.query(
+      `SELECT id, merchant_txn_id, card_kind, card_jwe, card_network, payment_method, division_number,
+              billing_descriptor, auth_code, amount_minor, submitted_ts
+         FROM transactions WHERE submission_id = $1 AND review_status = 'pending' ORDER BY merchant_txn_id`,
+      [submissionId],
+    );
+    // 2. The slow calls (JWE decryption, the processor's de-tokenization) with no row locked and no
+    //    database transaction open: a stop request on these transactions meanwhile waits for nothing.
+    const verdicts = new Map<string, Verdict>();
+    for (const row of rows) verdicts.set(row.id, await this.check(row, sub.merchant_id));
+    // 3. Lock, re-check, write; run again after a deadlock or serialization failure.
+    const result = await inTransactionWithRetry(this.db, (m) => this.record(m, submissionId, rows, verdicts), {
+      onRetry: (r) => this.logger.warn(r, 'review transaction retried'),
     });
     this.relay.publish(result.outbox).catch((err: unknown) => {
       this.logger.warn({ err: (err as Error).message }, 'outbox publish deferred to the sweeper');
@@ -123,9 +128,87 @@ export class ReviewService {
     return { passed: result.passed, rejected: result.rejected };
   }
 
-  /** All review failures of one transaction; stores the decrypted card on success. */
-  private async check(m: EntityManager, row: PendingRow, merchantId: string): Promise<ErrorEntry[]> {
+  /**
+   * Writes the verdicts under the locks. The submission row is locked FOR NO KEY UPDATE (its key
+   * never changes), which a foreign-key check (KEY SHARE) from a stop request does not wait on;
+   * its transactions are then locked in merchant_txn_id order, the order a stop request locks
+   * them in. So a review and a stop never wait on each other in a cycle (issue 9, item 6).
+   */
+  private async record(
+    m: EntityManager,
+    submissionId: string,
+    rows: PendingRow[],
+    verdicts: Map<string, Verdict>,
+  ): Promise<{ passed: number; rejected: number; outbox: string[] }> {
+    const [sub]: { id: string; merchant_id: string; request_id: string; reviewed_at: Date | null }[] = await m.query(
+      `SELECT id, merchant_id, request_id, reviewed_at FROM submissions WHERE id = $1 FOR NO KEY UPDATE`,
+      [submissionId],
+    );
+    if (!sub || sub.reviewed_at) return { passed: 0, rejected: 0, outbox: [] };
+    const locked: { id: string }[] = await m.query(
+      `SELECT id FROM transactions WHERE submission_id = $1 AND review_status = 'pending'
+        ORDER BY merchant_txn_id FOR NO KEY UPDATE`,
+      [submissionId],
+    );
+    // A submission's transactions are all inserted with it, so step 1 saw every one of them.
+    if (locked.some((r) => !verdicts.has(r.id))) throw new Error('pending transactions changed during the review');
+    const lockedIds = new Set(locked.map((r) => r.id));
+    // A card already stored for this merchant keeps its fingerprint (any key id): its limits hold.
+    const withCard = rows.filter(
+      (r) => lockedIds.has(r.id) && verdicts.get(r.id)?.card && !verdicts.get(r.id)?.errors.length,
+    );
+    const settled = await settleCardFingerprints(
+      m,
+      sub.merchant_id,
+      withCard.map((r) => fingerprintsOf(verdicts.get(r.id)!.card!)),
+    );
+    const fingerprints = new Map(withCard.map((r, i) => [r.id, settled[i] ?? null]));
+    const rejected: { id: string; errors: ErrorEntry[] }[] = [];
+    let passed = 0;
+    const cancelled: string[] = [];
+    for (const row of rows) {
+      const verdict = verdicts.get(row.id);
+      if (!verdict || !lockedIds.has(row.id)) continue;
+      if (verdict.errors.length > 0) {
+        rejected.push({ id: row.merchant_txn_id, errors: verdict.errors });
+        await m.query(
+          `UPDATE transactions SET review_status = 'rejected', next_attempt_at = NULL, card_jwe = NULL, updated_at = now()
+            WHERE id = $1`,
+          [row.id],
+        );
+      } else {
+        passed++;
+        if (verdict.card) await this.storeCard(m, row, verdict.card, fingerprints.get(row.id) ?? null);
+        cancelled.push(...(await this.schedule(m, row)));
+      }
+    }
+    await m.query(`UPDATE submissions SET reviewed_at = now(), review_error_count = $2 WHERE id = $1`, [
+      submissionId,
+      rejected.length,
+    ]);
+    const outbox =
+      rejected.length === 0
+        ? []
+        : await announce(m, [
+            {
+              merchantId: sub.merchant_id,
+              eventName: EventName.ValidationFailed,
+              payloadId: sub.request_id,
+              requestId: sub.request_id,
+              errorCount: rejected.length,
+              content: { success_count: passed, error_count: rejected.length, rejected },
+            },
+          ]);
+    return { passed, rejected: rejected.length, outbox: [...cancelled, ...outbox] };
+  }
+
+  /**
+   * All review failures of one transaction, and the card columns to store when it decrypted or
+   * de-tokenized the card. Reads and writes no row: it runs before any lock is taken.
+   */
+  private async check(row: PendingRow, merchantId: string): Promise<Verdict> {
     const errors: ErrorEntry[] = [];
+    let card: CardUpdate | null = null;
     const account = await this.processors.account(merchantId, row.division_number);
     const processor = await this.processors.forTransaction(merchantId, row.division_number);
     const limits = processor.limits;
@@ -140,25 +223,10 @@ export class ReviewService {
       if (!pan || !validCardNumber(pan)) {
         errors.push({ code: RetCode.RET010, message: RetMessage.invalidCard });
       } else {
-        const c = cardColumnsFromPan(this.config.cardKeys, pan);
+        const c = cardColumnsFromPan(this.config.cardKeys, this.config.cardFingerprintKeys, pan);
         // The first attempt is planned with the card's network (schedule() reads the row).
         row.card_network = cardBrand(pan);
-        const pm = { ...row.payment_method, card_account_display: c.display };
-        await m.query(
-          `UPDATE transactions SET card_enc = $2, card_key_id = $3, card_hmac = $4, card_bin = $5, card_last4 = $6,
-             card_network = $7, account_hash = $8, payment_method = $9::jsonb, card_jwe = NULL WHERE id = $1`,
-          [
-            row.id,
-            c.cardEnc,
-            c.cardKeyId,
-            c.cardHmac,
-            c.cardBin,
-            c.cardLast4,
-            cardBrand(pan),
-            c.accountHash,
-            JSON.stringify(pm),
-          ],
-        );
+        card = { kind: 'pan', columns: c, paymentMethod: { ...row.payment_method, card_account_display: c.display } };
       }
     } else if (row.card_kind === 'token') {
       const token = row.payment_method.id;
@@ -172,22 +240,17 @@ export class ReviewService {
         // The token stays the instrument; the card's fingerprint lets the network limits count per card.
         // A token sent without credit_card (or without its BIN) is shown masked, first 6 and last 4.
         row.card_network ??= cardBrand(r.pan);
-        const pm = {
-          ...row.payment_method,
-          card_account_display: row.payment_method.card_account_display ?? maskCardNumber(r.pan),
+        card = {
+          kind: 'token',
+          fingerprints: cardFingerprintCandidates(this.config.cardFingerprintKeys, this.config.cardKeys, r.pan),
+          bin: r.pan.slice(0, 6),
+          last4: r.pan.slice(-4),
+          network: cardBrand(r.pan),
+          paymentMethod: {
+            ...row.payment_method,
+            card_account_display: row.payment_method.card_account_display ?? maskCardNumber(r.pan),
+          },
         };
-        await m.query(
-          `UPDATE transactions SET card_hmac = $2, card_bin = COALESCE(card_bin, $3), card_last4 = $4,
-             card_network = COALESCE(card_network, $5), payment_method = $6::jsonb WHERE id = $1`,
-          [
-            row.id,
-            cardFingerprint(this.config.cardKeys, r.pan),
-            r.pan.slice(0, 6),
-            r.pan.slice(-4),
-            cardBrand(r.pan),
-            JSON.stringify(pm),
-          ],
-        );
       }
     } else if (row.card_kind === 'masked') {
       errors.push({
@@ -207,7 +270,50 @@ export class ReviewService {
         message: RetMessage.check('billing_descriptor has characters or a length the processor does not accept'),
       });
     }
-    return errors;
+    return { errors, card };
+  }
+
+  /** Stores what the check learned of the card (the caller holds the row lock). */
+  private async storeCard(
+    m: EntityManager,
+    row: PendingRow,
+    card: CardUpdate,
+    fingerprint: CardFingerprint | null,
+  ): Promise<void> {
+    if (card.kind === 'pan') {
+      const c = card.columns;
+      await m.query(
+        `UPDATE transactions SET card_enc = $2, card_key_id = $3, card_hmac = $4, card_bin = $5, card_last4 = $6,
+           card_network = $7, account_hash = $8, payment_method = $9::jsonb, card_jwe = NULL, card_hmac_key_id = $10
+         WHERE id = $1`,
+        [
+          row.id,
+          c.cardEnc,
+          c.cardKeyId,
+          fingerprint?.value ?? null,
+          c.cardBin,
+          c.cardLast4,
+          row.card_network,
+          c.accountHash,
+          JSON.stringify(card.paymentMethod),
+          fingerprint?.keyId ?? null,
+        ],
+      );
+      return;
+    }
+    await m.query(
+      `UPDATE transactions SET card_hmac = $2, card_bin = COALESCE(card_bin, $3), card_last4 = $4,
+         card_network = COALESCE(card_network, $5), payment_method = $6::jsonb, card_hmac_key_id = $7 WHERE id = $1`,
+      [
+        row.id,
+        fingerprint?.value ?? null,
+        card.bin,
+        card.last4,
+        card.network,
+        JSON.stringify(card.paymentMethod),
+        fingerprint?.keyId ?? null,
+      ],
+    );
   }
 
   /**

@@ -80,6 +80,8 @@ export class TransactionEntity {
   @Column({ name: 'card_enc', type: 'text', nullable: true }) cardEnc: string | null;
   @Column({ name: 'card_key_id', type: 'varchar', length: 32, nullable: true }) cardKeyId: string | null;
   @Column({ name: 'card_hmac', type: 'char', length: 64, nullable: true }) cardHmac: string | null;
+  /** Key id of card_hmac (CARD_FINGERPRINT_KEY, or `legacy` for the data-key derivation). */
+  @Column({ name: 'card_hmac_key_id', type: 'varchar', length: 32, nullable: true }) cardHmacKeyId: string | null;
   @Column({ name: 'card_bin', type: 'varchar', length: 8, nullable: true }) cardBin: string | null;
   @Column({ name: 'card_last4', type: 'char', length: 4, nullable: true }) cardLast4: string | null;
   @Column({ name: 'card_network', type: 'varchar', length: 16, nullable: true }) cardNetwork: string | null;
