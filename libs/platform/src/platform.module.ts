@@ -1,4 +1,4 @@
-import { BullModule } from '@nestjs/bullmq';
+import { BullModule, WorkerHost } from '@nestjs/bullmq';
 import {
   Controller,
   Get,
@@ -8,12 +8,15 @@ import {
   Injectable,
   Module,
   type DynamicModule,
+  type OnApplicationBootstrap,
   type OnApplicationShutdown,
 } from '@nestjs/common';
+import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { HealthCheck, HealthCheckService, HealthIndicatorService, TerminusModule } from '@nestjs/terminus';
 import { loadConfig, type AppName, type RetainConfig } from '@retain/config';
 import { createDataSource } from '@retain/db';
-import { OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
+import { ConnectionErrorLog, OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
+import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { LoggerModule } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
@@ -106,21 +109,45 @@ export class ConnectionsLifecycle implements OnApplicationShutdown {
   }
 }
 
+/**
+ * Routes the connection errors of the BullMQ workers and queues Nest created (@Processor classes,
+ * BullModule.registerQueue) through the rate-limited log. Runs once every module is initialised,
+ * which is when @nestjs/bullmq has created the workers.
+ */
+@Injectable()
+export class BullConnectionErrors implements OnApplicationBootstrap {
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly errors: ConnectionErrorLog,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    for (const { instance } of this.discovery.getProviders()) {
+      if (instance instanceof WorkerHost) this.errors.watch(`worker ${instance.worker.name}`, instance.worker);
+      else if (instance instanceof Queue) this.errors.watch(`queue ${instance.name}`, instance);
+    }
+  }
+}
+
 @Global()
 @Module({})
 export class PlatformModule {
   /** Config, Postgres, Redis, queues, outbox relay, logging, metrics and health for one app. */
   static forApp(app: AppName, config: RetainConfig = loadConfig(app)): DynamicModule {
-    const redis = createRedis(config.redisUrl);
+    const logger = createLogger(app, config.logLevel);
+    // Redis connection errors: JSON lines through pino, one per connection per interval.
+    const errors = new ConnectionErrorLog((fields, msg) => logger.warn(fields, msg));
+    const redis = errors.watch('redis', createRedis(config.redisUrl));
     // The API and the dispatcher (64 concurrent deliveries) need more connections than the others.
     const poolSize = app === 'intake-api' || app === 'webhook-dispatcher' ? 20 : 10;
     return {
       module: PlatformModule,
       imports: [
+        DiscoveryModule,
         TerminusModule.forRoot({ logger: false }),
         LoggerModule.forRoot({
           pinoHttp: {
-            logger: createLogger(app, config.logLevel),
+            logger,
             autoLogging: { ignore: (req) => /^\/(healthz|readyz|metrics)/.test(req.url ?? '') },
             quietReqLogger: true,
           },
@@ -131,6 +158,8 @@ export class PlatformModule {
       providers: [
         { provide: RETAIN_CONFIG, useValue: config },
         { provide: REDIS, useValue: redis },
+        { provide: ConnectionErrorLog, useValue: errors },
+        BullConnectionErrors,
         {
           provide: DataSource,
           useFactory: async () => {
@@ -152,7 +181,7 @@ export class PlatformModule {
         },
         {
           provide: QueueRegistry,
-          useFactory: () => new QueueRegistry(redis, config.queuePrefix),
+          useFactory: () => new QueueRegistry(redis, config.queuePrefix, errors),
         },
         {
           provide: OutboxRelay,
