@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
-import { ConfigError, type AppName, type RetainConfig } from '@retain/config';
+import { ConfigError, usesDevCardKey, type AppName, type RetainConfig } from '@retain/config';
 import { Logger } from 'nestjs-pino';
 import { RetainMetrics } from './metrics';
 import { RETAIN_CONFIG } from './tokens';
@@ -68,6 +68,13 @@ export async function runApp(
   }
   const nest = await createApp(moduleFactory(config), config, options);
   installGracefulShutdown(nest, app);
+  if (usesDevCardKey(config)) {
+    nest
+      .get(Logger)
+      .warn(
+        `CARD_DATA_KEY is not set: ${app} uses the built-in development card key (refused outside NODE_ENV development and test)`,
+      );
+  }
   nest.get(Logger).log(`${app} started on port ${options.listenOn === 'port' ? config.port : config.healthPort}`);
   return nest;
 }

@@ -44,6 +44,26 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   });
 }
 
+/** A readiness condition beyond Postgres and Redis: null when fine, else the reason it is not. */
+export type ReadinessCheck = () => Promise<string | null>;
+
+/**
+ * Extra readiness checks an app adds at start (e.g. the refund batcher's schedule); /readyz reports
+ * each under its name, down with the reason.
+ */
+@Injectable()
+export class ReadinessChecks {
+  private readonly checks = new Map<string, ReadinessCheck>();
+
+  add(name: string, check: ReadinessCheck): void {
+    this.checks.set(name, check);
+  }
+
+  entries(): [string, ReadinessCheck][] {
+    return [...this.checks.entries()];
+  }
+}
+
 @Controller()
 export class HealthController {
   constructor(
@@ -52,6 +72,7 @@ export class HealthController {
     private readonly db: DataSource,
     @Inject(REDIS) private readonly redis: Redis,
     private readonly metrics: RetainMetrics,
+    private readonly extra: ReadinessChecks,
   ) {}
 
   /** Liveness: the process answers; dependencies are not checked (restarts would not help). */
@@ -60,7 +81,7 @@ export class HealthController {
     return { status: 'ok' };
   }
 
-  /** Readiness: Postgres and Redis reachable (decisions §1). */
+  /** Readiness: Postgres and Redis reachable (decisions §1), and the app's own checks. */
   @Get('readyz')
   @HealthCheck()
   readyz() {
@@ -83,6 +104,15 @@ export class HealthController {
           return s.down({ message: (e as Error).message });
         }
       },
+      ...this.extra.entries().map(([name, check]) => async () => {
+        const s = this.indicators.check(name);
+        try {
+          const problem = await withTimeout(check(), READY_TIMEOUT_MS, name);
+          return problem === null ? s.up() : s.down({ message: problem });
+        } catch (e) {
+          return s.down({ message: (e as Error).message });
+        }
+      }),
     ]);
   }
 
@@ -189,11 +219,21 @@ export class PlatformModule {
           useFactory: (db: DataSource, q: QueueRegistry) => new OutboxRelay(db, q),
         },
         ConnectionsLifecycle,
+        ReadinessChecks,
         JobRunner,
         // Workers sweep the outbox; the API only writes to it and publishes after commit.
         ...(app === 'intake-api' || app === 'cli' ? [] : [OutboxSweeper]),
       ],
-      exports: [RETAIN_CONFIG, REDIS, DataSource, RetainMetrics, QueueRegistry, OutboxRelay, JobRunner],
+      exports: [
+        RETAIN_CONFIG,
+        REDIS,
+        DataSource,
+        RetainMetrics,
+        QueueRegistry,
+        OutboxRelay,
+        JobRunner,
+        ReadinessChecks,
+      ],
     };
   }
 }
