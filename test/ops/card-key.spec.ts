@@ -6,7 +6,7 @@ import { startApp, type RunningApp } from '@retain/testing';
 const root = path.resolve(__dirname, '..', '..');
 
 // The built-in development card key (decisions §10): a warning when used, and refused outside
-// NODE_ENV development and test, where card data encrypted with a public key would be readable.
+// NODE_ENV development and test: card data sealed with a key published in the source is readable by anyone.
 describe('the development card key', () => {
   let app: RunningApp | undefined;
   afterAll(async () => {
