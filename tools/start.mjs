@@ -48,7 +48,9 @@ const children = APPS.map((app, i) => {
   prefix(child.stderr, process.stderr);
   child.on('exit', (code, signal) => {
     say(`${app} exited (${signal ?? code})`);
-    if (!stopping) void shutdown(code === 0 ? 1 : (code ?? 1));
+    // An app exits 0 only after a signal: under Ctrl-C its exit may be seen before this script's
+    // own SIGINT, so it is a stop, not a failure. Any other exit stops the rest with its code.
+    if (!stopping) void shutdown(code ?? 1);
   });
   return child;
 });
