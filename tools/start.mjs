@@ -1,6 +1,10 @@
 // `npm start`: the whole service on one machine. Builds, makes sure Postgres and Redis answer
 // (embedded/child fallbacks, see infra.mjs), applies migrations once, then runs all five apps
 // with prefixed output until Ctrl-C / SIGTERM, which it forwards so each app shuts down cleanly.
+// The API listens on PORT (3000) and the four workers serve health and metrics on the next four.
+// Ctrl-C reaches the apps twice (the terminal signals the whole process group, and this script
+// forwards one): the apps ignore the repeat and finish their in-flight jobs. Exits 0 when every
+// app did; a third Ctrl-C kills the apps that are still finishing.
 import { spawn } from 'node:child_process';
 import {
   APPS,
@@ -22,9 +26,11 @@ if (!env.CARD_JWE_PRIVATE_KEY && !env.CARD_JWE_PRIVATE_KEY_FILE && !env.CARD_JWE
 }
 runMigrations(env);
 
-const children = APPS.map((app) => {
+const basePort = Number(env.PORT || 3000);
+const children = APPS.map((app, i) => {
+  const ports = app === 'intake-api' ? { PORT: String(basePort) } : { HEALTH_PORT: String(basePort + i) };
   const child = spawn(process.execPath, ['--enable-source-maps', appEntry(app)], {
-    env,
+    env: { ...env, ...ports },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const prefix = (stream, out) => {
@@ -42,31 +48,43 @@ const children = APPS.map((app) => {
   prefix(child.stderr, process.stderr);
   child.on('exit', (code, signal) => {
     say(`${app} exited (${signal ?? code})`);
-    if (!stopping) void shutdown(code === 0 ? 1 : (code ?? 1));
+    // An app exits 0 only after a signal: under Ctrl-C its exit may be seen before this script's
+    // own SIGINT, so it is a stop, not a failure. Any other exit stops the rest with its code.
+    if (!stopping) void shutdown(code ?? 1);
   });
   return child;
 });
-say(`all apps starting; API on http://127.0.0.1:${env.PORT || 3000}/v1/retain (Ctrl-C stops)`);
+say(`all apps starting; API on http://127.0.0.1:${basePort}/v1/retain (Ctrl-C stops)`);
 
+/** Above the apps' own shutdown limit (60 s, libs/platform bootstrap.ts), so they report first. */
+const KILL_AFTER_MS = 65_000;
 let stopping = false;
+let signals = 0;
 async function shutdown(exitCode = 0) {
   if (stopping) return;
   stopping = true;
-  say('stopping apps...');
-  await Promise.all(
+  say('stopping apps (each finishes its in-flight work)...');
+  const codes = await Promise.all(
     children.map(
       (c) =>
         new Promise((resolve) => {
-          if (c.exitCode !== null || c.signalCode !== null) return resolve();
-          c.once('exit', resolve);
+          if (c.exitCode !== null || c.signalCode !== null) return resolve(c.exitCode ?? 1);
+          c.once('exit', (code) => resolve(code ?? 1));
           c.kill('SIGTERM');
-          setTimeout(() => c.kill('SIGKILL'), 30_000).unref();
+          setTimeout(() => c.kill('SIGKILL'), KILL_AFTER_MS).unref();
         }),
     ),
   );
   await redis.stop();
   await pg.stop();
-  process.exit(exitCode);
+  process.exit(exitCode !== 0 ? exitCode : codes.every((code) => code === 0) ? 0 : 1);
 }
-process.on('SIGINT', () => void shutdown(0));
-process.on('SIGTERM', () => void shutdown(0));
+function onSignal(signal) {
+  signals += 1;
+  if (signals === 1) return void shutdown(0);
+  if (signals === 2) return say(`${signal}: still stopping; apps finish their in-flight work (once more kills them)`);
+  say(`${signal}: killing the apps still running`);
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+}
+process.on('SIGINT', onSignal);
+process.on('SIGTERM', onSignal);

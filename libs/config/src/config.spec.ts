@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, parseDuration } from './config';
+import { ConfigError, loadConfig, parseDuration, usesDevCardKey } from './config';
 
 const pem = (): string =>
   generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
@@ -43,6 +43,31 @@ describe('configuration', () => {
   ])('stops on a bad %s naming the variable', (name, value) => {
     expect(() => loadConfig('intake-api', { [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig('intake-api', { [name]: value })).toThrow(name);
+  });
+
+  it.each(['61 * * * *', '* * 31 2 *', '0 0 30 2 *', '0 2 * * * * *', '*/0 * * * *'])(
+    'refuses REFUND_BATCH_CRON %s, which a cron parser rejects (refunds would never be sent)',
+    (cron) => {
+      expect(() => loadConfig('refund-batcher', { REFUND_BATCH_CRON: cron })).toThrow(ConfigError);
+      expect(() => loadConfig('refund-batcher', { REFUND_BATCH_CRON: cron })).toThrow('REFUND_BATCH_CRON');
+    },
+  );
+
+  it.each(['0 2 * * *', '*/1 * * * * *', '30 1 * * MON-FRI', '@daily'])('accepts REFUND_BATCH_CRON %s', (cron) => {
+    expect(loadConfig('refund-batcher', { REFUND_BATCH_CRON: cron }).refundBatchCron).toBe(cron);
+  });
+
+  it('uses the built-in development card key only in development and test', () => {
+    expect(usesDevCardKey(loadConfig('intake-api', {}))).toBe(true);
+    expect(usesDevCardKey(loadConfig('intake-api', { NODE_ENV: 'test' }))).toBe(true);
+    for (const nodeEnv of ['production', 'staging', 'prod', 'demo']) {
+      expect(() => loadConfig('intake-api', { NODE_ENV: nodeEnv })).toThrow(ConfigError);
+      expect(() => loadConfig('intake-api', { NODE_ENV: nodeEnv })).toThrow('CARD_DATA_KEY');
+    }
+    const key = `k1:${Buffer.alloc(32, 1).toString('base64')}`;
+    expect(
+      usesDevCardKey(loadConfig('intake-api', { NODE_ENV: 'staging', CARD_DATA_KEY: key, CARD_FINGERPRINT_KEY: key })),
+    ).toBe(false);
   });
 
   it('requires CARD_DATA_KEY in production and parses rotation lists', () => {

@@ -1,9 +1,13 @@
 import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { CronExpressionParser } from 'cron-parser';
+import { cleanEnv, makeExactValidator, type ValidatorSpec } from 'envalid';
 
 /**
- * The only place that reads process.env. Each app asks for the config it needs; a bad value
- * stops the app at start with a message naming the variable (decisions §11).
+ * The only place that reads process.env. Each app's variables are declared once in a schema
+ * (`configSchema(app)`: type, default, choices, description), parsed by envalid with the project's
+ * own validators (durations, key lists, cron), into one typed RetainConfig. A bad value stops the
+ * app at start with a message naming the variable (decisions §11; exit code 78 in runApp).
  */
 export type AppName =
   'intake-api' | 'submission-validator' | 'retry-worker' | 'refund-batcher' | 'webhook-dispatcher' | 'cli';
@@ -76,9 +80,14 @@ const DEFAULT_HEALTH_PORTS: Record<AppName, number> = {
   cli: 0,
 };
 
-/** Development key: only used when NODE_ENV is not production, and said so in the logs. */
+/**
+ * Development key: used only under NODE_ENV development or test when CARD_DATA_KEY is unset, and
+ * said so in the logs. Anywhere else card data sealed with a key in the source code would be
+ * readable by anyone, so the app refuses to start.
+ */
 const DEV_CARD_KEY = 'dev:' + Buffer.alloc(32, 7).toString('base64');
 const DEV_FINGERPRINT_KEY = 'fp-dev:' + Buffer.alloc(32, 8).toString('base64');
+const DEV_KEY_ENVS = ['development', 'test'];
 
 const DURATION_RE = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -90,41 +99,241 @@ export function parseDuration(text: string): number | null {
 
 export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,10h';
 
-function parseUrl(name: string, value: string, protocols: string[]): string {
-  let u: URL;
-  try {
-    u = new URL(value);
-  } catch {
-    throw new ConfigError(name, 'is not a valid URL');
-  }
-  if (!protocols.includes(u.protocol)) throw new ConfigError(name, `must use ${protocols.join(' or ')}`);
-  return value;
+// ---- Validators: each turns the raw text into a typed value or throws the detail of the message
+// ("Invalid configuration: <VARIABLE> <detail>").
+
+function urlWith(protocols: string[]): (value: string) => string {
+  return (value) => {
+    let u: URL;
+    try {
+      u = new URL(value);
+    } catch {
+      throw new Error('is not a valid URL');
+    }
+    if (!protocols.includes(u.protocol)) throw new Error(`must use ${protocols.join(' or ')}`);
+    return value;
+  };
 }
 
-function parsePort(name: string, value: string): number {
+function port(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new ConfigError(name, 'must be a port number 0-65535');
+  if (value.trim() === '' || !Number.isInteger(n) || n < 0 || n > 65535)
+    throw new Error('must be a port number 0-65535');
   return n;
 }
 
-function parseBool(name: string, value: string): boolean {
+function bool(value: string): boolean {
   if (/^(true|1|yes)$/i.test(value)) return true;
   if (/^(false|0|no)$/i.test(value)) return false;
-  throw new ConfigError(name, 'must be true or false');
+  throw new Error('must be true or false');
+}
+
+function oneOf<T extends string>(choices: readonly T[]): (value: string) => T {
+  return (value) => {
+    if (!(choices as readonly string[]).includes(value)) throw new Error(`must be one of ${choices.join(', ')}`);
+    return value as T;
+  };
+}
+
+function intBetween(min: number, max: number, unit = ''): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isInteger(n) || n < min || n > max) {
+      throw new Error(`must be an integer${unit} between ${min} and ${max}`);
+    }
+    return n;
+  };
+}
+
+/** A duration like `250ms`, `2s`, `5m`, `1.5h`, `1d`. */
+function durationAtLeast(minMs: number): (value: string) => number {
+  return (value) => {
+    const ms = parseDuration(value);
+    if (ms === null || ms < minMs) throw new Error(`must be a duration (250ms, 2s, 5m, 2h, 1d) >= ${minMs}ms`);
+    return ms;
+  };
+}
+
+function durationList(value: string): number[] {
+  return value.split(',').map((part) => {
+    const ms = parseDuration(part);
+    if (ms === null) throw new Error(`has an invalid duration "${part.trim()}"`);
+    return ms;
+  });
+}
+
+/** A cron expression as BullMQ's job scheduler reads it (the same parser), that has a next run. */
+function cron(value: string): string {
+  const pattern = value.trim();
+  let next: number;
+  try {
+    next = CronExpressionParser.parse(pattern, { tz: 'UTC' }).next().getTime();
+  } catch (err) {
+    throw new Error(`must be a cron expression (5 fields, or 6 with seconds) that runs: ${(err as Error).message}`);
+  }
+  if (!Number.isFinite(next)) throw new Error('must be a cron expression that runs');
+  return pattern;
+}
+
+/** The next run of a cron pattern (UTC), or null when it has none: for readiness checks. */
+export function nextCronRun(pattern: string, from: Date = new Date()): Date | null {
+  try {
+    return CronExpressionParser.parse(pattern, { tz: 'UTC', currentDate: from }).next().toDate();
+  } catch {
+    return null;
+  }
+}
+
+/** `kid:base64key[,kid2:base64key2]`: each key exactly 32 bytes. */
+function cardKeyList(value: string): CardKey[] {
+  return value.split(',').map((part) => {
+    const idx = part.indexOf(':');
+    if (idx <= 0) throw new Error('must be a comma list of <key-id>:<base64 32-byte key>');
+    const id = part.slice(0, idx).trim();
+    const key = Buffer.from(part.slice(idx + 1).trim(), 'base64');
+    if (!/^[A-Za-z0-9_.-]{1,32}$/.test(id)) throw new Error('has an invalid key id');
+    if (key.length !== 32) throw new Error('keys must be 32 bytes (base64)');
+    return { id, key };
+  });
 }
 
 /** `kid:base64key[,kid2:base64key2]`: each key exactly 32 bytes. */
 export function parseCardKeys(name: string, value: string): CardKey[] {
-  const keys = value.split(',').map((part) => {
-    const idx = part.indexOf(':');
-    if (idx <= 0) throw new ConfigError(name, 'must be a comma list of <key-id>:<base64 32-byte key>');
-    const id = part.slice(0, idx).trim();
-    const key = Buffer.from(part.slice(idx + 1).trim(), 'base64');
-    if (!/^[A-Za-z0-9_.-]{1,32}$/.test(id)) throw new ConfigError(name, 'has an invalid key id');
-    if (key.length !== 32) throw new ConfigError(name, 'keys must be 32 bytes (base64)');
-    return { id, key };
+  try {
+    return cardKeyList(value);
+  } catch (err) {
+    throw new ConfigError(name, (err as Error).message);
+  }
+}
+
+function text(value: string): string {
+  return value;
+}
+
+// ---- The schema.
+
+/** One environment variable: how it parses, its default (as text, like the README shows it), what it is. */
+export interface ConfigVariable<T = unknown> {
+  parse: (raw: string) => T;
+  /** The default as written in the environment; absent: unset unless given. */
+  default?: string;
+  /** Allowed values, for the docs (parse enforces them). */
+  choices?: readonly string[];
+  desc: string;
+}
+
+const variable = <T>(v: ConfigVariable<T>): ConfigVariable<T> => v;
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export const PROCESSORS = ['sandbox'] as const;
+const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/retain';
+
+/** Every variable an app reads, with this app's defaults. The README table lists the same. */
+export function configSchema(app: AppName) {
+  return {
+    NODE_ENV: variable({
+      parse: text,
+      default: 'development',
+      desc: 'development and test allow the built-in card key; production requires CARD_DATA_KEY',
+    }),
+    DATABASE_URL: variable({
+      parse: urlWith(['postgres:', 'postgresql:']),
+      default: DEFAULT_DATABASE_URL,
+      desc: 'PostgreSQL, the source of truth',
+    }),
+    REDIS_URL: variable({
+      parse: urlWith(['redis:', 'rediss:']),
+      default: 'redis://127.0.0.1:6379',
+      desc: 'Redis for BullMQ queues',
+    }),
+    QUEUE_PREFIX: variable({
+      parse: (v) => {
+        if (!/^\{[A-Za-z0-9_-]+\}$/.test(v)) throw new Error('must be a hash tag like {retain}');
+        return v;
+      },
+      default: '{retain}',
+      desc: 'BullMQ key prefix (a Redis Cluster hash tag)',
+    }),
+    HOST: variable({ parse: text, default: '0.0.0.0', desc: 'interface the HTTP servers bind to' }),
+    PORT: variable({ parse: port, default: '3000', desc: 'intake-api HTTP port' }),
+    HEALTH_PORT: variable({
+      parse: port,
+      default: String(DEFAULT_HEALTH_PORTS[app]),
+      desc: 'workers: /healthz, /readyz, /metrics port',
+    }),
+    PROCESSOR: variable({
+      parse: oneOf(PROCESSORS),
+      default: 'sandbox',
+      choices: PROCESSORS,
+      desc: 'processor adapter',
+    }),
+    RETRY_TIME_SCALE: variable({
+      parse: (v) => {
+        const n = Number(v);
+        if (v.trim() === '' || !Number.isFinite(n) || n < 1) throw new Error('must be a number >= 1');
+        return n;
+      },
+      default: '1',
+      desc: 'runs the retry schedule N times faster',
+    }),
+    REFUND_BATCH_CRON: variable({ parse: cron, default: '0 2 * * *', desc: 'refund batch schedule (UTC)' }),
+    WEBHOOK_RETRY_SCHEDULE: variable({
+      parse: durationList,
+      default: DEFAULT_WEBHOOK_RETRY_SCHEDULE,
+      desc: 'push delivery retry delays',
+    }),
+    WEBHOOK_ALLOW_PRIVATE: variable({ parse: bool, default: 'false', desc: 'allow webhook URLs on private addresses' }),
+    CARD_DATA_KEY: variable({ parse: cardKeyList, desc: 'AES-256-GCM keys for card data, first encrypts' }),
+    CARD_FINGERPRINT_KEY: variable({
+      parse: cardKeyList,
+      desc: 'HMAC keys of the card fingerprints (network limits), first computes; its own key so a data key rotation keeps limits',
+    }),
+    CARD_JWE_PRIVATE_KEYS: variable({ parse: text, desc: 'JWE keys for rotation: kid:/path/key.pem,...' }),
+    CARD_JWE_PRIVATE_KEY: variable({ parse: text, desc: 'JWE RSA private key (PEM)' }),
+    CARD_JWE_PRIVATE_KEY_FILE: variable({ parse: text, desc: 'JWE RSA private key file' }),
+    CARD_JWE_KEY_ID: variable({ parse: text, default: 'retain-dev-1', desc: 'kid of the single JWE key' }),
+    SCHEDULER_TICK: variable({ parse: durationAtLeast(100), default: '2s', desc: "workers' tick period" }),
+    JOB_LOCK_MS: variable({
+      parse: intBetween(1000, 600_000, ' number of milliseconds'),
+      default: '30000',
+      desc: 'BullMQ job lock and stalled check',
+    }),
+    LOG_LEVEL: variable({ parse: oneOf(LOG_LEVELS), default: 'info', choices: LOG_LEVELS, desc: 'pino level' }),
+    TEST_PAUSE_AFTER_PROCESSOR_MS: variable({
+      parse: intBetween(0, 600_000),
+      default: '0',
+      desc: 'test only: pause after a processor call (refused in production)',
+    }),
+  };
+}
+
+/** The names of every variable the apps read (for docs and tests). */
+export const CONFIG_VARIABLES = Object.keys(configSchema('cli'));
+
+type Schema = Record<string, ConfigVariable>;
+type Parsed<S extends Schema> = { [K in keyof S]: S[K] extends ConfigVariable<infer T> ? T | undefined : never };
+
+/** Parses `env` with envalid against a schema; the first bad variable becomes a ConfigError. */
+function parseEnv<S extends Schema>(schema: S, env: NodeJS.ProcessEnv): Parsed<S> {
+  type Value = NonNullable<unknown>;
+  const specs: Record<string, ValidatorSpec<Value>> = {};
+  for (const [name, v] of Object.entries(schema)) {
+    // Defaults are written as text and parsed like a value from the environment.
+    specs[name] = makeExactValidator<Value>(v.parse as (raw: string) => Value)({
+      default: v.default === undefined ? undefined : (v.parse(v.default) as Value),
+      desc: v.desc,
+      ...(v.choices ? { choices: [...v.choices] } : {}),
+    });
+  }
+  // An empty variable counts as unset (`FOO=` in an env file, an empty ConfigMap value).
+  const given = Object.fromEntries(Object.entries(env).filter(([name, value]) => name in schema && value !== ''));
+  const cleaned = cleanEnv(given, specs, {
+    reporter: ({ errors }) => {
+      const [name, err] = Object.entries(errors)[0] ?? [];
+      if (name && err) throw new ConfigError(name, err.message);
+    },
   });
-  return keys;
+  return { ...cleaned } as unknown as Parsed<S>;
 }
 
 const JWE_KID_RE = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -177,10 +386,6 @@ export function parseJweKeys(get: (name: string) => string | undefined): JweKey[
   return keys;
 }
 
-const CRON_RE = /^(\S+\s+){4,5}\S+$/;
-
-const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/retain';
-
 /** What the one-shot migrator needs: the database only (no card keys, Redis or ports). */
 export interface MigrateConfig {
   app: 'migrate';
@@ -188,27 +393,21 @@ export interface MigrateConfig {
   databaseUrl: string;
 }
 
-function envReader(env: NodeJS.ProcessEnv): (name: string) => string | undefined {
-  return (name) => {
-    const v = env[name];
-    return v === undefined || v === '' ? undefined : v;
+/** The migrator's schema: DATABASE_URL (required in production, where the local default would be wrong). */
+export function migrateSchema(nodeEnv: string) {
+  const { NODE_ENV, DATABASE_URL } = configSchema('cli');
+  return {
+    NODE_ENV,
+    DATABASE_URL: nodeEnv === 'production' ? { ...DATABASE_URL, default: undefined } : DATABASE_URL,
   };
 }
 
-/**
- * The migration Job's config: DATABASE_URL only (required in production, where the local default
- * would be wrong). Other variables are ignored, so the Job needs no card keys or Redis.
- */
+/** The migration Job's config: other variables are ignored, so the Job needs no card keys or Redis. */
 function loadMigrateConfig(env: NodeJS.ProcessEnv): MigrateConfig {
-  const get = envReader(env);
-  const nodeEnv = get('NODE_ENV') ?? 'development';
-  const url = get('DATABASE_URL');
-  if (!url && nodeEnv === 'production') throw new ConfigError('DATABASE_URL', 'is required in production');
-  return {
-    app: 'migrate',
-    nodeEnv,
-    databaseUrl: parseUrl('DATABASE_URL', url ?? DEFAULT_DATABASE_URL, ['postgres:', 'postgresql:']),
-  };
+  const nodeEnv = env['NODE_ENV'] || 'development';
+  const parsed = parseEnv(migrateSchema(nodeEnv), env);
+  if (parsed.DATABASE_URL === undefined) throw new ConfigError('DATABASE_URL', 'is required in production');
+  return { app: 'migrate', nodeEnv: parsed.NODE_ENV!, databaseUrl: parsed.DATABASE_URL };
 }
 
 export function loadConfig(app: 'migrate', env?: NodeJS.ProcessEnv): MigrateConfig;
@@ -218,83 +417,63 @@ export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
 ): RetainConfig | MigrateConfig {
   if (app === 'migrate') return loadMigrateConfig(env);
-  const get = envReader(env);
-  const nodeEnv = get('NODE_ENV') ?? 'development';
-  const production = nodeEnv === 'production';
+  const v = parseEnv(configSchema(app), env);
+  // Every variable with a default is defined after parsing; the optional ones are checked below.
+  const nodeEnv = v.NODE_ENV!;
 
-  const retryTimeScale = Number(get('RETRY_TIME_SCALE') ?? '1');
-  if (!Number.isFinite(retryTimeScale) || retryTimeScale < 1) {
-    throw new ConfigError('RETRY_TIME_SCALE', 'must be a number >= 1');
+  let cardKeys = v.CARD_DATA_KEY;
+  if (!cardKeys) {
+    if (!DEV_KEY_ENVS.includes(nodeEnv)) {
+      throw new ConfigError(
+        'CARD_DATA_KEY',
+        `is required when NODE_ENV is ${nodeEnv}: the built-in development key is only for NODE_ENV development and test`,
+      );
+    }
+    cardKeys = cardKeyList(DEV_CARD_KEY);
+  }
+  let cardFingerprintKeys = v.CARD_FINGERPRINT_KEY;
+  if (!cardFingerprintKeys) {
+    if (!DEV_KEY_ENVS.includes(nodeEnv)) {
+      throw new ConfigError(
+        'CARD_FINGERPRINT_KEY',
+        `is required when NODE_ENV is ${nodeEnv}: the built-in development key is only for NODE_ENV development and test`,
+      );
+    }
+    cardFingerprintKeys = cardKeyList(DEV_FINGERPRINT_KEY);
   }
 
-  const scheduleText = get('WEBHOOK_RETRY_SCHEDULE') ?? DEFAULT_WEBHOOK_RETRY_SCHEDULE;
-  const webhookRetryScheduleMs = scheduleText.split(',').map((part) => {
-    const ms = parseDuration(part);
-    if (ms === null) throw new ConfigError('WEBHOOK_RETRY_SCHEDULE', `has an invalid duration "${part.trim()}"`);
-    return ms;
-  });
+  const jweKeys = parseJweKeys((name) => v[name as keyof typeof v] as string | undefined);
 
-  const cardKeyText = get('CARD_DATA_KEY');
-  if (!cardKeyText && production) throw new ConfigError('CARD_DATA_KEY', 'is required in production');
-  const cardKeys = parseCardKeys('CARD_DATA_KEY', cardKeyText ?? DEV_CARD_KEY);
-  const fingerprintKeyText = get('CARD_FINGERPRINT_KEY');
-  if (!fingerprintKeyText && production) throw new ConfigError('CARD_FINGERPRINT_KEY', 'is required in production');
-  const cardFingerprintKeys = parseCardKeys('CARD_FINGERPRINT_KEY', fingerprintKeyText ?? DEV_FINGERPRINT_KEY);
-
-  const jweKeys = parseJweKeys(get);
-
-  const refundBatchCron = get('REFUND_BATCH_CRON') ?? '0 2 * * *';
-  if (!CRON_RE.test(refundBatchCron.trim())) {
-    throw new ConfigError('REFUND_BATCH_CRON', 'must be a cron expression (5 fields, or 6 with seconds)');
-  }
-
-  const logLevel = get('LOG_LEVEL') ?? 'info';
-  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
-    throw new ConfigError('LOG_LEVEL', 'must be one of fatal, error, warn, info, debug, trace, silent');
-  }
-
-  const processor = get('PROCESSOR') ?? 'sandbox';
-  if (processor !== 'sandbox') throw new ConfigError('PROCESSOR', 'must be "sandbox" (the only processor so far)');
-
-  const queuePrefix = get('QUEUE_PREFIX') ?? '{retain}';
-  if (!/^\{[A-Za-z0-9_-]+\}$/.test(queuePrefix)) {
-    throw new ConfigError('QUEUE_PREFIX', 'must be a hash tag like {retain}');
-  }
-
-  const tickMs = parseDuration(get('SCHEDULER_TICK') ?? '2s');
-  if (tickMs === null || tickMs < 100) throw new ConfigError('SCHEDULER_TICK', 'must be a duration >= 100ms');
-
-  const pause = Number(get('TEST_PAUSE_AFTER_PROCESSOR_MS') ?? '0');
-  if (!Number.isInteger(pause) || pause < 0 || (pause > 0 && production)) {
+  const pause = v.TEST_PAUSE_AFTER_PROCESSOR_MS!;
+  if (pause > 0 && nodeEnv === 'production') {
     throw new ConfigError(
       'TEST_PAUSE_AFTER_PROCESSOR_MS',
       'must be a non-negative integer, and is refused in production',
     );
   }
-  jobLockMs(env);
 
   return {
     app,
     nodeEnv,
     testPauseAfterProcessorMs: pause,
-    databaseUrl: parseUrl('DATABASE_URL', get('DATABASE_URL') ?? DEFAULT_DATABASE_URL, ['postgres:', 'postgresql:']),
-    redisUrl: parseUrl('REDIS_URL', get('REDIS_URL') ?? 'redis://127.0.0.1:6379', ['redis:', 'rediss:']),
-    queuePrefix,
-    host: get('HOST') ?? '0.0.0.0',
-    port: parsePort('PORT', get('PORT') ?? '3000'),
-    healthPort: parsePort('HEALTH_PORT', get('HEALTH_PORT') ?? String(DEFAULT_HEALTH_PORTS[app])),
-    processor,
-    retryTimeScale,
-    refundBatchCron: refundBatchCron.trim(),
-    webhookRetryScheduleMs,
-    webhookAllowPrivate: parseBool('WEBHOOK_ALLOW_PRIVATE', get('WEBHOOK_ALLOW_PRIVATE') ?? 'false'),
+    databaseUrl: v.DATABASE_URL!,
+    redisUrl: v.REDIS_URL!,
+    queuePrefix: v.QUEUE_PREFIX!,
+    host: v.HOST!,
+    port: v.PORT!,
+    healthPort: v.HEALTH_PORT!,
+    processor: v.PROCESSOR!,
+    retryTimeScale: v.RETRY_TIME_SCALE!,
+    refundBatchCron: v.REFUND_BATCH_CRON!,
+    webhookRetryScheduleMs: v.WEBHOOK_RETRY_SCHEDULE!,
+    webhookAllowPrivate: v.WEBHOOK_ALLOW_PRIVATE!,
     webhookTimeoutMs: 10_000,
     cardKeys,
     cardFingerprintKeys,
     jweKeys,
-    logLevel,
+    logLevel: v.LOG_LEVEL!,
     bodyLimitBytes: 10 * 1024 * 1024,
-    tickMs,
+    tickMs: v.SCHEDULER_TICK!,
   };
 }
 
@@ -309,10 +488,6 @@ export function usesDevCardKey(config: RetainConfig): boolean {
  * worker options are declared on the processor classes. JOB_LOCK_MS, default 30 s.
  */
 export function jobLockMs(env: NodeJS.ProcessEnv = process.env): number {
-  const text = env['JOB_LOCK_MS'];
-  const value = text === undefined || text === '' ? 30_000 : Number(text);
-  if (!Number.isInteger(value) || value < 1000 || value > 600_000) {
-    throw new ConfigError('JOB_LOCK_MS', 'must be an integer number of milliseconds between 1000 and 600000');
-  }
-  return value;
+  const { JOB_LOCK_MS } = configSchema('cli');
+  return parseEnv({ JOB_LOCK_MS }, env).JOB_LOCK_MS!;
 }

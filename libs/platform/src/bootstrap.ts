@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
-import { ConfigError, type AppName, type RetainConfig } from '@retain/config';
+import { ConfigError, usesDevCardKey, type AppName, type RetainConfig } from '@retain/config';
 import { Logger } from 'nestjs-pino';
 import { RetainMetrics } from './metrics';
 import { RETAIN_CONFIG } from './tokens';
@@ -68,6 +68,13 @@ export async function runApp(
   }
   const nest = await createApp(moduleFactory(config), config, options);
   installGracefulShutdown(nest, app);
+  if (usesDevCardKey(config)) {
+    nest
+      .get(Logger)
+      .warn(
+        `CARD_DATA_KEY is not set: ${app} uses the built-in development card key (refused outside NODE_ENV development and test)`,
+      );
+  }
   nest.get(Logger).log(`${app} started on port ${options.listenOn === 'port' ? config.port : config.healthPort}`);
   return nest;
 }
@@ -79,16 +86,22 @@ const SHUTDOWN_TIMEOUT_MS = 60_000;
 
 /**
  * On SIGTERM/SIGINT: stop taking work and close. app.close() stops the HTTP server (requests in
- * flight finish), runs the shutdown hooks (BullMQ workers finish or release their active jobs),
- * then closes Postgres and Redis; the process exits 0. A second signal or the timeout forces exit.
+ * flight finish), runs the shutdown hooks (BullMQ workers finish their active jobs), then closes
+ * Postgres and Redis; the process exits 0. Further signals are logged and ignored: Ctrl-C under
+ * `npm start` always delivers two (the terminal's SIGINT to the process group, then the one
+ * start.mjs forwards), and exiting on the second would abandon the jobs in flight. Only the
+ * timeout forces an exit (1); an operator who cannot wait sends SIGKILL.
  */
 let shuttingDown = false;
 
 function installGracefulShutdown(nest: INestApplication, app: AppName): void {
   const onSignal = (signal: NodeJS.Signals): void => {
-    if (shuttingDown) process.exit(1);
-    shuttingDown = true;
     const logger = nest.get(Logger);
+    if (shuttingDown) {
+      logger.log(`${app} received ${signal} again: still finishing the work in flight`);
+      return;
+    }
+    shuttingDown = true;
     logger.log(`${app} received ${signal}: shutting down`);
     const timer = setTimeout(() => {
       logger.error(`${app} did not shut down within ${SHUTDOWN_TIMEOUT_MS} ms`);
@@ -96,7 +109,10 @@ function installGracefulShutdown(nest: INestApplication, app: AppName): void {
     }, SHUTDOWN_TIMEOUT_MS);
     timer.unref();
     nest.close().then(
-      () => process.exit(0),
+      () => {
+        logger.log(`${app} stopped`);
+        process.exit(0);
+      },
       (err: unknown) => {
         logger.error(`${app} shutdown failed: ${(err as Error).message}`);
         process.exit(1);

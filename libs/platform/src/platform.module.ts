@@ -1,4 +1,4 @@
-import { BullModule } from '@nestjs/bullmq';
+import { BullModule, WorkerHost } from '@nestjs/bullmq';
 import {
   Controller,
   Get,
@@ -8,13 +8,15 @@ import {
   Injectable,
   Module,
   type DynamicModule,
+  type OnApplicationBootstrap,
   type OnApplicationShutdown,
 } from '@nestjs/common';
-import { DiscoveryModule } from '@nestjs/core';
+import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { HealthCheck, HealthCheckService, HealthIndicatorService, TerminusModule } from '@nestjs/terminus';
 import { loadConfig, type AppName, type RetainConfig } from '@retain/config';
 import { createDataSource } from '@retain/db';
-import { FailedJobs, OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
+import { ConnectionErrorLog, FailedJobs, OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
+import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { LoggerModule } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
@@ -43,6 +45,26 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   });
 }
 
+/** A readiness condition beyond Postgres and Redis: null when fine, else the reason it is not. */
+export type ReadinessCheck = () => Promise<string | null>;
+
+/**
+ * Extra readiness checks an app adds at start (e.g. the refund batcher's schedule); /readyz reports
+ * each under its name, down with the reason.
+ */
+@Injectable()
+export class ReadinessChecks {
+  private readonly checks = new Map<string, ReadinessCheck>();
+
+  add(name: string, check: ReadinessCheck): void {
+    this.checks.set(name, check);
+  }
+
+  entries(): [string, ReadinessCheck][] {
+    return [...this.checks.entries()];
+  }
+}
+
 @Controller()
 export class HealthController {
   constructor(
@@ -51,6 +73,7 @@ export class HealthController {
     private readonly db: DataSource,
     @Inject(REDIS) private readonly redis: Redis,
     private readonly metrics: RetainMetrics,
+    private readonly extra: ReadinessChecks,
   ) {}
 
   /** Liveness: the process answers; dependencies are not checked (restarts would not help). */
@@ -59,7 +82,7 @@ export class HealthController {
     return { status: 'ok' };
   }
 
-  /** Readiness: Postgres and Redis reachable (decisions §1). */
+  /** Readiness: Postgres and Redis reachable (decisions §1), and the app's own checks. */
   @Get('readyz')
   @HealthCheck()
   readyz() {
@@ -82,6 +105,15 @@ export class HealthController {
           return s.down({ message: (e as Error).message });
         }
       },
+      ...this.extra.entries().map(([name, check]) => async () => {
+        const s = this.indicators.check(name);
+        try {
+          const problem = await withTimeout(check(), READY_TIMEOUT_MS, name);
+          return problem === null ? s.up() : s.down({ message: problem });
+        } catch (e) {
+          return s.down({ message: (e as Error).message });
+        }
+      }),
     ]);
   }
 
@@ -108,12 +140,35 @@ export class ConnectionsLifecycle implements OnApplicationShutdown {
   }
 }
 
+/**
+ * Routes the connection errors of the BullMQ workers and queues Nest created (@Processor classes,
+ * BullModule.registerQueue) through the rate-limited log. Runs once every module is initialised,
+ * which is when @nestjs/bullmq has created the workers.
+ */
+@Injectable()
+export class BullConnectionErrors implements OnApplicationBootstrap {
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly errors: ConnectionErrorLog,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    for (const { instance } of this.discovery.getProviders()) {
+      if (instance instanceof WorkerHost) this.errors.watch(`worker ${instance.worker.name}`, instance.worker);
+      else if (instance instanceof Queue) this.errors.watch(`queue ${instance.name}`, instance);
+    }
+  }
+}
+
 @Global()
 @Module({})
 export class PlatformModule {
   /** Config, Postgres, Redis, queues, outbox relay, logging, metrics and health for one app. */
   static forApp(app: AppName, config: RetainConfig = loadConfig(app)): DynamicModule {
-    const redis = createRedis(config.redisUrl);
+    const logger = createLogger(app, config.logLevel);
+    // Redis connection errors: JSON lines through pino, one per connection per interval.
+    const errors = new ConnectionErrorLog((fields, msg) => logger.warn(fields, msg));
+    const redis = errors.watch('redis', createRedis(config.redisUrl));
     // The API and the dispatcher (64 concurrent deliveries) need more connections than the others.
     const poolSize = app === 'intake-api' || app === 'webhook-dispatcher' ? 20 : 10;
     // Apps that run workers: they sweep the outbox, record jobs that failed for good and report them.
@@ -121,11 +176,11 @@ export class PlatformModule {
     return {
       module: PlatformModule,
       imports: [
-        TerminusModule.forRoot({ logger: false }),
         DiscoveryModule,
+        TerminusModule.forRoot({ logger: false }),
         LoggerModule.forRoot({
           pinoHttp: {
-            logger: createLogger(app, config.logLevel),
+            logger,
             autoLogging: { ignore: (req) => /^\/(healthz|readyz|metrics)/.test(req.url ?? '') },
             quietReqLogger: true,
           },
@@ -136,6 +191,8 @@ export class PlatformModule {
       providers: [
         { provide: RETAIN_CONFIG, useValue: config },
         { provide: REDIS, useValue: redis },
+        { provide: ConnectionErrorLog, useValue: errors },
+        BullConnectionErrors,
         {
           provide: DataSource,
           useFactory: async () => {
@@ -158,7 +215,7 @@ export class PlatformModule {
         },
         {
           provide: QueueRegistry,
-          useFactory: () => new QueueRegistry(redis, config.queuePrefix),
+          useFactory: () => new QueueRegistry(redis, config.queuePrefix, errors),
         },
         {
           provide: OutboxRelay,
@@ -172,11 +229,22 @@ export class PlatformModule {
             new FailedJobs(db, { queues, relay }),
         },
         ConnectionsLifecycle,
+        ReadinessChecks,
         JobRunner,
         // Workers sweep the outbox; the API only writes to it and publishes after commit.
         ...(worker ? [OutboxSweeper, FailedJobsHook] : []),
       ],
-      exports: [RETAIN_CONFIG, REDIS, DataSource, RetainMetrics, QueueRegistry, OutboxRelay, FailedJobs, JobRunner],
+      exports: [
+        RETAIN_CONFIG,
+        REDIS,
+        DataSource,
+        RetainMetrics,
+        QueueRegistry,
+        OutboxRelay,
+        FailedJobs,
+        JobRunner,
+        ReadinessChecks,
+      ],
     };
   }
 }

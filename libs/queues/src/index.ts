@@ -1,3 +1,4 @@
+export * from './connection-errors';
 export * from './contracts';
 export * from './outbox';
 export * from './push-messages';

@@ -1,6 +1,7 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { DataSource, EntityManager } from 'typeorm';
+import type { ConnectionErrorLog } from './connection-errors';
 import {
   JOB_NAMES,
   QUEUE_OPTIONS,
@@ -42,12 +43,15 @@ export class QueueRegistry {
   constructor(
     private readonly connection: Redis,
     private readonly prefix: string,
+    /** Where the queues' connection errors go (rate-limited log lines). */
+    private readonly errors?: ConnectionErrorLog,
   ) {}
 
   get<Q extends QueueName>(name: Q): TypedQueue<Q> {
     let q = this.queues.get(name);
     if (!q) {
       q = new Queue(name, { connection: this.connection, prefix: this.prefix, defaultJobOptions: QUEUE_OPTIONS[name] });
+      this.errors?.watch(`queue ${name}`, q);
       this.queues.set(name, q);
     }
     return q as TypedQueue<Q>;

@@ -1,7 +1,7 @@
 import { InjectQueue, WorkerHost } from '@nestjs/bullmq';
 import { Inject, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
-import type { RetainConfig } from '@retain/config';
-import { JobRunner, QueueProcessor, RETAIN_CONFIG } from '@retain/platform';
+import { nextCronRun, type RetainConfig } from '@retain/config';
+import { JobRunner, QueueProcessor, RETAIN_CONFIG, ReadinessChecks } from '@retain/platform';
 import { QueueName } from '@retain/queues';
 import type { Job, Queue } from 'bullmq';
 import { RefundBatchService } from './refund-batch.service';
@@ -10,9 +10,10 @@ const SCHEDULER_ID = 'refund-batch';
 
 /**
  * The batch runs on REFUND_BATCH_CRON (UTC) through a BullMQ job scheduler, one run at a time
- * (concurrency 1 in the queue record; refunds are claimed with SKIP LOCKED besides). The scheduler
- * is re-upserted periodically so a Redis flush does not silence the batch. Operators trigger a run at once with
- * `npm run retain -- refunds batch-now`, which adds a job to the same queue.
+ * (concurrency 1 in the queue record; refunds are claimed with SKIP LOCKED besides). The scheduler is re-upserted
+ * periodically so a Redis flush does not silence the batch. Operators trigger a run at once with
+ * `npm run retain -- refunds batch-now`, which adds a job to the same queue. /readyz reports a
+ * broken schedule (scheduler gone from Redis, no next run): refunds would silently never be sent.
  */
 @QueueProcessor(QueueName.RefundBatch)
 export class RefundBatchProcessor extends WorkerHost implements OnModuleInit, OnApplicationShutdown {
@@ -24,11 +25,13 @@ export class RefundBatchProcessor extends WorkerHost implements OnModuleInit, On
     private readonly runner: JobRunner,
     @InjectQueue(QueueName.RefundBatch) private readonly queue: Queue,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
+    private readonly readiness: ReadinessChecks,
   ) {
     super();
   }
 
   async onModuleInit(): Promise<void> {
+    this.readiness.add('refund_schedule', () => this.scheduleProblem());
     await this.ensureScheduler();
     this.timer = setInterval(() => void this.ensureScheduler(), 60_000);
     this.timer.unref();
@@ -48,6 +51,17 @@ export class RefundBatchProcessor extends WorkerHost implements OnModuleInit, On
     } catch (err) {
       this.logger.warn({ err: (err as Error).message }, 'could not upsert the refund batch scheduler');
     }
+  }
+
+  /** Why the batch would not run on schedule, or null. */
+  private async scheduleProblem(): Promise<string | null> {
+    const scheduler = await this.queue.getJobScheduler(SCHEDULER_ID);
+    if (!scheduler) return 'the refund batch job scheduler is missing in Redis (re-created within a minute)';
+    if (nextCronRun(scheduler.pattern ?? this.config.refundBatchCron) === null) {
+      return `the next run of the refund batch cannot be computed from "${scheduler.pattern ?? ''}"`;
+    }
+    if (!scheduler.next || !Number.isFinite(scheduler.next)) return 'the refund batch job scheduler has no next run';
+    return null;
   }
 
   async process(job: Job): Promise<unknown> {

@@ -1,0 +1,38 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startApp, type RunningApp } from '@retain/testing';
+
+const root = path.resolve(__dirname, '..', '..');
+
+// The built-in development card key (decisions §10): a warning when used, and refused outside
+// NODE_ENV development and test: card data sealed with a key published in the source is readable by anyone.
+describe('the development card key', () => {
+  let app: RunningApp | undefined;
+  afterAll(async () => {
+    await app?.stop();
+  });
+
+  it('logs a warning naming CARD_DATA_KEY when an app starts with it', async () => {
+    app = await startApp('retry-worker', { env: { NODE_ENV: 'development', CARD_DATA_KEY: '' } });
+    const warning = app
+      .logs()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { level: string; msg: string })
+      .find((l) => l.level === 'warn' && l.msg.includes('CARD_DATA_KEY'));
+    expect(warning?.msg).toMatch(/development card key/i);
+  });
+
+  it.each(['staging', 'production'])('stops with exit code 78 and the variable name under NODE_ENV=%s', (nodeEnv) => {
+    const env: Record<string, string> = { ...(process.env as Record<string, string>), NODE_ENV: nodeEnv };
+    delete env['CARD_DATA_KEY'];
+    const r = spawnSync(process.execPath, [path.join(root, 'dist', 'apps', 'retry-worker', 'src', 'main.js')], {
+      env,
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(r.status).toBe(78);
+    expect(r.stderr).toContain('CARD_DATA_KEY');
+  });
+});
