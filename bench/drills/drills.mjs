@@ -7,9 +7,9 @@
 // rows, pushes received, process signals.
 //
 // Run: node bench/drills/drills.mjs [--outage 20s] [--gap 15s] [--warmup 10s] [--settle 180s]
-//        [--rate 10] [--scale 100000] [--drills pg,redis,kill] [--keep]
+//        [--rate 10] [--scale 100000] [--merchants 20] [--drills pg,redis,kill] [--keep]
 // Every flag also reads an env variable: DRILL_OUTAGE, DRILL_GAP, DRILL_WARMUP, DRILL_SETTLE, DRILL_RATE,
-// DRILL_SCALE, DRILL_DRILLS. Quick run: node bench/drills/drills.mjs --outage 5s --gap 5s --warmup 5s
+// DRILL_SCALE, DRILL_MERCHANTS, DRILL_DRILLS. Quick run: node bench/drills/drills.mjs --outage 5s --gap 5s --warmup 5s
 // Exit code: 0 when 0 lost, 0 double charges and 0 `500`; 1 otherwise.
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
@@ -48,6 +48,7 @@ const OPTS = {
   rate: Number(option('rate', '10')), // submitted transactions per second
   scale: option('scale', '100000'), // RETRY_TIME_SCALE: a 30-day schedule in ~26 s
   drills: option('drills', 'pg,redis,kill').split(','),
+  merchants: Number(option('merchants', '20')), // the load is spread over this many merchants
   keep: process.argv.includes('--keep'),
 };
 const BATCH = Math.max(1, Math.round(OPTS.rate / 2)); // two batches per second
@@ -292,12 +293,15 @@ async function callUntilAnswered(api, method, urlPath, body, running) {
   }
 }
 
+/** One of the merchants, at random: card histories (network limits) are per card per merchant. */
+const as = (api) => ({ base: api.base, key: api.keys[randomInt(api.keys.length)] });
+
 async function submitLoop(api, running) {
   while (running()) {
     const started = Date.now();
     const batch = Array.from({ length: BATCH }, newTxn);
     // Never abandons a batch while the load stops: its fate must be known to count it.
-    const r = await callUntilAnswered(api, 'POST', '/v1/retain/transactions', { transactions: batch }, () => true);
+    const r = await callUntilAnswered(as(api), 'POST', '/v1/retain/transactions', { transactions: batch }, () => true);
     if (r.status === 200 || r.status === 207) {
       const rejected = new Map(
         (r.status === 207 ? JSON.parse(r.text).rejected : []).map((x) => [x.id, x.errors.map((e) => e.code)]),
@@ -316,9 +320,10 @@ async function submitLoop(api, running) {
 }
 
 /** Refunds some captured transactions and stops some still in retry, through the API only. */
-async function refundLoop(api, running) {
+async function refundLoop(everyone, running) {
   while (running()) {
     await sleep(2000);
+    const api = as(everyone);
     const list = await call(api, 'GET', '/v1/retain/transactions?status=Captured&limit=20');
     const targets = [];
     if (list.status === 200) {
@@ -346,7 +351,7 @@ async function refundLoop(api, running) {
 
 const FINAL = ['Captured', 'Cancelled', 'Stopped', 'Refunded', 'Partially Refunded'];
 
-async function snapshot(db, merchantLogin, pushes) {
+async function snapshot(db, logins, pushes) {
   const ids = [...accepted.keys()];
   const rows = (
     await db.query(
@@ -360,17 +365,20 @@ async function snapshot(db, merchantLogin, pushes) {
               (SELECT coalesce(sum(r.amount_minor), 0) FROM refunds r JOIN sandbox_operations s
                  ON s.idempotency_key = r.vid AND s.kind = 'refund' AND s.result->>'outcome' = 'completed'
                 WHERE r.transaction_id = t.id)::bigint AS refunded_minor,
-              coalesce(t.captured_amount_minor, 0)::bigint AS captured_minor
+              coalesce(t.captured_amount_minor, 0)::bigint AS captured_minor,
+              extract(epoch FROM now() - t.next_attempt_at)::float AS overdue_s,
+              (SELECT extract(epoch FROM now() - min(a.created_at)) FROM attempts a
+                WHERE a.transaction_id = t.id AND a.state = 'pending')::float AS pending_attempt_s
          FROM transactions t JOIN merchants m ON m.id = t.merchant_id
-        WHERE m.login = $1 AND t.merchant_txn_id = ANY($2::text[])`,
-      [merchantLogin, ids],
+        WHERE m.login = ANY($1::text[]) AND t.merchant_txn_id = ANY($2::text[])`,
+      [logins, ids],
     )
   ).rows;
   const messages = (
     await db.query(
       `SELECT w.message_id, w.status, w.replay_count FROM webhook_messages w JOIN merchants m ON m.id = w.merchant_id
-        WHERE m.login = $1`,
-      [merchantLogin],
+        WHERE m.login = ANY($1::text[])`,
+      [logins],
     )
   ).rows;
   // Approved charges whose idempotency key names no attempt row: money taken that no row records.
@@ -394,6 +402,18 @@ function settled(s) {
   );
 }
 
+/**
+ * Why a transaction that is not final makes no progress, or null while something will still move it:
+ * a next attempt due in the future (e.g. waiting out a network-limit window) or only just due.
+ */
+function stuckReason(r) {
+  if (r.review_status === 'pending') return 'never reviewed';
+  if (r.refunds_open > 0) return `${r.refunds_open} refund(s) still Processing`;
+  if (r.pending_attempt_s !== null) return r.pending_attempt_s > 60 ? 'an attempt in flight for over 60 s' : null;
+  if (r.overdue_s === null) return 'nothing scheduled';
+  return r.overdue_s > 60 ? `next attempt overdue by ${Math.round(r.overdue_s)} s` : null;
+}
+
 function judge(s) {
   const byId = new Map(s.rows.map((r) => [r.id, r]));
   const delivered = new Map(); // message id -> deliveries received
@@ -408,7 +428,16 @@ function judge(s) {
   const per = new Map(); // phase -> figures
   const fig = (ph) => {
     if (!per.has(ph))
-      per.set(ph, { accepted: 0, noRow: 0, stuck: 0, noPush: 0, doubleCapture: 0, doubleCharge: 0, overRefund: 0 });
+      per.set(ph, {
+        accepted: 0,
+        noRow: 0,
+        stuck: 0,
+        inProgress: 0,
+        noPush: 0,
+        doubleCapture: 0,
+        doubleCharge: 0,
+        overRefund: 0,
+      });
     return per.get(ph);
   };
   const examples = [];
@@ -422,8 +451,11 @@ function judge(s) {
       continue;
     }
     if (!FINAL.includes(r.status) || r.refunds_open > 0) {
-      f.stuck++;
-      examples.push(`${id}: stuck ${r.status} (review ${r.review_status}, open refunds ${r.refunds_open})`);
+      const why = stuckReason(r);
+      if (why) {
+        f.stuck++;
+        examples.push(`${id}: stuck ${r.status}: ${why}`);
+      } else f.inProgress++;
     }
     const got = (event) => distinct.get(`${id}|${event}`)?.size ?? 0;
     const missing = [];
@@ -507,10 +539,11 @@ async function main() {
     };
     const ds = createDataSource(pgs.url, 2);
     await ds.initialize();
-    const merchant = await new MerchantsRepository(ds, loadConfig('cli', env).cardKeys).create(
-      `drill_${randomBytes(4).toString('hex')}`,
-      receiver.url,
-    );
+    const repo = new MerchantsRepository(ds, loadConfig('cli', env).cardKeys);
+    const merchants = [];
+    for (let i = 0; i < OPTS.merchants; i++)
+      merchants.push(await repo.create(`drill_${randomBytes(4).toString('hex')}`, receiver.url));
+    const logins = merchants.map((m) => m.login);
     await ds.destroy();
     const apps = new Map(APPS.map((a) => [a, new App(a, env, dir)]));
     for (const a of apps.values()) cleanups.push(() => a.kill('SIGKILL'));
@@ -520,7 +553,7 @@ async function main() {
       get base() {
         return intake.base;
       },
-      key: merchant.api_key,
+      keys: merchants.map((m) => m.api_key),
     };
     say(`apps up; load: ${BATCH * 2} transactions/s in batches of ${BATCH}, RETRY_TIME_SCALE=${OPTS.scale}`);
 
@@ -601,15 +634,15 @@ async function main() {
     const db = new pg.Pool({ connectionString: pgs.url, max: 2 });
     cleanups.push(() => db.end());
     const settleStart = Date.now();
-    let snap = await snapshot(db, merchant.login, receiver.pushes);
+    let snap = await snapshot(db, logins, receiver.pushes);
     while (!settled(snap) && Date.now() - settleStart < OPTS.settleMs) {
       await sleep(2000);
-      snap = await snapshot(db, merchant.login, receiver.pushes);
+      snap = await snapshot(db, logins, receiver.pushes);
     }
     const settleSeconds = ((Date.now() - settleStart) / 1000).toFixed(0);
     // A short quiet time after settling, so a late duplicate push is still counted.
     await sleep(3000);
-    snap = await snapshot(db, merchant.login, receiver.pushes);
+    snap = await snapshot(db, logins, receiver.pushes);
     const j = judge(snap);
 
     // ------------------------------------------------------------ report
@@ -630,6 +663,7 @@ async function main() {
     );
     console.log(`accepted transactions  ${accepted.size}   (${JSON.stringify(statusCounts)})`);
     console.log(`refunds asked          ${refundsAsked.size}, stops asked ${stopsAsked.size}`);
+    console.log(`still in progress      ${sum('inProgress')} (not final at the end, next attempt scheduled: not lost)`);
     console.log(
       `lost                   ${lost}   (accepted, no row ${sum('noRow')}; stuck without progress ${sum('stuck')}; ` +
         `final without its push ${sum('noPush')}; pushes not delivered ${j.undelivered}; ` +
@@ -652,11 +686,13 @@ async function main() {
     const phases = ['warmup', ...results.map((r) => r.name)];
     for (const ph of phases) {
       const f = j.per.get(ph) ?? { accepted: 0, noRow: 0, stuck: 0, noPush: 0, doubleCapture: 0, doubleCharge: 0 };
+      // restarted: how long the killed app took to be ready again; served again: first 2xx submission
+      // after the fault ended (the database or Redis back, or the app restarted).
       const c = http5xx(calls.filter((x) => x.phase === ph));
       const r = results.find((x) => x.name === ph);
       const timing = r
         ? `; restarted ${r.restartMs === null ? '-' : `${(r.restartMs / 1000).toFixed(1)}s`}, ` +
-          `served again ${r.servedAfterMs === null ? 'never' : `${(r.servedAfterMs / 1000).toFixed(1)}s`} after restore`
+          `served again ${r.servedAfterMs === null ? 'never' : `${(r.servedAfterMs / 1000).toFixed(1)}s`} after`
         : '';
       console.log(
         `  ${ph.padEnd(30)} accepted ${String(f.accepted).padStart(4)}, lost ${f.noRow + f.stuck + f.noPush}, ` +
