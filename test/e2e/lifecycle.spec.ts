@@ -137,16 +137,31 @@ describe('the whole service', () => {
 
   it('never writes card numbers, API keys or webhook secrets to any log', async () => {
     // More traffic with secrets in places a careless log line would catch them.
-    await client.submit([txn({ metadata: { note: 'card 4111111111111111' } }, '4000000000000077')]);
-    await client.request('GET', '/v1/retain/transactions?limit=1', undefined, {
-      authorization: `Basic ${Buffer.from(`${merchant.login}:${merchant.api_key}`).toString('base64')}`,
+    const noted = txn({ metadata: { note: 'card 4111111111111111' } }, '4000000000000077');
+    const calls = [
+      await client.submit([noted]),
+      await client.request('GET', '/v1/retain/transactions?limit=1', undefined, {
+        authorization: `Basic ${Buffer.from(`${merchant.login}:${merchant.api_key}`).toString('base64')}`,
+      }),
+      await client.request(
+        'POST',
+        '/v1/retain/transactions',
+        '{"transactions": [{"id": "x", "payment_method": {"credit_card": {"account": "5555555555554444"',
+      ),
+    ];
+    // Until every app has done its part: the API logged each call (by request id), and the transaction
+    // went through review, three attempts and the delivery of its `retry succeeded` push.
+    const requestIds = calls.map((c) => c.headers.get('x-request-id')!);
+    await waitFor(() => requestIds.every((id) => apps.get('intake-api')!.logs().includes(id)), {
+      what: 'the log lines of the three calls',
     });
-    await client.request(
-      'POST',
-      '/v1/retain/transactions',
-      '{"transactions": [{"id": "x", "payment_method": {"credit_card": {"account": "5555555555554444"',
+    await waitFor(
+      () =>
+        receiver
+          .byEvent('retry succeeded')
+          .some((p) => p.body.header['transaction_id'] === noted['id'] && p.answered === 202),
+      { what: 'the retry succeeded push of the noted transaction' },
     );
-    await new Promise((res) => setTimeout(res, 2000));
     const all = [...logs, ...[...apps.values()].map((a) => a.logs())].join('\n');
     expect(all.length).toBeGreaterThan(1000);
     for (const secret of [...CARDS, merchant.api_key, merchant.webhook_secret, merchant.webhook_secret.slice(6)]) {
