@@ -6,8 +6,8 @@
 // duplicated and 5xx figures, overall and per drill. Everything is observed from outside: HTTP answers,
 // rows, pushes received, process signals.
 //
-// Run: node bench/drills/drills.mjs [--outage 20s] [--gap 15s] [--warmup 10s] [--settle 180s]
-//        [--rate 10] [--scale 100000] [--merchants 20] [--drills pg,redis,kill] [--keep]
+// Run: node bench/drills/drills.mjs [--outage 20s] [--gap 15s] [--warmup 10s] [--settle 300s]
+//        [--rate 10] [--scale 30000] [--merchants 20] [--drills pg,redis,kill] [--keep]
 // Every flag also reads an env variable: DRILL_OUTAGE, DRILL_GAP, DRILL_WARMUP, DRILL_SETTLE, DRILL_RATE,
 // DRILL_SCALE, DRILL_MERCHANTS, DRILL_DRILLS. Quick run: node bench/drills/drills.mjs --outage 5s --gap 5s --warmup 5s
 // Exit code: 0 when 0 lost, 0 double charges and 0 `500`; 1 otherwise.
@@ -44,9 +44,9 @@ const OPTS = {
   outageMs: parseDuration(option('outage', '20s')),
   gapMs: parseDuration(option('gap', '15s')),
   warmupMs: parseDuration(option('warmup', '10s')),
-  settleMs: parseDuration(option('settle', '180s')),
+  settleMs: parseDuration(option('settle', '300s')),
   rate: Number(option('rate', '10')), // submitted transactions per second
-  scale: option('scale', '100000'), // RETRY_TIME_SCALE: a 30-day schedule in ~26 s
+  scale: option('scale', '30000'), // RETRY_TIME_SCALE: a 30-day schedule in ~86 s
   drills: option('drills', 'pg,redis,kill').split(','),
   merchants: Number(option('merchants', '20')), // the load is spread over this many merchants
   keep: process.argv.includes('--keep'),
