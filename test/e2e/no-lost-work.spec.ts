@@ -81,7 +81,21 @@ describe('no lost work when Redis loses everything', () => {
           .status === 'delivered',
       { timeoutMs: 45_000, what: 'delivery after the second wipe' },
     );
-    await new Promise((res) => setTimeout(res, 3000)); // room for a duplicate to show up
+    // Until no work is left that could still produce a duplicate: every outbox row (the review job, each
+    // delivery job) completed, so no sweeper publishes anything again.
+    await waitFor(
+      async () =>
+        (
+          await db.query(
+            `SELECT count(*)::int AS n FROM outbox o WHERE o.completed_at IS NULL
+                AND (o.payload->>'submissionId' = (SELECT id::text FROM submissions WHERE request_id = $1)
+                  OR o.payload->>'messageId' IN (SELECT w.message_id FROM webhook_messages w
+                       JOIN merchants m ON m.id = w.merchant_id WHERE m.login = $2))`,
+            [requestId, merchant.login],
+          )
+        )[0].n === 0,
+      { timeoutMs: 45_000, what: 'every outbox row completed' },
+    );
 
     // One review: the submission reviewed once, one push announced, every transaction judged once.
     const [sub] = await db.query(`SELECT reviewed_at, review_error_count FROM submissions WHERE request_id = $1`, [

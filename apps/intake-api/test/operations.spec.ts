@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiClient, closeTestDb, createMerchant, startApp, txn, waitFor, type RunningApp } from '@retain/testing';
 
@@ -102,13 +103,34 @@ describe('operations endpoints of intake-api', () => {
   it('stops cleanly on SIGTERM, finishing the request in flight', async () => {
     const local = await startApp('intake-api');
     const m = await createMerchant();
-    const client = new ApiClient(local.url, m.api_key);
-    const batch = Array.from({ length: 1000 }, () => txn());
-    const pending = client.submit(batch);
-    await new Promise((r) => setTimeout(r, 30));
+    const body = JSON.stringify({ transactions: Array.from({ length: 1000 }, () => txn()) });
+    // `Expect: 100-continue`: the server answers `100 Continue` once it has taken the request, so the
+    // SIGTERM below lands while this request is certainly in flight (no guess of a delay).
+    let inFlight!: () => void;
+    const taken = new Promise<void>((r) => (inFlight = r));
+    const pending = new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = http.request(`${local.url}/v1/retain/transactions`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${m.api_key}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+          expect: '100-continue',
+        },
+      });
+      req.on('continue', () => req.end(body, inFlight));
+      req.on('response', (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      });
+      req.on('error', reject);
+      req.flushHeaders();
+    });
+    await taken;
     const exit = local.stop('SIGTERM');
     const res = await pending;
-    expect(res.status).toBe(200);
+    expect(res.status, res.text).toBe(200);
     expect(await exit).toBe(0);
   });
 });

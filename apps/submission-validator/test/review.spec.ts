@@ -1,6 +1,7 @@
 import { CompactEncrypt, importJWK } from 'jose';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { QueueName, QueueRegistry, createRedis } from '@retain/queues';
 import {
   ApiClient,
   WebhookReceiver,
@@ -46,6 +47,19 @@ describe('post-submission review', () => {
     return new CompactEncrypt(new TextEncoder().encode(pan))
       .setProtectedHeader({ alg: 'RSA-OAEP-256', enc: 'A256GCM', kid: jwk.kid })
       .encrypt(key);
+  };
+  /** Review jobs the validator process finished (its own /metrics: retain_job_duration_seconds count). */
+  const reviewRuns = async (): Promise<number> => {
+    const text = await (await fetch(`${validator.url}/metrics`)).text();
+    const line = text
+      .split('\n')
+      .find(
+        (l) =>
+          l.startsWith('retain_job_duration_seconds_count{') &&
+          l.includes('queue="submission.review"') &&
+          l.includes('result="ok"'),
+      );
+    return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
   };
   const row = async (id: string) =>
     (await (await testDb()).query(`SELECT * FROM transactions WHERE merchant_txn_id = $1`, [id]))[0];
@@ -232,7 +246,16 @@ describe('post-submission review', () => {
       () => receiver.byEvent('refund completed').filter((p) => p.body.header['transaction_id'] === hard['id']).length,
       { what: 'refund completed push of the stop' },
     );
-    await new Promise((res) => setTimeout(res, 1000));
+    // A push is announced in the database transaction that decides it: the review is done (above), so
+    // a wrong `retry failed` would already be a row. No wait for a push that must not come.
+    const retryFailed = await (
+      await testDb()
+    ).query(
+      `SELECT count(*)::int AS n FROM webhook_messages
+        WHERE body->'header'->>'transaction_id' = $1 AND event_name = 'retry failed'`,
+      [hard['id']],
+    );
+    expect(retryFailed[0].n).toBe(0);
     expect(receiver.byEvent('retry failed').filter((p) => p.body.header['transaction_id'] === hard['id'])).toEqual([]);
     const attempts = await (
       await testDb()
@@ -251,14 +274,51 @@ describe('post-submission review', () => {
     const requestId = r.headers.get('x-request-id')!;
     await waitFor(() => receiver.byEvent('validation failed').find((p) => p.body.header['request_id'] === requestId));
     const db = await testDb();
-    // Publish the review job again, as a sweeper after a Redis failover would.
-    await db.query(
-      `UPDATE outbox SET completed_at = NULL, published_at = NULL, created_at = now() - interval '1 minute'
-        WHERE payload->>'submissionId' = (SELECT id::text FROM submissions WHERE request_id = $1)`,
+    const before = async () =>
+      (
+        await db.query(
+          `SELECT s.reviewed_at, s.review_error_count, t.review_status, t.status, t.updated_at
+             FROM submissions s JOIN transactions t ON t.submission_id = s.id WHERE s.request_id = $1`,
+          [requestId],
+        )
+      )[0];
+    const first = await before();
+    const [{ id: jobId }] = await db.query(
+      `SELECT id FROM outbox WHERE queue = 'submission.review'
+          AND payload->>'submissionId' = (SELECT id::text FROM submissions WHERE request_id = $1)`,
       [requestId],
     );
-    await new Promise((res) => setTimeout(res, 3000));
+    // A Redis failover loses the finished job (while BullMQ keeps it, re-adding its id is a no-op and
+    // nothing would run again), and the outbox row looks unfinished: the sweeper publishes it again.
+    const redis = createRedis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379');
+    const queues = new QueueRegistry(redis, process.env['QUEUE_PREFIX']!);
+    try {
+      const firstRun = await queues.get(QueueName.SubmissionReview).getJob(jobId);
+      expect(firstRun?.finishedOn).toBeGreaterThan(0);
+      await firstRun!.remove();
+      const runsBefore = await reviewRuns();
+      await db.query(
+        `UPDATE outbox SET completed_at = NULL, published_at = NULL, created_at = now() - interval '1 minute'
+          WHERE id = $1`,
+        [jobId],
+      );
+      // The second run happened: the validator counts one more finished review job, the job is back
+      // in Redis and finished again, and its outbox row is completed again.
+      await waitFor(
+        async () => {
+          const job = await queues.get(QueueName.SubmissionReview).getJob(jobId);
+          const [row] = await db.query(`SELECT completed_at FROM outbox WHERE id = $1`, [jobId]);
+          return (await reviewRuns()) > runsBefore && (job?.finishedOn ?? 0) > 0 && row.completed_at !== null;
+        },
+        { what: 'the second run of the review job' },
+      );
+    } finally {
+      await queues.close();
+      redis.disconnect();
+    }
+    // ...and changed nothing: one push, the submission and its transaction as the first run left them.
     const pushes = await db.query(`SELECT count(*)::int AS n FROM webhook_messages WHERE payload_id = $1`, [requestId]);
     expect(pushes[0].n).toBe(1);
+    expect(await before()).toEqual(first);
   });
 });

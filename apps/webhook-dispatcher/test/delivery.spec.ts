@@ -75,6 +75,14 @@ describe('webhook delivery', () => {
   const message = async (id: string) =>
     (await (await testDb()).query(`SELECT * FROM webhook_messages WHERE message_id = $1`, [id]))[0];
 
+  /** No delivery job of these messages is left to run (waiting, delayed, active): the queue is done with them. */
+  const deliveryJobsDone = async (messageIds: string[]): Promise<boolean> => {
+    const open = await queues
+      .get(QueueName.WebhookDeliver)
+      .getJobs(['waiting', 'delayed', 'active', 'prioritized', 'waiting-children']);
+    return !open.some((j) => j && messageIds.includes((j.data as { messageId?: string }).messageId ?? ''));
+  };
+
   it('delivers the spec body with Standard Webhooks headers that verify', async () => {
     const id = await push(await merchantRow(merchant.login));
     const got = await waitFor(() => receiver.received.find((p) => p.body.header['message_id'] === id));
@@ -127,7 +135,8 @@ describe('webhook delivery', () => {
         )[0].n === ids.length,
       { what: 'every message delivered' },
     );
-    await new Promise((r) => setTimeout(r, 500));
+    // Every duplicate job has run (not only the one that delivered) before counting deliveries.
+    await waitFor(() => deliveryJobsDone(ids), { what: 'every duplicate job finished' });
     for (const id of ids) {
       expect(receiver.received.filter((p) => p.body.header['message_id'] === id)).toHaveLength(1);
       const [{ n }] = await db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE message_id = $1`, [id]);
@@ -157,7 +166,9 @@ describe('webhook delivery', () => {
     receiver.status = 410;
     const id = await push(await merchantRow(merchant.login));
     await waitFor(async () => (await message(id)).status === 'gone', { what: 'gone' });
-    await new Promise((r) => setTimeout(r, 2500));
+    // Retries are rows with a due time picked by the tick, and jobs in the queue: neither is left.
+    expect((await message(id)).next_attempt_at).toBeNull();
+    await waitFor(() => deliveryJobsDone([id]), { what: 'no delivery job left' });
     expect(receiver.received.filter((p) => p.body.header['message_id'] === id)).toHaveLength(1);
     receiver.status = 202;
   });
@@ -196,7 +207,7 @@ describe('webhook delivery', () => {
     const before = count();
     cli('webhooks', 'replay', '--dead', '--since', new Date(Date.now() - 60_000).toISOString());
     await waitFor(async () => (await message(id)).status === 'delivered', { what: 'dead replay delivered' });
-    await new Promise((r) => setTimeout(r, 1000));
+    await waitFor(() => deliveryJobsDone([id]), { what: 'no delivery job of the replay left' });
     expect(count()).toBe(before + 1);
     expect((await message(id)).replay_count).toBe(5);
   });
