@@ -1,7 +1,7 @@
 import { BullModule } from '@nestjs/bullmq';
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { PlatformModule } from '@retain/platform';
+import { PaymentProcessorProvider, PlatformModule } from '@retain/platform';
 import { QueueName } from '@retain/queues';
 import { RefundBatchProcessor } from './batch/refund-batch.processor';
 import { RefundBatchService } from './batch/refund-batch.service';
@@ -16,7 +16,7 @@ export class RefundBatcherModule {
         PlatformModule.forApp('refund-batcher', config),
         BullModule.registerQueue({ name: QueueName.RefundBatch }),
       ],
-      providers: [RefundBatchService, RefundBatchProcessor],
+      providers: [PaymentProcessorProvider, RefundBatchService, RefundBatchProcessor],
     };
   }
 }

@@ -1,10 +1,11 @@
 import { BullModule } from '@nestjs/bullmq';
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { PlatformModule } from '@retain/platform';
+import { PaymentProcessorProvider, PlatformModule } from '@retain/platform';
 import { QueueName } from '@retain/queues';
 import { AttemptProcessor } from './attempts/attempt.processor';
 import { AttemptService } from './attempts/attempt.service';
+import { ReconcileService } from './reconcile/reconcile.service';
 import { AttemptSchedulerService } from './scheduler/attempt-scheduler.service';
 import { TickProcessor } from './scheduler/tick.processor';
 
@@ -18,7 +19,14 @@ export class RetryWorkerModule {
         PlatformModule.forApp('retry-worker', config),
         BullModule.registerQueue({ name: QueueName.RetryTick }, { name: QueueName.RetryAttempt }),
       ],
-      providers: [AttemptSchedulerService, TickProcessor, AttemptService, AttemptProcessor],
+      providers: [
+        PaymentProcessorProvider,
+        AttemptSchedulerService,
+        TickProcessor,
+        AttemptService,
+        ReconcileService,
+        AttemptProcessor,
+      ],
     };
   }
 }

@@ -17,6 +17,7 @@ import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AttemptService } from '../src/attempts/attempt.service';
+import { ReconcileService } from '../src/reconcile/reconcile.service';
 import { AttemptSchedulerService } from '../src/scheduler/attempt-scheduler.service';
 import { TickProcessor } from '../src/scheduler/tick.processor';
 
@@ -43,6 +44,7 @@ describe('attempt service: every branch of prepare and record', () => {
       providers: [
         AttemptService,
         AttemptSchedulerService,
+        ReconcileService,
         TickProcessor,
         { provide: DataSource, useValue: db },
         { provide: RETAIN_CONFIG, useValue: config },

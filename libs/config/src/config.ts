@@ -61,6 +61,14 @@ export interface RetainConfig {
   tickMs: number;
   /** Test-only (refused in production): pause after a processor call, to kill a worker mid-attempt. */
   testPauseAfterProcessorMs: number;
+  /**
+   * Reconciliation of unknown attempts (README, attempt states): an attempt the processor still has
+   * no charge for after RECONCILE_NOT_FOUND_AFTER (default 15m) is settled as not charged; one
+   * still unresolved after RECONCILE_ALERT_AFTER (default 1h) raises the operator alert. Both are
+   * divided by RETRY_TIME_SCALE like the retry schedule.
+   */
+  reconcileNotFoundMs: number;
+  reconcileAlertMs: number;
 }
 
 const DEFAULT_HEALTH_PORTS: Record<AppName, number> = {
@@ -264,6 +272,10 @@ export function loadConfig(
     );
   }
   jobLockMs(env);
+  const reconcileNotFoundMs = parseDuration(get('RECONCILE_NOT_FOUND_AFTER') ?? '15m');
+  if (reconcileNotFoundMs === null) throw new ConfigError('RECONCILE_NOT_FOUND_AFTER', 'must be a duration like 15m');
+  const reconcileAlertMs = parseDuration(get('RECONCILE_ALERT_AFTER') ?? '1h');
+  if (reconcileAlertMs === null) throw new ConfigError('RECONCILE_ALERT_AFTER', 'must be a duration like 1h');
 
   return {
     app,
@@ -286,6 +298,8 @@ export function loadConfig(
     logLevel,
     bodyLimitBytes: 10 * 1024 * 1024,
     tickMs,
+    reconcileNotFoundMs,
+    reconcileAlertMs,
   };
 }
 

@@ -4,5 +4,5 @@ export * from './logging';
 export * from './metrics';
 export * from './platform.module';
 export * from './tokens';
-export * from './stop-closure';
-export * from './transaction-events';
+
+export * from './processor.provider';

@@ -2,7 +2,7 @@ import { HttpException, HttpStatus, Injectable, Logger } from '@nestjs/common';
 import { amountToMinor, validateRefunds, type NormalizedRefundRequest } from '@retain/api-contract';
 import { RefundEntity, TransactionEntity } from '@retain/db';
 import { RefundStatus, RetCode, RetMessage, TransactionStatus, newVid, type ErrorEntry } from '@retain/domain';
-import { closeStop } from '@retain/platform';
+import { closeStopIfSettled } from '@retain/recovery';
 import { OutboxRelay } from '@retain/queues';
 import { DataSource, In, type EntityManager } from 'typeorm';
 import type { AuthenticatedMerchant } from '../auth/merchant-auth.guard';
@@ -142,13 +142,9 @@ export class RefundRequestService {
           statusChangedAt: new Date(),
         });
         await m.save(txn);
-        const [{ n }]: { n: number }[] = await m.query(
-          `SELECT count(*)::int AS n FROM attempts WHERE transaction_id = $1 AND state = 'pending'`,
-          [txn.id],
-        );
-        // No attempt in flight: the stop completes now. Otherwise the retry worker completes it
-        // when the attempt's outcome is recorded (a capture turns it into a refund).
-        if (n === 0) outbox.push(...(await closeStop(m, txn)));
+        // No attempt pending or unknown: the stop completes now. Otherwise the retry worker completes
+        // it when the attempt's outcome is recorded or reconciled (a capture turns it into a refund).
+        outbox.push(...((await closeStopIfSettled(m, txn)) ?? []));
         accepted++;
         continue;
       }

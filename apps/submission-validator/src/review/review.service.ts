@@ -15,7 +15,8 @@ import {
   validCardNumber,
   type ErrorEntry,
 } from '@retain/domain';
-import { RETAIN_CONFIG, announceTransaction } from '@retain/platform';
+import { RETAIN_CONFIG } from '@retain/platform';
+import { announceTransaction } from '@retain/recovery';
 import { PgSandboxLedger, createProcessor, type PaymentProcessor } from '@retain/processor';
 import { OutboxRelay, announce } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';

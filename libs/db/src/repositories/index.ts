@@ -2,3 +2,4 @@ export * from './merchants.repository';
 export * from './transaction-view';
 export * from './transactions.repository';
 export * from './refunds.repository';
+export * from './attempts.repository';

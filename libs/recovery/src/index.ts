@@ -1,0 +1,3 @@
+export * from './state-machine';
+export * from './stop-closure';
+export * from './transaction-events';
