@@ -2,7 +2,14 @@ import { getQueueToken } from '@nestjs/bullmq';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
-import { PAYMENT_PROCESSOR, PgSandboxLedger, SandboxProcessor } from '@retain/processor';
+import {
+  PAYMENT_PROCESSOR,
+  PgSandboxLedger,
+  SandboxProcessor,
+  type ChargeRequest,
+  type PaymentProcessor,
+  type RefundRequest,
+} from '@retain/processor';
 import { OutboxRelay, QueueName, QueueRegistry, createRedis } from '@retain/queues';
 import {
   closeTestDb,
@@ -21,6 +28,31 @@ import { ReconcileService } from '../src/reconcile/reconcile.service';
 import { AttemptSchedulerService } from '../src/scheduler/attempt-scheduler.service';
 import { TickProcessor } from '../src/scheduler/tick.processor';
 
+/** The sandbox on Postgres, whose lookups can be made to fail (the processor unreachable). */
+class ControllableProcessor implements PaymentProcessor {
+  failLookups = false;
+  constructor(private readonly inner: SandboxProcessor) {}
+  get name() {
+    return this.inner.name;
+  }
+  get limits() {
+    return this.inner.limits;
+  }
+  charge(req: ChargeRequest) {
+    return this.inner.charge(req);
+  }
+  async lookupCharge(key: string) {
+    if (this.failLookups) throw new Error('processor unreachable');
+    return this.inner.lookupCharge(key);
+  }
+  refund(req: RefundRequest) {
+    return this.inner.refund(req);
+  }
+  detokenize(token: string) {
+    return this.inner.detokenize(token);
+  }
+}
+
 /**
  * Service-level tests of one attempt's prepare and record steps and of the reconciliation, on the
  * real Postgres with the sandbox processor (its Postgres ledger scripts what a key answers). No app
@@ -34,12 +66,16 @@ describe('attempt service: every branch of prepare and record', () => {
   let attempts: AttemptService;
   let tick: TickProcessor;
   let merchantId: string;
+  let processor: ControllableProcessor;
+  let metrics: RetainMetrics;
   const config: RetainConfig = { ...loadConfig('retry-worker'), retryTimeScale: 1 };
 
   beforeAll(async () => {
     db = await testDb();
     redis = createRedis(config.redisUrl);
     queues = new QueueRegistry(redis, config.queuePrefix);
+    processor = new ControllableProcessor(new SandboxProcessor(new PgSandboxLedger(db)));
+    metrics = new RetainMetrics('retry-worker');
     mod = await Test.createTestingModule({
       providers: [
         AttemptService,
@@ -48,10 +84,10 @@ describe('attempt service: every branch of prepare and record', () => {
         TickProcessor,
         { provide: DataSource, useValue: db },
         { provide: RETAIN_CONFIG, useValue: config },
-        { provide: RetainMetrics, useValue: new RetainMetrics('retry-worker') },
+        { provide: RetainMetrics, useValue: metrics },
         { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
         { provide: getQueueToken(QueueName.RetryTick), useValue: queues.get(QueueName.RetryTick) },
-        { provide: PAYMENT_PROCESSOR, useValue: new SandboxProcessor(new PgSandboxLedger(db)) },
+        { provide: PAYMENT_PROCESSOR, useValue: processor },
       ],
     }).compile();
     attempts = mod.get(AttemptService);
@@ -305,5 +341,119 @@ describe('attempt service: every branch of prepare and record', () => {
     expect(await attemptRows(t.id)).toMatchObject([{ state: 'captured' }]);
     expect(await txnRow(t.id)).toMatchObject({ status: 'Refunded', captured_amount_minor: '1999' });
     expect(await pushes(t.id)).toEqual(['retry succeeded', 'refund completed']);
+  });
+
+  const unknownAttempt = async (t: { id: string; merchantId: string }, ageMs: number) =>
+    insertAttemptRow(db, t, {
+      state: 'unknown',
+      preparedAt: new Date(Date.now() - ageMs),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+  const MIN = 60_000;
+
+  it('unknown -> captured by the reconciliation: the normal `retry succeeded` flow', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const a = await unknownAttempt(t, MIN);
+    await setSandboxCharge(db, a.vid, { outcome: 'approved', processorTransactionId: 'sbx_found_later' });
+    await tick.process();
+    expect(await attemptRows(t.id)).toMatchObject([
+      { state: 'captured', status: 'Captured', response_code: '00', processor_transaction_id: 'sbx_found_later' },
+    ]);
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Captured', captured_amount_minor: '1999' });
+    expect(await pushes(t.id)).toEqual(['retry succeeded']);
+  });
+
+  it('unknown -> declined by the reconciliation: recorded, the next attempt planned', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const a = await unknownAttempt(t, MIN);
+    await setSandboxCharge(db, a.vid, { outcome: 'declined', responseCode: '51' });
+    await tick.process();
+    expect(await attemptRows(t.id)).toMatchObject([{ state: 'declined', response_code: '51' }]);
+    const row = await txnRow(t.id);
+    expect(row.status).toBe('In Retry');
+    expect(row.next_attempt_at).not.toBeNull();
+  });
+
+  it('unknown, nothing found yet: stays unknown, looked up again later', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const a = await unknownAttempt(t, MIN);
+    await tick.process();
+    const [row] = await db.query(`SELECT state, lookup_after FROM attempts WHERE id = $1`, [a.id]);
+    expect(row.state).toBe('unknown');
+    expect(new Date(row.lookup_after).getTime()).toBeGreaterThan(Date.now());
+    expect((await txnRow(t.id)).next_attempt_at).toBeNull();
+  });
+
+  it('unknown, not found after RECONCILE_NOT_FOUND_AFTER: not charged (96), the schedule goes on', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const a = await unknownAttempt(t, config.reconcileNotFoundMs + MIN);
+    await tick.process();
+    expect(await attemptRows(t.id)).toMatchObject([
+      { id: a.id, state: 'error', status: 'Failed', response_code: '96', auth_code_description: 'Soft Failure' },
+    ]);
+    const row = await txnRow(t.id);
+    expect(row.status).toBe('In Retry');
+    expect(row.next_attempt_at).not.toBeNull();
+    expect(await pushes(t.id)).toEqual([]);
+  });
+
+  it('a stop during an unknown attempt: closed Stopped only once not found', async () => {
+    const t = await insertTransactionRow(db, merchantId, { stopRequested: true });
+    const a = await unknownAttempt(t, MIN);
+    await tick.process();
+    expect((await txnRow(t.id)).status).toBe('Stop Requested');
+    await db.query(`UPDATE attempts SET prepared_at = now() - interval '1 day', lookup_after = now() WHERE id = $1`, [
+      a.id,
+    ]);
+    await tick.process();
+    expect((await txnRow(t.id)).status).toBe('Stopped');
+    expect(await refundRows(t.id)).toMatchObject([{ kind: 'stop', status: 'Completed' }]);
+    expect(await pushes(t.id)).toEqual(['refund completed']);
+  });
+
+  it('a stop during an unknown attempt that turns out captured: the stop becomes a refund', async () => {
+    const t = await insertTransactionRow(db, merchantId, { stopRequested: true });
+    const a = await unknownAttempt(t, MIN);
+    await setSandboxCharge(db, a.vid, { outcome: 'approved' });
+    await tick.process();
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Refund Requested', captured_amount_minor: '1999' });
+    expect(await refundRows(t.id)).toMatchObject([{ kind: 'refund', status: 'Processing', amount_minor: '1999' }]);
+    expect(await pushes(t.id)).toEqual(['retry succeeded']);
+  });
+
+  it('unresolved after RECONCILE_ALERT_AFTER (lookups failing): the alert, and still unknown', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const a = await unknownAttempt(t, config.reconcileAlertMs + MIN);
+    processor.failLookups = true;
+    try {
+      await tick.process();
+    } finally {
+      processor.failLookups = false;
+    }
+    const [row] = await db.query(`SELECT state, alerted_at FROM attempts WHERE id = $1`, [a.id]);
+    expect(row.state).toBe('unknown');
+    expect(row.alerted_at).not.toBeNull();
+    expect((await txnRow(t.id)).status).toBe('In Retry');
+    const text = await metrics.registry.metrics();
+    const gauge = /^retain_unreconciled_attempts (\d+)/m.exec(text);
+    expect(Number(gauge?.[1])).toBeGreaterThanOrEqual(1);
+  });
+
+  it('an attempt settled as not charged turns out captured before the next attempt: recorded, no new charge', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const first = await insertAttemptRow(db, t, {
+      state: 'error',
+      preparedAt: new Date(Date.now() - 2 * MIN),
+      processedAt: new Date(Date.now() - MIN),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    await setSandboxCharge(db, first.vid, { outcome: 'approved' });
+    const second = await insertAttemptRow(db, t, { retryNumber: 2 });
+    expect(await attempts.run(second.id)).toBe('approved');
+    expect(await attemptRows(t.id)).toMatchObject([{ id: first.id, state: 'captured' }]);
+    expect(await charges(second.vid)).toBe(0);
+    expect((await txnRow(t.id)).status).toBe('Captured');
   });
 });
