@@ -436,7 +436,7 @@ describe('attempt service: every branch of prepare and record', () => {
     expect(row.alerted_at).not.toBeNull();
     expect((await txnRow(t.id)).status).toBe('In Retry');
     const text = await metrics.registry.metrics();
-    const gauge = /^retain_unreconciled_attempts (\d+)/m.exec(text);
+    const gauge = /^retain_unreconciled_attempts(?:\{[^}]*\})? (\d+)/m.exec(text);
     expect(Number(gauge?.[1])).toBeGreaterThanOrEqual(1);
   });
 

@@ -30,7 +30,7 @@ const EXPECTED: Record<TransactionEdgeName, Expected> = {
   retryExhausted: { from: [S.Failed, S.InRetry], to: S.Cancelled, push: EventName.RetryFailed, final: true },
   stopRequested: { from: [S.Failed, S.InRetry], to: S.StopRequested, push: null, final: false },
   stopCaptured: {
-    from: [S.StopRequested, S.Captured],
+    from: [S.StopRequested, S.Captured, S.PartiallyRefunded, S.RefundRequested, S.Refunded],
     to: S.RefundRequested,
     push: EventName.RetrySucceeded,
     final: false,

@@ -78,7 +78,9 @@ export const TRANSACTION_EDGES = {
   stopRequested: { from: IN_RETRY, to: S.StopRequested },
   /** The stop's in-flight attempt captured: the stop refund becomes a normal refund. */
   stopCaptured: {
-    from: [S.StopRequested, S.Captured],
+    // Also from the captured statuses: the refund batcher's safety net finds stop refunds left open
+    // on a transaction that captured (and may have had refunds since).
+    from: [S.StopRequested, S.Captured, S.PartiallyRefunded, S.RefundRequested, S.Refunded],
     to: S.RefundRequested,
     announces: EventName.RetrySucceeded,
   },
