@@ -343,6 +343,24 @@ describe('attempt service: every branch of prepare and record', () => {
     expect(await pushes(t.id)).toEqual(['retry succeeded', 'refund completed']);
   });
 
+  it('a late capture whose refund the processor rejects: `refund failed`, Captured, left to the operator', async () => {
+    // The sandbox rejects refunds of amounts ending in .13.
+    const t = await insertTransactionRow(db, merchantId, { status: 'Cancelled', amountMinor: '1013' });
+    const a = await insertAttemptRow(db, t, {
+      state: 'error',
+      amountMinor: '1013',
+      preparedAt: new Date(Date.now() - 120_000),
+      processedAt: new Date(Date.now() - 110_000),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    await setSandboxCharge(db, a.vid, { outcome: 'approved' });
+    await tick.process();
+    expect(await refundRows(t.id)).toMatchObject([{ kind: 'refund', status: 'Failed', amount_minor: '1013' }]);
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Captured', captured_amount_minor: '1013' });
+    expect(await pushes(t.id)).toEqual(['retry succeeded', 'refund failed']);
+  });
+
   const unknownAttempt = async (t: { id: string; merchantId: string }, ageMs: number) =>
     insertAttemptRow(db, t, {
       state: 'unknown',
