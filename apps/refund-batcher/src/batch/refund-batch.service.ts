@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { RefundEntity, TransactionEntity } from '@retain/db';
+import { RefundEntity, RefundsRepository, TransactionEntity } from '@retain/db';
 import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import { PAYMENT_PROCESSOR, type PaymentProcessor, type RefundResult } from '@retain/processor';
@@ -69,14 +69,9 @@ export class RefundBatchService {
    * over an attempt whose outcome is unknown (the retry worker's reconciliation settles those).
    */
   private async settleStops(): Promise<number> {
-    const rows: { transaction_id: string }[] = await this.db.query(
-      `SELECT DISTINCT r.transaction_id FROM refunds r JOIN transactions t ON t.id = r.transaction_id
-        WHERE r.kind = 'stop' AND r.status = 'Processing'
-          AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.transaction_id = t.id AND a.state = ANY($1::text[]))`,
-      [UNRESOLVED_ATTEMPT_STATES],
-    );
+    const ids = await RefundsRepository.openStopsWithoutUnresolvedAttempts(this.db, UNRESOLVED_ATTEMPT_STATES);
     let closed = 0;
-    for (const { transaction_id } of rows) {
+    for (const transaction_id of ids) {
       const outbox = await this.db.transaction(async (m) => {
         const txn = await m
           .getRepository(TransactionEntity)
