@@ -17,7 +17,10 @@ export default tseslint.config(
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-misused-promises': 'error',
       '@typescript-eslint/switch-exhaustiveness-check': 'error',
-      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports', disallowTypeAnnotations: false }],
+      '@typescript-eslint/consistent-type-imports': [
+        'error',
+        { fixStyle: 'inline-type-imports', disallowTypeAnnotations: false },
+      ],
       '@typescript-eslint/no-explicit-any': 'off',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@nx/enforce-module-boundaries': [
@@ -31,6 +34,7 @@ export default tseslint.config(
             { sourceTag: 'type:db', onlyDependOnLibsWithTags: ['type:domain', 'type:config'] },
             { sourceTag: 'type:queues', onlyDependOnLibsWithTags: ['type:domain'] },
             { sourceTag: 'type:processor', onlyDependOnLibsWithTags: ['type:domain'] },
+            { sourceTag: 'type:recovery', onlyDependOnLibsWithTags: ['type:domain', 'type:db', 'type:queues'] },
             {
               sourceTag: 'type:platform',
               onlyDependOnLibsWithTags: ['type:domain', 'type:config', 'type:db', 'type:queues', 'type:processor'],
@@ -48,6 +52,7 @@ export default tseslint.config(
                 'type:contract',
                 'type:queues',
                 'type:processor',
+                'type:recovery',
                 'type:platform',
                 'type:testing',
               ],

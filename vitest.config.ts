@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 
 // Vitest + swc: swc emits the decorator metadata that Nest and TypeORM need (esbuild does not).
 const alias = Object.fromEntries(
-  ['domain', 'config', 'db', 'api-contract', 'queues', 'processor', 'platform', 'testing'].map((n) => [
+  ['domain', 'config', 'db', 'api-contract', 'queues', 'processor', 'recovery', 'platform', 'testing'].map((n) => [
     `@retain/${n}`,
     path.resolve(__dirname, `libs/${n}/src/index.ts`),
   ]),

@@ -1,8 +1,9 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { PlatformModule, registerQueues } from '@retain/platform';
+import { PaymentProcessorProvider, PlatformModule, registerQueues } from '@retain/platform';
 import { AttemptProcessor } from './attempts/attempt.processor';
 import { AttemptService } from './attempts/attempt.service';
+import { ReconcileService } from './reconcile/reconcile.service';
 import { AttemptSchedulerService } from './scheduler/attempt-scheduler.service';
 import { TickProcessor } from './scheduler/tick.processor';
 
@@ -13,7 +14,14 @@ export class RetryWorkerModule {
     return {
       module: RetryWorkerModule,
       imports: [PlatformModule.forApp('retry-worker', config), registerQueues('retry-worker')],
-      providers: [AttemptSchedulerService, TickProcessor, AttemptService, AttemptProcessor],
+      providers: [
+        PaymentProcessorProvider,
+        AttemptSchedulerService,
+        TickProcessor,
+        AttemptService,
+        ReconcileService,
+        AttemptProcessor,
+      ],
     };
   }
 }

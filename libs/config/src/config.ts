@@ -69,6 +69,14 @@ export interface RetainConfig {
   tickMs: number;
   /** Test-only (refused in production): pause after a processor call, to kill a worker mid-attempt. */
   testPauseAfterProcessorMs: number;
+  /**
+   * Reconciliation of unknown attempts (README, attempt states): an attempt the processor still has
+   * no charge for after RECONCILE_NOT_FOUND_AFTER (default 15m) is settled as not charged; one
+   * still unresolved after RECONCILE_ALERT_AFTER (default 1h) raises the operator alert. Both are
+   * divided by RETRY_TIME_SCALE like the retry schedule.
+   */
+  reconcileNotFoundMs: number;
+  reconcileAlertMs: number;
 }
 
 const DEFAULT_HEALTH_PORTS: Record<AppName, number> = {
@@ -293,6 +301,16 @@ export function configSchema(app: AppName) {
     CARD_JWE_PRIVATE_KEY_FILE: variable({ parse: text, desc: 'JWE RSA private key file' }),
     CARD_JWE_KEY_ID: variable({ parse: text, default: 'retain-dev-1', desc: 'kid of the single JWE key' }),
     SCHEDULER_TICK: variable({ parse: durationAtLeast(100), default: '2s', desc: "workers' tick period" }),
+    RECONCILE_NOT_FOUND_AFTER: variable({
+      parse: durationAtLeast(1),
+      default: '15m',
+      desc: 'an unknown attempt the processor still does not know after this is settled as not charged',
+    }),
+    RECONCILE_ALERT_AFTER: variable({
+      parse: durationAtLeast(1),
+      default: '1h',
+      desc: 'an unknown attempt whose lookups keep failing this long raises the operator alert',
+    }),
     JOB_LOCK_MS: variable({
       parse: intBetween(1000, 600_000, ' number of milliseconds'),
       default: '30000',
@@ -474,6 +492,8 @@ export function loadConfig(
     logLevel: v.LOG_LEVEL!,
     bodyLimitBytes: 10 * 1024 * 1024,
     tickMs: v.SCHEDULER_TICK!,
+    reconcileNotFoundMs: v.RECONCILE_NOT_FOUND_AFTER!,
+    reconcileAlertMs: v.RECONCILE_ALERT_AFTER!,
   };
 }
 

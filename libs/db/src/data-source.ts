@@ -4,18 +4,20 @@ import { ENTITIES } from './entities';
 import { InitialSchema1732280000000 } from './migrations/1732280000000-InitialSchema';
 import { AttemptCardScope1732290000000 } from './migrations/1732290000000-AttemptCardScope';
 import { WebhookReplayCount1795400000000 } from './migrations/1795400000000-WebhookReplayCount';
+import { AttemptUnknownState1796000000000 } from './migrations/1796000000000-AttemptUnknownState';
 import { FailedJobs1796100000000 } from './migrations/1796100000000-FailedJobs';
-import { ProcessorAccounts1796400000000 } from './migrations/1796400000000-ProcessorAccounts';
 import { CardFingerprintKeyId1796200000000 } from './migrations/1796200000000-CardFingerprintKeyId';
+import { ProcessorAccounts1796400000000 } from './migrations/1796400000000-ProcessorAccounts';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
   InitialSchema1732280000000,
   AttemptCardScope1732290000000,
   WebhookReplayCount1795400000000,
+  AttemptUnknownState1796000000000,
   FailedJobs1796100000000,
-  ProcessorAccounts1796400000000,
   CardFingerprintKeyId1796200000000,
+  ProcessorAccounts1796400000000,
 ];
 
 export interface PoolTuning {

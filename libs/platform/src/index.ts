@@ -5,5 +5,5 @@ export * from './metrics';
 export * from './platform.module';
 export * from './queues';
 export * from './tokens';
-export * from './stop-closure';
-export * from './transaction-events';
+
+export * from './processor.provider';

@@ -97,6 +97,18 @@ export class RetainMetrics {
     labelNames: ['currency'],
     registers: [this.registry],
   });
+  /** The reconciliation's operator alert: attempts whose outcome is still unknown past RECONCILE_ALERT_AFTER. */
+  readonly unreconciledAttempts = new Gauge({
+    name: 'retain_unreconciled_attempts',
+    help: 'Attempts whose charge outcome is still unknown after RECONCILE_ALERT_AFTER (alert when > 0)',
+    registers: [this.registry],
+  });
+  /** Captures found after the transaction ended without money (refunded automatically). */
+  readonly lateCaptures = new Counter({
+    name: 'retain_late_captures_total',
+    help: 'Captures reported after a Cancelled or Stopped result, refunded automatically',
+    registers: [this.registry],
+  });
   readonly webhookDeliveries = new Counter({
     name: 'retain_webhook_deliveries_total',
     help: 'Webhook delivery attempts by result (2xx, 4xx, 5xx, 410, error, refused)',

@@ -1,3 +1,4 @@
 export * from './apps';
 export * from './fixtures';
 export * from './receiver';
+export * from './money-fixtures';

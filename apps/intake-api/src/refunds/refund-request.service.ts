@@ -2,7 +2,7 @@ import { HttpException, HttpStatus, Injectable, Logger } from '@nestjs/common';
 import { amountToMinor, validateRefunds, type NormalizedRefundRequest } from '@retain/api-contract';
 import { RefundEntity, TransactionEntity, inTransactionWithRetry } from '@retain/db';
 import { RefundStatus, RetCode, RetMessage, TransactionStatus, newVid, type ErrorEntry } from '@retain/domain';
-import { closeStop } from '@retain/platform';
+import { closeStop, unresolvedAttempts } from '@retain/recovery';
 import { OutboxRelay } from '@retain/queues';
 import { DataSource, In, type EntityManager } from 'typeorm';
 import type { AuthenticatedMerchant } from '../auth/merchant-auth.guard';
@@ -148,10 +148,8 @@ export class RefundRequestService {
           continue;
         }
         await this.createRefund(m, txn, 'stop', amount);
-        const [{ n }]: { n: number }[] = await m.query(
-          `SELECT count(*)::int AS n FROM attempts WHERE transaction_id = $1 AND state = 'pending'`,
-          [txn.id],
-        );
+        // Attempts that may still have charged (pending, or unknown until reconciled) hold the stop open.
+        const n = await unresolvedAttempts(m, txn.id);
         Object.assign(txn, {
           status: TransactionStatus.StopRequested,
           stopRequestedAt: new Date(),
@@ -160,8 +158,8 @@ export class RefundRequestService {
         });
         // The row is written once: a second UPDATE of a row this transaction already updated
         // re-checks its foreign keys (KEY SHARE on the submission row, which the review locks).
-        // No attempt in flight: the stop completes now (closeStop writes the row). Otherwise the
-        // retry worker completes it when the attempt's outcome is recorded (a capture turns it
+        // No attempt pending or unknown: the stop completes now (closeStop writes the row). Otherwise the
+        // retry worker completes it when the attempt's outcome is recorded or reconciled (a capture turns it
         // into a refund).
         if (n === 0) outbox.push(...(await closeStop(m, txn)));
         else await m.save(txn);

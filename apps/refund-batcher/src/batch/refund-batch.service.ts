@@ -1,9 +1,10 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { AttemptEntity, RefundEntity, TransactionEntity } from '@retain/db';
+import { RefundEntity, RefundsRepository, TransactionEntity } from '@retain/db';
 import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
-import { RETAIN_CONFIG, announceTransaction, closeStop, stopToRefund } from '@retain/platform';
-import { PgSandboxLedger, createProcessor, type PaymentProcessor, type RefundResult } from '@retain/processor';
+import { RETAIN_CONFIG } from '@retain/platform';
+import { PAYMENT_PROCESSOR, type PaymentProcessor, type RefundResult } from '@retain/processor';
+import { UNRESOLVED_ATTEMPT_STATES, announceTransaction, closeStopIfSettled, stopToRefund } from '@retain/recovery';
 import { OutboxRelay } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
 
@@ -26,15 +27,13 @@ export interface BatchSummary {
 @Injectable()
 export class RefundBatchService {
   private readonly logger = new Logger(RefundBatchService.name);
-  private readonly processor: PaymentProcessor;
 
   constructor(
     private readonly db: DataSource,
     private readonly relay: OutboxRelay,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
-  ) {
-    this.processor = createProcessor(config.processor, new PgSandboxLedger(db));
-  }
+    @Inject(PAYMENT_PROCESSOR) private readonly processor: PaymentProcessor,
+  ) {}
 
   async runBatch(): Promise<BatchSummary> {
     const summary: BatchSummary = { sent: 0, completed: 0, failed: 0, stopsClosed: 0 };
@@ -65,17 +64,14 @@ export class RefundBatchService {
   /**
    * Safety net for stops whose in-flight attempt has ended (normally the retry worker settles them
    * when it records the attempt): money captured -> the stop becomes a refund of this batch; still
-   * `Stop Requested` with no attempt in flight -> closed `Stopped`, the refund Completed with nothing
-   * charged. Any other state is left alone: a stop is never closed over a capture.
+   * `Stop Requested` with no attempt pending or unknown -> closed `Stopped`, the refund Completed
+   * with nothing charged. Any other state is left alone: a stop is never closed over a capture, nor
+   * over an attempt whose outcome is unknown (the retry worker's reconciliation settles those).
    */
   private async settleStops(): Promise<number> {
-    const rows: { transaction_id: string }[] = await this.db.query(
-      `SELECT DISTINCT r.transaction_id FROM refunds r JOIN transactions t ON t.id = r.transaction_id
-        WHERE r.kind = 'stop' AND r.status = 'Processing'
-          AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.transaction_id = t.id AND a.state = 'pending')`,
-    );
+    const ids = await RefundsRepository.openStopsWithoutUnresolvedAttempts(this.db, UNRESOLVED_ATTEMPT_STATES);
     let closed = 0;
-    for (const { transaction_id } of rows) {
+    for (const transaction_id of ids) {
       const outbox = await this.db.transaction(async (m) => {
         const txn = await m
           .getRepository(TransactionEntity)
@@ -85,13 +81,10 @@ export class RefundBatchService {
           await stopToRefund(m, txn, new Date());
           return [];
         }
-        if (txn.status !== TransactionStatus.StopRequested) return [];
-        const pending = await m
-          .getRepository(AttemptEntity)
-          .count({ where: { transactionId: txn.id, state: 'pending' } });
-        if (pending > 0) return [];
+        const outbox = await closeStopIfSettled(m, txn);
+        if (outbox === null) return [];
         closed++;
-        return closeStop(m, txn);
+        return outbox;
       });
       await this.publish(outbox);
     }

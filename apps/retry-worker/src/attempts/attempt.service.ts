@@ -1,32 +1,42 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { AttemptEntity, TransactionEntity, attemptView } from '@retain/db';
+import { AttemptEntity, AttemptsRepository, RefundEntity, TransactionEntity, attemptView } from '@retain/db';
 import {
   AuthCodeDescription,
   EventName,
+  RefundStatus,
   TransactionStatus,
   cardDataVersion,
   checkNetworkLimits,
   classifyDecline,
+  newVid,
   open,
   planNextAttempt,
-  type CardAttempt,
 } from '@retain/domain';
-import { RETAIN_CONFIG, RetainMetrics, announceTransaction, closeStop, stopToRefund } from '@retain/platform';
+import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import {
-  PgSandboxLedger,
-  createProcessor,
+  PAYMENT_PROCESSOR,
   type ChargeResult,
   type PaymentInstrument,
   type PaymentProcessor,
+  type RefundResult,
 } from '@retain/processor';
 import { OutboxRelay, announce } from '@retain/queues';
+import {
+  AttemptState,
+  ENDED_WITHOUT_CAPTURE,
+  PROCESSOR_ERROR_CODE,
+  announceTransaction,
+  attemptTransition,
+  canDropAttempt,
+  canTransition,
+  closeStopIfSettled,
+  stopToRefund,
+  transition,
+  unresolvedAttempts,
+  type AttemptEdgeName,
+} from '@retain/recovery';
 import { DataSource, type EntityManager, type EntityTarget } from 'typeorm';
-
-interface ErroredAttempt {
-  id: string;
-  vid: string;
-}
 
 /**
  * Sets fields of a row this transaction has loaded and locked: one UPDATE of those columns
@@ -43,8 +53,28 @@ async function setFields<E extends { id: string }>(
 }
 
 type Prepared =
-  | { kind: 'done'; outbox: string[] }
+  | { kind: 'done'; outbox: string[]; result: string }
   | { kind: 'charge'; attempt: AttemptEntity; txn: TransactionEntity; instrument: PaymentInstrument };
+
+/**
+ * What is recorded for an attempt: the processor's answer (`error` = no decision: the attempt
+ * becomes unknown), or the reconciliation's verdict that nothing was charged.
+ */
+export type AttemptOutcome = ChargeResult | { outcome: 'not-charged'; message: string };
+
+/** A refund to send right away: a capture found after the transaction ended without money. */
+export interface LateRefund {
+  refundId: string;
+  refundVid: string;
+  processorTransactionId: string;
+  amountMinor: bigint;
+  currency: string;
+}
+
+export interface Recorded {
+  outbox: string[];
+  lateRefund: LateRefund | null;
+}
 
 /**
  * One retry attempt, in three steps so no row lock is held across the processor call:
@@ -53,47 +83,38 @@ type Prepared =
  * 2. ask the processor: first a lookup by the attempt's idempotency key (a crashed or stalled run
  *    may already have charged), then the charge with that same key;
  * 3. under row locks again, record the outcome once, move the transaction on, and announce it.
+ * Which states and statuses may follow which is decided by libs/recovery; an outcome the processor
+ * did not decide makes the attempt `unknown`, settled later by the reconciliation.
  * A second run of the same job finds the attempt recorded and does nothing.
  */
 @Injectable()
 export class AttemptService {
   private readonly logger = new Logger(AttemptService.name);
-  private readonly processor: PaymentProcessor;
 
   constructor(
     private readonly db: DataSource,
     private readonly relay: OutboxRelay,
     private readonly metrics: RetainMetrics,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
-  ) {
-    this.processor = createProcessor(config.processor, new PgSandboxLedger(db));
-  }
+    @Inject(PAYMENT_PROCESSOR) private readonly processor: PaymentProcessor,
+  ) {}
 
   async run(attemptId: string): Promise<string> {
     // Outside any transaction: a pooled connection must never wait for a second one (pool starvation).
-    // The same read brings the transaction's attempts that ended in a processor error (lateCapture).
-    const [row]: { vid: string; state: string; prepared_at: Date | null; errored: ErroredAttempt[] }[] =
-      await this.db.query(
-        `SELECT p.vid, p.state, p.prepared_at,
-                COALESCE((SELECT json_agg(json_build_object('id', e.id, 'vid', e.vid) ORDER BY e.retry_number)
-                            FROM attempts e WHERE e.transaction_id = p.transaction_id AND e.state = 'error'),
-                         '[]'::json) AS errored
-           FROM attempts p WHERE p.id = $1`,
-        [attemptId],
-      );
-    if (!row || row.state !== 'pending') return 'nothing to do';
+    const row = await AttemptsRepository.forRun(this.db, attemptId);
+    if (!row || row.state !== AttemptState.Pending) return 'nothing to do';
     // A crashed or stalled earlier run may already have charged this attempt's key. Only an attempt
     // marked in flight (prepared) can have been: the charge is made after that mark commits.
-    const existing = row.prepared_at ? await this.processor.lookupCharge(row.vid) : null;
-    const alreadyCharged = existing !== null;
-    if (!alreadyCharged && !row.prepared_at && row.errored.length > 0) {
+    const found = row.prepared_at ? await this.processor.lookupCharge(row.vid) : null;
+    const existing = found && found.outcome !== 'error' ? found : null;
+    if (!existing && !row.prepared_at && row.errored.length > 0) {
       const late = await this.lateCapture(attemptId, row.errored);
       if (late) return late;
     }
-    const prepared = await this.db.transaction((m) => this.prepare(m, attemptId, alreadyCharged));
+    const prepared = await this.db.transaction((m) => this.prepare(m, attemptId, existing !== null));
     if (prepared.kind === 'done') {
       await this.publish(prepared.outbox);
-      return 'nothing to do';
+      return prepared.result;
     }
     const { attempt, txn, instrument } = prepared;
     // The charge is idempotent by key: a duplicate run racing this one gets the same result.
@@ -115,39 +136,32 @@ export class AttemptService {
       await new Promise((resolve) => setTimeout(resolve, this.config.testPauseAfterProcessorMs));
     }
     if (result.outcome === 'error') {
-      // A timeout or 5xx says nothing about the charge: it may have gone through. Ask the processor
-      // by the same idempotency key before recording "not charged" (the next attempt gets a new
-      // key, so an unnoticed capture here would charge the card twice). A failing lookup throws:
-      // the job is retried and the attempt stays in flight until its outcome is known.
-      const found = await this.processor.lookupCharge(attempt.vid);
-      if (found && found.outcome !== 'error') result = found;
+      // A timeout or 5xx says nothing about the charge: it may have gone through. Ask once by the
+      // same key; without a decision the attempt is recorded `unknown` and reconciled later.
+      const lookedUp = await this.processor.lookupCharge(attempt.vid);
+      if (lookedUp && lookedUp.outcome !== 'error') result = lookedUp;
     }
     const recorded = result;
-    const outbox = await this.db.transaction((m) => this.record(m, attemptId, recorded));
+    const { outbox } = await this.db.transaction((m) => this.record(m, attemptId, recorded, AttemptState.Pending));
     await this.publish(outbox);
-    return result.outcome;
+    return result.outcome === 'error' ? AttemptState.Unknown : result.outcome;
   }
 
   /**
-   * Earlier attempts of this transaction recorded as processor errors may have been charged after
-   * all (the processor finished after our timeout). Before a new idempotency key is charged, look
-   * them up: if one captured, it is recorded as the capture and this attempt is never made.
+   * Earlier attempts of this transaction settled as not charged may have been charged after all
+   * (the processor finished late). Before a new idempotency key is charged, look them up: if one
+   * captured, it is recorded as the capture and this (never prepared) attempt is not made.
    */
-  private async lateCapture(attemptId: string, errored: ErroredAttempt[]): Promise<string | null> {
+  private async lateCapture(attemptId: string, errored: { id: string; vid: string }[]): Promise<string | null> {
     for (const e of errored) {
       const found = await this.processor.lookupCharge(e.vid);
       if (found?.outcome !== 'approved') continue;
       const outbox = await this.db.transaction(async (m) => {
-        const locked = await this.lock(m, attemptId);
-        if (!locked || locked.attempt.state !== 'pending' || locked.attempt.preparedAt) return null;
-        await this.dropAttempt(m, locked.attempt, locked.txn);
-        const [, reopened]: [unknown[], number] = await m.query(
-          `UPDATE attempts SET state = 'pending' WHERE id = $1 AND state = 'error'`,
-          [e.id],
-        );
-        if (reopened === 0) return null;
-        this.logger.warn({ attempt: e.vid }, 'a processor error was a capture after all: recorded, no new attempt');
-        return this.record(m, e.id, found);
+        const locked = await AttemptsRepository.lock(m, attemptId);
+        if (!locked || !canDropAttempt(locked.attempt)) return null;
+        await AttemptsRepository.dropNeverPrepared(m, locked.attempt.id, locked.txn.id);
+        this.logger.warn({ attempt: e.vid }, 'an attempt settled as not charged was a capture after all: recorded');
+        return (await this.record(m, e.id, found, AttemptState.Error)).outbox;
       });
       if (outbox === null) return null;
       await this.publish(outbox);
@@ -156,48 +170,39 @@ export class AttemptService {
     return null;
   }
 
-  /** Locks the attempt and its transaction (one statement: both rows FOR UPDATE). */
-  private async lock(
-    m: EntityManager,
-    attemptId: string,
-  ): Promise<{ attempt: AttemptEntity; txn: TransactionEntity } | null> {
-    const attempt: (AttemptEntity & { lockedTxn?: TransactionEntity }) | null = await m
-      .getRepository(AttemptEntity)
-      .createQueryBuilder('a')
-      .innerJoinAndMapOne('a.lockedTxn', TransactionEntity, 't', 't.id = a.transaction_id')
-      .where('a.id = :attemptId', { attemptId })
-      .setLock('pessimistic_write')
-      .getOne();
-    const txn = attempt?.lockedTxn;
-    if (!attempt || !txn) return null;
-    delete attempt.lockedTxn;
-    return { attempt, txn };
-  }
-
-  private async prepare(m: EntityManager, attemptId: string, alreadyCharged: boolean): Promise<Prepared> {
-    const locked = await this.lock(m, attemptId);
-    if (!locked || locked.attempt.state !== 'pending') return { kind: 'done', outbox: [] };
+  private async prepare(m: EntityManager, attemptId: string, alreadyDecided: boolean): Promise<Prepared> {
+    const done = (outbox: string[] = [], result = 'nothing to do'): Prepared => ({ kind: 'done', outbox, result });
+    const locked = await AttemptsRepository.lock(m, attemptId);
+    if (!locked || locked.attempt.state !== AttemptState.Pending) return done();
     const { attempt, txn } = locked;
     const dataVersion = cardDataVersion(txn.expirationDate);
-    // Already charged by an earlier run of this attempt (crash after the call): record it, skip the checks.
-    if (alreadyCharged) {
+    // Already decided at the processor by an earlier run of this attempt (crash after the call): record it.
+    if (alreadyDecided) {
       await this.markInFlight(m, attempt, dataVersion);
       return { kind: 'charge', attempt, txn, instrument: this.instrument(txn) };
     }
-
     if (txn.stopRequestedAt) {
+      if (!canDropAttempt(attempt)) {
+        // Prepared by an earlier run and nothing found yet: it may still have charged. It is not
+        // charged again after a stop, and not dropped: unknown, the reconciliation settles it.
+        await this.markUnknown(m, attempt, txn, 'stop requested while the attempt was in flight');
+        return done([], AttemptState.Unknown);
+      }
       // A stop arrived before this attempt started: it never starts.
-      await this.dropAttempt(m, attempt, txn);
-      return { kind: 'done', outbox: await closeStop(m, txn) };
+      await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
+      return done((await closeStopIfSettled(m, txn)) ?? []);
+    }
+    if (attempt.preparedAt) {
+      // An earlier run passed the limit check and may have reached the processor: the same key
+      // again (the processor answers a key once), never dropped.
+      return { kind: 'charge', attempt, txn, instrument: this.instrument(txn) };
     }
     // One limit check at a time per card and merchant: the check and the in-flight mark below commit
     // together, so the next attempt on the card (any transaction, any worker) counts this one.
-    if (txn.cardHmac) {
-      await m.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [
-        `retain:card:${txn.merchantId}:${txn.cardHmac}`,
-      ]);
-    }
-    const history = await this.cardHistory(m, txn, attempt.id);
+    if (txn.cardHmac) await AttemptsRepository.lockCard(m, txn.merchantId, txn.cardHmac);
+    const history = txn.cardHmac
+      ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, attempt.id)
+      : [];
     const check = checkNetworkLimits(
       { network: txn.cardNetwork, cardDataVersion: dataVersion },
       history,
@@ -206,18 +211,12 @@ export class AttemptService {
       { timeScale: this.config.retryTimeScale },
     );
     if (!check.allowed) {
-      await this.dropAttempt(m, attempt, txn);
+      await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
       let outbox: string[] = [];
-      if (check.permanently) {
-        outbox = await this.cancel(m, txn, check.rule, null);
-      } else {
-        await m.query(`UPDATE transactions SET next_attempt_at = $2, updated_at = now() WHERE id = $1`, [
-          txn.id,
-          check.notBefore,
-        ]);
-      }
+      if (check.permanently) outbox = await this.cancel(m, txn, check.rule, null);
+      else await AttemptsRepository.deferTransaction(m, txn.id, check.notBefore);
       this.logger.log({ rule: check.rule }, 'attempt not made: network limit');
-      return { kind: 'done', outbox };
+      return done(outbox);
     }
     await this.markInFlight(m, attempt, dataVersion);
     return { kind: 'charge', attempt, txn, instrument: this.instrument(txn) };
@@ -228,11 +227,7 @@ export class AttemptService {
     if (attempt.preparedAt) return;
     attempt.preparedAt = new Date();
     attempt.cardDataVersion = dataVersion;
-    await m.query(`UPDATE attempts SET prepared_at = $2, card_data_version = $3, updated_at = now() WHERE id = $1`, [
-      attempt.id,
-      attempt.preparedAt,
-      dataVersion,
-    ]);
+    await AttemptsRepository.markPrepared(m, attempt.id, attempt.preparedAt, dataVersion);
   }
 
   private instrument(txn: TransactionEntity): PaymentInstrument {
@@ -252,35 +247,75 @@ export class AttemptService {
     };
   }
 
-  private async record(m: EntityManager, attemptId: string, result: ChargeResult): Promise<string[]> {
-    const locked = await this.lock(m, attemptId);
-    if (!locked || locked.attempt.state !== 'pending') return [];
+  /** No decision from the processor: the attempt is unknown and the transaction waits for it. */
+  private async markUnknown(m: EntityManager, attempt: AttemptEntity, txn: TransactionEntity, message: string) {
+    await setFields(m, AttemptEntity, attempt, {
+      state: attemptTransition(attempt.state, 'outcomeUnknown'),
+      status: null,
+      responseCode: PROCESSOR_ERROR_CODE,
+      authCodeDescription: AuthCodeDescription.Soft,
+      message,
+      // Looked up on the next reconciliation tick.
+      lookupAfter: new Date(),
+    });
+    const fields: Partial<TransactionEntity> = { nextAttemptAt: null };
+    if (txn.status === TransactionStatus.Failed) {
+      fields.status = transition(txn.status, 'retryScheduled', { unresolvedAttempts: 1 }).to;
+      fields.statusChangedAt = new Date();
+    }
+    await setFields(m, TransactionEntity, txn, fields);
+  }
+
+  /**
+   * Records an outcome for an attempt found in state `from` (pending: this run's charge; unknown:
+   * the reconciliation's lookup; error: a late capture). Returns the pushes to publish, and a
+   * refund to send when the capture came after the transaction had ended without money.
+   */
+  async record(m: EntityManager, attemptId: string, result: AttemptOutcome, from: AttemptState): Promise<Recorded> {
+    const none: Recorded = { outbox: [], lateRefund: null };
+    const locked = await AttemptsRepository.lock(m, attemptId);
+    if (!locked || locked.attempt.state !== from) return none;
     const { attempt, txn } = locked;
     const now = new Date();
-    this.metrics.attempts.inc({ outcome: result.outcome });
+    if (result.outcome !== 'not-charged') this.metrics.attempts.inc({ outcome: result.outcome });
+    if (result.outcome === 'error') {
+      await this.markUnknown(m, attempt, txn, result.message);
+      return none;
+    }
     if (result.outcome === 'approved') {
+      const edge: AttemptEdgeName =
+        from === AttemptState.Pending ? 'approved' : from === AttemptState.Unknown ? 'resolvedCaptured' : 'lateCapture';
       await setFields(m, AttemptEntity, attempt, {
         processedAt: now,
-        state: 'captured',
+        state: attemptTransition(attempt.state, edge),
         status: TransactionStatus.Captured,
         responseCode: result.responseCode,
         authCodeDescription: null,
         processorTransactionId: result.processorTransactionId,
         message: result.message,
+        lookupAfter: null,
       });
-      await setFields(m, TransactionEntity, txn, {
-        status: TransactionStatus.Captured,
+      const captured = {
         capturedAmountMinor: attempt.amountMinor,
         processorTransactionId: result.processorTransactionId,
         nextAttemptAt: null,
         statusChangedAt: now,
         authCodeDescription: null,
-      });
+      };
       this.metrics.recoveredMinor.inc({ currency: attempt.currency }, Number(attempt.amountMinor));
-      // A stop arrived while this attempt was in flight and it captured: the stop refund becomes a
-      // normal refund of the next batch, in this same database transaction (decisions §8).
-      if (txn.stopRequestedAt) await stopToRefund(m, txn, now);
-      return announce(m, [
+      let lateRefund: LateRefund | null = null;
+      if (ENDED_WITHOUT_CAPTURE.includes(txn.status as TransactionStatus)) {
+        lateRefund = await this.refundLateCapture(m, txn, attempt, captured, now);
+      } else if (txn.stopRequestedAt) {
+        // A stop arrived while this attempt was in flight and it captured: the stop refund becomes a
+        // normal refund of the next batch, in this same database transaction (decisions §8).
+        await setFields(m, TransactionEntity, txn, captured);
+        await stopToRefund(m, txn, now);
+      } else {
+        const to = transition(txn.status, 'retrySucceeded', { unresolvedAttempts: 0 }).to;
+        await setFields(m, TransactionEntity, txn, { ...captured, status: to });
+      }
+      const outbox = await announce(m, [
         {
           merchantId: txn.merchantId,
           eventName: EventName.RetrySucceeded,
@@ -291,6 +326,7 @@ export class AttemptService {
           occurredAt: now,
         },
       ]);
+      return { outbox, lateRefund };
     }
     const declined = result.outcome === 'declined';
     const classification = declined
@@ -300,20 +336,29 @@ export class AttemptService {
           merchantAdviceCode: result.merchantAdviceCode,
         })
       : null;
+    const edge: AttemptEdgeName = declined
+      ? from === AttemptState.Pending
+        ? 'declined'
+        : 'resolvedDeclined'
+      : 'resolvedNotCharged';
     await setFields(m, AttemptEntity, attempt, {
       processedAt: now,
-      state: declined ? 'declined' : 'error',
+      state: attemptTransition(attempt.state, edge),
       status: TransactionStatus.Failed,
-      responseCode: declined ? result.responseCode : null,
+      responseCode: declined ? result.responseCode : PROCESSOR_ERROR_CODE,
       merchantAdviceCode: declined ? (result.merchantAdviceCode ?? null) : null,
       authCodeDescription: classification?.description ?? AuthCodeDescription.Soft,
       processorTransactionId: declined ? result.processorTransactionId : null,
       message: result.message,
+      // Settled as not charged: the late-capture watch keeps looking it up for the processor's window.
+      lookupAfter: declined ? null : now,
     });
     if (txn.stopRequestedAt) {
-      // The stop waited for this attempt; it did not capture, so the transaction ends Stopped.
-      return closeStop(m, txn);
+      // The stop waited for this attempt; it did not capture, so the transaction ends Stopped
+      // (unless another attempt is still unresolved: then that one's resolution closes it).
+      return { outbox: (await closeStopIfSettled(m, txn)) ?? [], lateRefund: null };
     }
+    if (!canTransition(txn.status, 'retryScheduled', { unresolvedAttempts: 0 })) return none;
     const plan = planNextAttempt({
       attemptsMade: attempt.retryNumber,
       startedAt: txn.submittedTs,
@@ -323,20 +368,103 @@ export class AttemptService {
         : { responseCode: '', technical: true },
       network: txn.cardNetwork,
       amountMinor: BigInt(txn.amountMinor),
-      cardHistory: await this.cardHistory(m, txn, null),
+      cardHistory: txn.cardHmac ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, null) : [],
       cardDataVersion: cardDataVersion(txn.expirationDate),
       timeScale: this.config.retryTimeScale,
     });
     if (plan.kind === 'retry') {
       await setFields(m, TransactionEntity, txn, {
-        status: TransactionStatus.InRetry,
+        status: transition(txn.status, 'retryScheduled', { unresolvedAttempts: 0 }).to,
         nextAttemptAt: plan.at,
         authCodeDescription: attempt.authCodeDescription,
         statusChangedAt: txn.status === TransactionStatus.InRetry ? txn.statusChangedAt : now,
       });
-      return [];
+      return none;
     }
-    return this.cancel(m, txn, plan.reason, attempt.authCodeDescription);
+    return { outbox: await this.cancel(m, txn, plan.reason, attempt.authCodeDescription), lateRefund: null };
+  }
+
+  /**
+   * A capture found after the transaction ended Cancelled or Stopped (its result was pushed as
+   * final): the capture is recorded and refunded in full at once, never left as a silent charge.
+   * The refund row is written here (Processing, marked sent) and sent by the caller right after
+   * the commit with the refund's vid as idempotency key; if this worker dies in between, the
+   * refund batcher sends it with the same key.
+   */
+  private async refundLateCapture(
+    m: EntityManager,
+    txn: TransactionEntity,
+    attempt: AttemptEntity,
+    captured: Partial<TransactionEntity>,
+    now: Date,
+  ): Promise<LateRefund> {
+    const to = transition(txn.status, 'lateCapture', { unresolvedAttempts: 0 }).to;
+    await setFields(m, TransactionEntity, txn, { ...captured, status: to });
+    const refund = m.getRepository(RefundEntity).create({
+      vid: newVid(),
+      merchantId: txn.merchantId,
+      transactionId: txn.id,
+      kind: 'refund',
+      amountMinor: attempt.amountMinor,
+      currency: attempt.currency,
+      status: RefundStatus.Processing,
+      previousStatus: TransactionStatus.Captured,
+      requestedAt: now,
+      timestamp: now,
+      sentAt: now,
+    });
+    await m.getRepository(RefundEntity).insert(refund);
+    this.metrics.lateCaptures.inc();
+    this.logger.error(
+      { attempt: attempt.vid, transaction: txn.vid },
+      'a capture arrived after the transaction ended without money: refunding it',
+    );
+    return {
+      refundId: refund.id,
+      refundVid: refund.vid,
+      processorTransactionId: attempt.processorTransactionId ?? '',
+      amountMinor: BigInt(attempt.amountMinor),
+      currency: attempt.currency,
+    };
+  }
+
+  /** Sends a late capture's refund and records its result with its push. */
+  async sendLateRefund(refund: LateRefund): Promise<void> {
+    const result = await this.processor.refund({
+      idempotencyKey: refund.refundVid,
+      processorTransactionId: refund.processorTransactionId,
+      amountMinor: refund.amountMinor,
+      currency: refund.currency,
+    });
+    const outbox = await this.db.transaction((m) => this.recordLateRefund(m, refund.refundId, result));
+    await this.publish(outbox);
+  }
+
+  private async recordLateRefund(m: EntityManager, refundId: string, result: RefundResult): Promise<string[]> {
+    const refund = await m
+      .getRepository(RefundEntity)
+      .findOne({ where: { id: refundId }, lock: { mode: 'pessimistic_write' } });
+    if (!refund || refund.status !== RefundStatus.Processing) return [];
+    const txn = await m
+      .getRepository(TransactionEntity)
+      .findOneOrFail({ where: { id: refund.transactionId }, lock: { mode: 'pessimistic_write' } });
+    const now = new Date();
+    const completed = result.outcome === 'completed';
+    Object.assign(refund, {
+      status: completed ? RefundStatus.Completed : RefundStatus.Failed,
+      timestamp: now,
+      processorRefundId: result.processorRefundId,
+      failureMessage: completed ? null : result.message,
+    });
+    await m.save(refund);
+    const { to, announces } = transition(txn.status, completed ? 'refundCompleted' : 'refundFailed', {
+      unresolvedAttempts: await unresolvedAttempts(m, txn.id),
+    });
+    if (!completed) {
+      this.logger.error({ transaction: txn.vid }, 'the refund of a late capture failed: operator action needed');
+    }
+    await setFields(m, TransactionEntity, txn, { status: to, statusChangedAt: now });
+    return announceTransaction(m, txn, announces!, now);
   }
 
   /** Schedule exhausted or retry forbidden: Cancelled, and a `retry failed` push. */
@@ -347,69 +475,24 @@ export class AttemptService {
     description: string | null,
   ): Promise<string[]> {
     const now = new Date();
+    const unresolved = await unresolvedAttempts(m, txn.id);
+    // Never final while an attempt may still have charged: its resolution plans the next step.
+    if (!canTransition(txn.status, 'retryExhausted', { unresolvedAttempts: unresolved })) {
+      await setFields(m, TransactionEntity, txn, { nextAttemptAt: null });
+      return [];
+    }
+    const { to, announces } = transition(txn.status, 'retryExhausted', { unresolvedAttempts: unresolved });
     await setFields(m, TransactionEntity, txn, {
-      status: TransactionStatus.Cancelled,
+      status: to,
       nextAttemptAt: null,
       statusChangedAt: now,
       authCodeDescription: description ?? AuthCodeDescription.Hard,
     });
     this.logger.log({ reason }, 'recovery ended without capture');
-    return announceTransaction(m, txn, EventName.RetryFailed, now);
+    return announceTransaction(m, txn, announces!, now);
   }
 
-  /** An attempt that was not made leaves no trace (and frees its retry number). */
-  private async dropAttempt(m: EntityManager, attempt: AttemptEntity, txn: TransactionEntity): Promise<void> {
-    await m.query(`DELETE FROM attempts WHERE id = $1`, [attempt.id]);
-    txn.attemptCount -= 1;
-    await m.query(`UPDATE transactions SET attempt_count = $2 WHERE id = $1`, [txn.id, txn.attemptCount]);
-  }
-
-  /**
-   * The card's history for the network limits (network-rules.config.ts): attempts of THIS merchant
-   * on the card that went to the processor, recorded or still in flight, in the last 31 days; plus
-   * every blocking decline however old (card blocks do not lapse; they lift when the data changes).
-   */
-  private async cardHistory(
-    m: EntityManager,
-    txn: TransactionEntity,
-    excludeId: string | null,
-  ): Promise<CardAttempt[]> {
-    if (!txn.cardHmac) return [];
-    const rows: {
-      at: Date;
-      amount_minor: string;
-      state: string;
-      response_code: string | null;
-      merchant_advice_code: string | null;
-      card_data_version: string | null;
-    }[] = await m.query(
-      `SELECT COALESCE(processed_at, prepared_at) AS at, amount_minor, state, response_code, merchant_advice_code,
-              card_data_version
-         FROM attempts
-        WHERE merchant_id = $1 AND card_hmac = $2 AND id IS DISTINCT FROM $3
-          AND COALESCE(processed_at, prepared_at) IS NOT NULL
-          AND (COALESCE(processed_at, prepared_at) > now() - interval '31 days'
-               OR (state = 'declined' AND auth_code_description = 'Hard Failure'))`,
-      [txn.merchantId, txn.cardHmac, excludeId],
-    );
-    return rows.map((r) => ({
-      at: new Date(r.at),
-      amountMinor: BigInt(r.amount_minor),
-      outcome:
-        r.state === 'captured'
-          ? 'approved'
-          : r.state === 'declined'
-            ? 'declined'
-            : r.state === 'pending'
-              ? 'pending'
-              : 'error',
-      responseCode: r.response_code,
-      merchantAdviceCode: r.merchant_advice_code,
-      cardDataVersion: r.card_data_version,
-    }));
-  }
-
-  private async publish(ids: string[]): Promise<void> {
+  async publish(ids: string[]): Promise<void> {
     await this.relay.publish(ids).catch((err: unknown) => {
       this.logger.warn({ err: (err as Error).message }, 'outbox publish deferred to the sweeper');
     });

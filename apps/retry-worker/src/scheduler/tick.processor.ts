@@ -4,6 +4,7 @@ import type { RetainConfig } from '@retain/config';
 import { QueueProcessor, RETAIN_CONFIG } from '@retain/platform';
 import { QueueName } from '@retain/queues';
 import type { Queue } from 'bullmq';
+import { ReconcileService } from '../reconcile/reconcile.service';
 import { AttemptSchedulerService } from './attempt-scheduler.service';
 
 const SCHEDULER_ID = 'retry-tick';
@@ -20,6 +21,7 @@ export class TickProcessor extends WorkerHost implements OnModuleInit, OnApplica
 
   constructor(
     private readonly scheduler: AttemptSchedulerService,
+    private readonly reconciler: ReconcileService,
     @InjectQueue(QueueName.RetryTick) private readonly queue: Queue,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
   ) {
@@ -48,7 +50,13 @@ export class TickProcessor extends WorkerHost implements OnModuleInit, OnApplica
     }
   }
 
+  /** Each tick reconciles unknown attempts first (one may unblock its transaction), then schedules. */
   async process(): Promise<number> {
+    try {
+      await this.reconciler.reconcile();
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, 'reconciliation pass failed; retried next tick');
+    }
     return this.scheduler.scheduleDue();
   }
 }

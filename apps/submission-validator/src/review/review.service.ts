@@ -23,7 +23,8 @@ import {
   type CardFingerprint,
   type ErrorEntry,
 } from '@retain/domain';
-import { RETAIN_CONFIG, announceTransaction } from '@retain/platform';
+import { RETAIN_CONFIG } from '@retain/platform';
+import { announceTransaction } from '@retain/recovery';
 import {
   PgSandboxLedger,
   ProcessorResolver,

@@ -1,7 +1,10 @@
 import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn, UpdateDateColumn } from 'typeorm';
 
-/** pending: handed to the processor or about to be; its outcome must be looked up if unknown. */
-export type AttemptState = 'pending' | 'captured' | 'declined' | 'error';
+/**
+ * pending: handed to the processor or about to be; unknown: no decision from the processor (looked
+ * up until settled); error: settled as not charged. The rules live in libs/recovery.
+ */
+export type AttemptState = 'pending' | 'unknown' | 'captured' | 'declined' | 'error';
 
 /** One retry attempt; shown through the API as a Transaction with its own vid. */
 @Entity('attempts')
@@ -32,6 +35,10 @@ export class AttemptEntity {
   /** Fingerprint of the card data sent (a hash of the expiry): card blocks lift when it changes. */
   @Column({ name: 'card_data_version', type: 'varchar', length: 64, nullable: true }) cardDataVersion: string | null;
   @Column({ name: 'processed_at', type: 'timestamptz', nullable: true }) processedAt: Date | null;
+  /** Next reconciliation lookup of an unknown attempt (or of an error watched for a late capture). */
+  @Column({ name: 'lookup_after', type: 'timestamptz', nullable: true }) lookupAfter: Date | null;
+  /** When the reconciliation raised its alert for this attempt (once). */
+  @Column({ name: 'alerted_at', type: 'timestamptz', nullable: true }) alertedAt: Date | null;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;
 }

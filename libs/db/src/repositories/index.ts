@@ -3,3 +3,4 @@ export * from './transaction-view';
 export * from './transactions.repository';
 export * from './refunds.repository';
 export * from './processor-accounts.repository';
+export * from './attempts.repository';

@@ -14,6 +14,23 @@ export interface RefundListFilters {
 export class RefundsRepository {
   constructor(private readonly db: DataSource) {}
 
+  /**
+   * The refund batch's safety net (all merchants): transactions with a stop refund still open and
+   * no attempt in one of `unresolvedStates` (pending or unknown: it may still have charged).
+   */
+  static async openStopsWithoutUnresolvedAttempts(
+    db: Pick<DataSource, 'query'>,
+    unresolvedStates: readonly string[],
+  ): Promise<string[]> {
+    const rows: { transaction_id: string }[] = await db.query(
+      `SELECT DISTINCT r.transaction_id FROM refunds r JOIN transactions t ON t.id = r.transaction_id
+        WHERE r.kind = 'stop' AND r.status = 'Processing'
+          AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.transaction_id = t.id AND a.state = ANY($1::text[]))`,
+      [unresolvedStates],
+    );
+    return rows.map((r) => r.transaction_id);
+  }
+
   /** GET /retain/refunds/{id}: the refunds of one transaction; null when the transaction is unknown. */
   async ofTransaction(merchantId: string, merchantTxnId: string): Promise<Record<string, unknown>[] | null> {
     const t = await this.db.getRepository(TransactionEntity).findOne({ where: { merchantId, merchantTxnId } });

@@ -88,7 +88,8 @@ export function attemptView(t: TransactionEntity, a: AttemptEntity): Transaction
     retain_transaction_id: a.retainTransactionId,
     processor_transaction_id: a.processorTransactionId,
     next_activity: null,
-    auth_code: a.responseCode,
+    // decisions §16: a processor error without a response code shows 96 (rows recorded before it was stored).
+    auth_code: a.responseCode ?? (a.state === 'error' || a.state === 'unknown' ? '96' : null),
     auth_code_description: a.authCodeDescription,
     retry_number: a.retryNumber,
   };

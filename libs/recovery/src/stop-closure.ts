@@ -1,7 +1,28 @@
 import { RefundEntity, TransactionEntity } from '@retain/db';
-import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
+import { RefundStatus, TransactionStatus } from '@retain/domain';
 import type { EntityManager } from 'typeorm';
+import { UNRESOLVED_ATTEMPT_STATES, transition } from './state-machine';
 import { announceTransaction } from './transaction-events';
+
+/** Attempts of the transaction that may still have charged the card (pending or unknown). */
+export async function unresolvedAttempts(m: EntityManager, transactionId: string): Promise<number> {
+  const [{ n }]: { n: number }[] = await m.query(
+    `SELECT count(*)::int AS n FROM attempts WHERE transaction_id = $1 AND state = ANY($2::text[])`,
+    [transactionId, UNRESOLVED_ATTEMPT_STATES],
+  );
+  return n;
+}
+
+/**
+ * Closes the stop when nothing can have been charged any more: no attempt pending or unknown.
+ * Returns the outbox ids, or null when the stop must wait (the reconciliation or the in-flight
+ * attempt settles it later). The caller holds the transaction's row lock.
+ */
+export async function closeStopIfSettled(m: EntityManager, txn: TransactionEntity): Promise<string[] | null> {
+  if (txn.status !== TransactionStatus.StopRequested) return null;
+  if ((await unresolvedAttempts(m, txn.id)) > 0) return null;
+  return closeStop(m, txn);
+}
 
 /**
  * Ends a stop request (decisions §8) once no attempt is in flight: the transaction is Stopped, its
@@ -12,14 +33,18 @@ import { announceTransaction } from './transaction-events';
  */
 export async function closeStop(m: EntityManager, txn: TransactionEntity): Promise<string[]> {
   const now = new Date();
-  Object.assign(txn, { status: TransactionStatus.Stopped, nextAttemptAt: null, statusChangedAt: now });
+  // Refused (throws) while an attempt of the transaction may still have charged.
+  const { to, announces } = transition(txn.status, 'stopClosed', {
+    unresolvedAttempts: await unresolvedAttempts(m, txn.id),
+  });
+  Object.assign(txn, { status: to, nextAttemptAt: null, statusChangedAt: now });
   await m.save(txn);
   const open = await m.getRepository(RefundEntity).find({
     where: { transactionId: txn.id, kind: 'stop', status: RefundStatus.Processing },
   });
   for (const r of open) Object.assign(r, { status: RefundStatus.Completed, timestamp: now });
   if (open.length) await m.save(open);
-  return announceTransaction(m, txn, EventName.RefundCompleted, now, open.length);
+  return announceTransaction(m, txn, announces!, now, open.length);
 }
 
 /**
@@ -48,7 +73,7 @@ export async function stopToRefund(m: EntityManager, txn: TransactionEntity, now
     });
   }
   await repo.save(stops);
-  const fields = { status: TransactionStatus.RefundRequested, statusChangedAt: now };
+  const fields = { status: transition(txn.status, 'stopCaptured', { unresolvedAttempts: 0 }).to, statusChangedAt: now };
   Object.assign(txn, fields);
   await m.getRepository(TransactionEntity).update(txn.id, fields);
 }

@@ -1,0 +1,477 @@
+import { getQueueToken } from '@nestjs/bullmq';
+import { Test, type TestingModule } from '@nestjs/testing';
+import { loadConfig, type RetainConfig } from '@retain/config';
+import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
+import {
+  PAYMENT_PROCESSOR,
+  PgSandboxLedger,
+  SandboxProcessor,
+  type ChargeRequest,
+  type PaymentProcessor,
+  type RefundRequest,
+} from '@retain/processor';
+import { OutboxRelay, QueueName, QueueRegistry, createRedis } from '@retain/queues';
+import {
+  closeTestDb,
+  insertAttemptRow,
+  insertMerchantRow,
+  insertTransactionRow,
+  setSandboxCharge,
+  testDb,
+  waitFor,
+} from '@retain/testing';
+import type { Redis } from 'ioredis';
+import { DataSource } from 'typeorm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AttemptService } from '../src/attempts/attempt.service';
+import { ReconcileService } from '../src/reconcile/reconcile.service';
+import { AttemptSchedulerService } from '../src/scheduler/attempt-scheduler.service';
+import { TickProcessor } from '../src/scheduler/tick.processor';
+
+/** The sandbox on Postgres, whose lookups can be made to fail (the processor unreachable). */
+class ControllableProcessor implements PaymentProcessor {
+  failLookups = false;
+  constructor(private readonly inner: SandboxProcessor) {}
+  get name() {
+    return this.inner.name;
+  }
+  get limits() {
+    return this.inner.limits;
+  }
+  charge(req: ChargeRequest) {
+    return this.inner.charge(req);
+  }
+  async lookupCharge(key: string) {
+    if (this.failLookups) throw new Error('processor unreachable');
+    return this.inner.lookupCharge(key);
+  }
+  refund(req: RefundRequest) {
+    return this.inner.refund(req);
+  }
+  detokenize(token: string) {
+    return this.inner.detokenize(token);
+  }
+}
+
+/**
+ * Service-level tests of one attempt's prepare and record steps and of the reconciliation, on the
+ * real Postgres with the sandbox processor (its Postgres ledger scripts what a key answers). No app
+ * process and no BullMQ worker: each test calls the service and reads the rows it left.
+ */
+describe('attempt service: every branch of prepare and record', () => {
+  let mod: TestingModule;
+  let db: DataSource;
+  let redis: Redis;
+  let queues: QueueRegistry;
+  let attempts: AttemptService;
+  let tick: TickProcessor;
+  let merchantId: string;
+  let processor: ControllableProcessor;
+  let metrics: RetainMetrics;
+  const config: RetainConfig = { ...loadConfig('retry-worker'), retryTimeScale: 1 };
+
+  beforeAll(async () => {
+    db = await testDb();
+    redis = createRedis(config.redisUrl);
+    queues = new QueueRegistry(redis, config.queuePrefix);
+    processor = new ControllableProcessor(new SandboxProcessor(new PgSandboxLedger(db)));
+    metrics = new RetainMetrics('retry-worker');
+    mod = await Test.createTestingModule({
+      providers: [
+        AttemptService,
+        AttemptSchedulerService,
+        ReconcileService,
+        TickProcessor,
+        { provide: DataSource, useValue: db },
+        { provide: RETAIN_CONFIG, useValue: config },
+        { provide: RetainMetrics, useValue: metrics },
+        { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
+        { provide: getQueueToken(QueueName.RetryTick), useValue: queues.get(QueueName.RetryTick) },
+        { provide: PAYMENT_PROCESSOR, useValue: processor },
+      ],
+    }).compile();
+    attempts = mod.get(AttemptService);
+    tick = mod.get(TickProcessor);
+    merchantId = await insertMerchantRow(db);
+  });
+  afterAll(async () => {
+    await mod?.close();
+    await queues?.close();
+    redis?.disconnect();
+    await closeTestDb();
+  });
+
+  const txnRow = async (id: string) =>
+    (
+      await db.query(
+        `SELECT status, next_attempt_at, attempt_count, captured_amount_minor, stop_requested_at FROM transactions
+          WHERE id = $1`,
+        [id],
+      )
+    )[0];
+  const attemptRows = async (txnId: string) =>
+    db.query(
+      `SELECT id, vid, state, status, response_code, auth_code_description, prepared_at, processed_at,
+              processor_transaction_id
+         FROM attempts WHERE transaction_id = $1 ORDER BY retry_number`,
+      [txnId],
+    ) as Promise<any[]>;
+  const refundRows = async (txnId: string) =>
+    db.query(`SELECT kind, status, amount_minor FROM refunds WHERE transaction_id = $1 ORDER BY created_at`, [
+      txnId,
+    ]) as Promise<any[]>;
+  /** Pushes announced for this transaction (outbox rows of the webhook-dispatch queue). */
+  const pushes = async (txnId: string): Promise<string[]> =>
+    (
+      await db.query(
+        `SELECT m.event_name FROM webhook_messages m WHERE m.transaction_id = $1 ORDER BY m.created_at, m.id`,
+        [txnId],
+      )
+    ).map((r: { event_name: string }) => r.event_name);
+  const charges = async (vid: string): Promise<number> =>
+    (await db.query(`SELECT count(*)::int AS n FROM sandbox_operations WHERE idempotency_key = $1`, [vid]))[0].n;
+
+  it('approved: Captured, captured amount, one charge, a `retry succeeded` push', async () => {
+    const t = await insertTransactionRow(db, merchantId);
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('approved');
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Captured', captured_amount_minor: '1999' });
+    expect(await attemptRows(t.id)).toMatchObject([{ state: 'captured', status: 'Captured', response_code: '00' }]);
+    expect(await charges(a.vid)).toBe(1);
+    expect(await pushes(t.id)).toEqual(['retry succeeded']);
+    // A second run of the same job does nothing.
+    expect(await attempts.run(a.id)).toBe('nothing to do');
+    expect(await pushes(t.id)).toEqual(['retry succeeded']);
+  });
+
+  it('declined, retry later: In Retry with the next attempt planned, no push', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000077' });
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('declined');
+    const row = await txnRow(t.id);
+    expect(row.status).toBe('In Retry');
+    expect(row.next_attempt_at).not.toBeNull();
+    expect(await attemptRows(t.id)).toMatchObject([{ state: 'declined', response_code: '51' }]);
+    expect(await pushes(t.id)).toEqual([]);
+  });
+
+  it('declined for good: Cancelled with a `retry failed` push', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4100000000000019' });
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('declined');
+    expect((await txnRow(t.id)).status).toBe('Cancelled');
+    expect(await attemptRows(t.id)).toMatchObject([
+      { state: 'declined', response_code: '41', auth_code_description: 'Hard Failure' },
+    ]);
+    expect(await pushes(t.id)).toEqual(['retry failed']);
+  });
+
+  it('stop before the attempt starts: the never-prepared attempt is dropped, Stopped, nothing charged', async () => {
+    const t = await insertTransactionRow(db, merchantId, { stopRequested: true });
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('nothing to do');
+    expect(await attemptRows(t.id)).toEqual([]);
+    expect((await txnRow(t.id)).status).toBe('Stopped');
+    expect(await refundRows(t.id)).toMatchObject([{ kind: 'stop', status: 'Completed' }]);
+    expect(await charges(a.vid)).toBe(0);
+    expect(await pushes(t.id)).toEqual(['refund completed']);
+  });
+
+  it('network limit, temporary: no attempt, the transaction waits until the window allows one', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    // 20 declines (Visa category 4) on this card for this merchant in the last 30 days.
+    const other = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    for (let n = 1; n <= 20; n++)
+      await insertAttemptRow(db, other, {
+        retryNumber: n,
+        state: 'declined',
+        preparedAt: new Date(),
+        processedAt: new Date(),
+        responseCode: '05',
+        authCodeDescription: 'Soft Failure',
+      });
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('nothing to do');
+    expect(await attemptRows(t.id)).toEqual([]);
+    const row = await txnRow(t.id);
+    expect(row.status).toBe('In Retry');
+    expect(new Date(row.next_attempt_at).getTime()).toBeGreaterThan(Date.now() + 29 * 86_400_000);
+    expect(await charges(a.vid)).toBe(0);
+  });
+
+  it('network limit, permanent: a card blocked by a hard decline is Cancelled without an attempt', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4100000000000019' });
+    const other = await insertTransactionRow(db, merchantId, { card: '4100000000000019', status: 'Cancelled' });
+    await insertAttemptRow(db, other, {
+      state: 'declined',
+      preparedAt: new Date(),
+      processedAt: new Date(),
+      responseCode: '41',
+      authCodeDescription: 'Hard Failure',
+    });
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('nothing to do');
+    expect(await attemptRows(t.id)).toEqual([]);
+    expect((await txnRow(t.id)).status).toBe('Cancelled');
+    expect(await pushes(t.id)).toEqual(['retry failed']);
+  });
+
+  it('already charged by an earlier run (crash after the call): recorded, never charged again', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const a = await insertAttemptRow(db, t, { preparedAt: new Date() });
+    await setSandboxCharge(db, a.vid, { outcome: 'approved', processorTransactionId: 'sbx_earlier_run' });
+    expect(await attempts.run(a.id)).toBe('approved');
+    expect(await attemptRows(t.id)).toMatchObject([{ state: 'captured', processor_transaction_id: 'sbx_earlier_run' }]);
+    expect((await txnRow(t.id)).status).toBe('Captured');
+    expect(await charges(a.vid)).toBe(1);
+  });
+
+  // Defect 1 (issue 9): an unknown outcome was recorded as "not charged" and the schedule went on.
+  it('processor error: the attempt is unknown (auth_code 96), nothing final, no next attempt until resolved', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000119' });
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('unknown');
+    expect(await attemptRows(t.id)).toMatchObject([
+      { state: 'unknown', response_code: '96', auth_code_description: 'Soft Failure' },
+    ]);
+    const row = await txnRow(t.id);
+    expect(row.status).toBe('In Retry');
+    expect(row.next_attempt_at).toBeNull();
+    expect(await pushes(t.id)).toEqual([]);
+  });
+
+  it('processor error on the last attempt of the schedule: not Cancelled while unknown', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    // Attempt 30 is beyond every schedule: a declined or "not charged" result would cancel.
+    const a = await insertAttemptRow(db, t, { retryNumber: 30 });
+    await setSandboxCharge(db, a.vid, { outcome: 'error' });
+    expect(await attempts.run(a.id)).toBe('unknown');
+    expect((await txnRow(t.id)).status).toBe('In Retry');
+    expect(await pushes(t.id)).toEqual([]);
+  });
+
+  it('a stop during an attempt that errors: not Stopped, the stop refund stays open while unknown', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000119' });
+    const a = await insertAttemptRow(db, t);
+    config.testPauseAfterProcessorMs = 500;
+    try {
+      const running = attempts.run(a.id);
+      await waitFor(async () => (await charges(a.vid)) === 1, { what: 'the charge made' });
+      // The merchant stops the transaction while the attempt is in flight (what the refunds API writes).
+      await db.query(
+        `UPDATE transactions SET status = 'Stop Requested', stop_requested_at = now(), next_attempt_at = NULL
+          WHERE id = $1`,
+        [t.id],
+      );
+      await db.query(
+        `INSERT INTO refunds (vid, merchant_id, transaction_id, kind, amount_minor, currency, status, previous_status)
+         VALUES ($1, $2, $3, 'stop', 1999, 'USD', 'Processing', 'In Retry')`,
+        [`stop_${a.vid.slice(0, 30)}`, merchantId, t.id],
+      );
+      expect(await running).toBe('unknown');
+    } finally {
+      config.testPauseAfterProcessorMs = 0;
+    }
+    expect((await txnRow(t.id)).status).toBe('Stop Requested');
+    expect(await refundRows(t.id)).toMatchObject([{ kind: 'stop', status: 'Processing' }]);
+    expect(await pushes(t.id)).toEqual([]);
+  });
+
+  // Defect 2 (issue 9): a prepared attempt may have reached the processor; it is never deleted.
+  it('a stop finds a prepared attempt whose outcome is not known: kept (unknown), the stop waits', async () => {
+    const t = await insertTransactionRow(db, merchantId, { stopRequested: true });
+    const a = await insertAttemptRow(db, t, { preparedAt: new Date() });
+    await attempts.run(a.id);
+    expect(await attemptRows(t.id)).toMatchObject([{ id: a.id, state: 'unknown' }]);
+    expect((await txnRow(t.id)).status).toBe('Stop Requested');
+    expect(await refundRows(t.id)).toMatchObject([{ kind: 'stop', status: 'Processing' }]);
+  });
+
+  it('a prepared attempt is not dropped by a limit refusal: it passed the check when prepared, same key again', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4111111111111111' });
+    const other = await insertTransactionRow(db, merchantId, { card: '4111111111111111', status: 'Cancelled' });
+    const a = await insertAttemptRow(db, t, { preparedAt: new Date(Date.now() - 60_000) });
+    // A hard decline recorded since this attempt was prepared now blocks the card.
+    await insertAttemptRow(db, other, {
+      state: 'declined',
+      preparedAt: new Date(),
+      processedAt: new Date(),
+      responseCode: '41',
+      authCodeDescription: 'Hard Failure',
+    });
+    await attempts.run(a.id);
+    const rows = await attemptRows(t.id);
+    expect(rows).toHaveLength(1);
+    expect(rows[0].id).toBe(a.id);
+    expect((await txnRow(t.id)).status).not.toBe('Cancelled');
+  });
+
+  // Defect 3 (issue 9): a capture reported after the transaction ended is recorded and refunded.
+  it('a late capture after Cancelled: recorded, refunded automatically, pushes `retry succeeded` then `refund completed`', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002', status: 'Cancelled' });
+    const a = await insertAttemptRow(db, t, {
+      state: 'error',
+      preparedAt: new Date(Date.now() - 120_000),
+      processedAt: new Date(Date.now() - 110_000),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    await setSandboxCharge(db, a.vid, { outcome: 'approved', processorTransactionId: 'sbx_late_after_cancel' });
+    await tick.process();
+    expect(await attemptRows(t.id)).toMatchObject([
+      { state: 'captured', status: 'Captured', processor_transaction_id: 'sbx_late_after_cancel' },
+    ]);
+    expect(await refundRows(t.id)).toMatchObject([{ kind: 'refund', status: 'Completed', amount_minor: '1999' }]);
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Refunded', captured_amount_minor: '1999' });
+    expect(await pushes(t.id)).toEqual(['retry succeeded', 'refund completed']);
+  });
+
+  it('a late capture after Stopped: recorded and refunded the same way', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002', status: 'Stopped' });
+    await db.query(`UPDATE transactions SET stop_requested_at = now() WHERE id = $1`, [t.id]);
+    const a = await insertAttemptRow(db, t, {
+      state: 'error',
+      preparedAt: new Date(Date.now() - 120_000),
+      processedAt: new Date(Date.now() - 110_000),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    await setSandboxCharge(db, a.vid, { outcome: 'approved' });
+    await tick.process();
+    expect(await attemptRows(t.id)).toMatchObject([{ state: 'captured' }]);
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Refunded', captured_amount_minor: '1999' });
+    expect(await pushes(t.id)).toEqual(['retry succeeded', 'refund completed']);
+  });
+
+  it('a late capture whose refund the processor rejects: `refund failed`, Captured, left to the operator', async () => {
+    // The sandbox rejects refunds of amounts ending in .13.
+    const t = await insertTransactionRow(db, merchantId, { status: 'Cancelled', amountMinor: '1013' });
+    const a = await insertAttemptRow(db, t, {
+      state: 'error',
+      amountMinor: '1013',
+      preparedAt: new Date(Date.now() - 120_000),
+      processedAt: new Date(Date.now() - 110_000),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    await setSandboxCharge(db, a.vid, { outcome: 'approved' });
+    await tick.process();
+    expect(await refundRows(t.id)).toMatchObject([{ kind: 'refund', status: 'Failed', amount_minor: '1013' }]);
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Captured', captured_amount_minor: '1013' });
+    expect(await pushes(t.id)).toEqual(['retry succeeded', 'refund failed']);
+  });
+
+  const unknownAttempt = async (t: { id: string; merchantId: string }, ageMs: number) =>
+    insertAttemptRow(db, t, {
+      state: 'unknown',
+      preparedAt: new Date(Date.now() - ageMs),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+  const MIN = 60_000;
+
+  it('unknown -> captured by the reconciliation: the normal `retry succeeded` flow', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const a = await unknownAttempt(t, MIN);
+    await setSandboxCharge(db, a.vid, { outcome: 'approved', processorTransactionId: 'sbx_found_later' });
+    await tick.process();
+    expect(await attemptRows(t.id)).toMatchObject([
+      { state: 'captured', status: 'Captured', response_code: '00', processor_transaction_id: 'sbx_found_later' },
+    ]);
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Captured', captured_amount_minor: '1999' });
+    expect(await pushes(t.id)).toEqual(['retry succeeded']);
+  });
+
+  it('unknown -> declined by the reconciliation: recorded, the next attempt planned', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const a = await unknownAttempt(t, MIN);
+    await setSandboxCharge(db, a.vid, { outcome: 'declined', responseCode: '51' });
+    await tick.process();
+    expect(await attemptRows(t.id)).toMatchObject([{ state: 'declined', response_code: '51' }]);
+    const row = await txnRow(t.id);
+    expect(row.status).toBe('In Retry');
+    expect(row.next_attempt_at).not.toBeNull();
+  });
+
+  it('unknown, nothing found yet: stays unknown, looked up again later', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const a = await unknownAttempt(t, MIN);
+    await tick.process();
+    const [row] = await db.query(`SELECT state, lookup_after FROM attempts WHERE id = $1`, [a.id]);
+    expect(row.state).toBe('unknown');
+    expect(new Date(row.lookup_after).getTime()).toBeGreaterThan(Date.now());
+    expect((await txnRow(t.id)).next_attempt_at).toBeNull();
+  });
+
+  it('unknown, not found after RECONCILE_NOT_FOUND_AFTER: not charged (96), the schedule goes on', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const a = await unknownAttempt(t, config.reconcileNotFoundMs + MIN);
+    await tick.process();
+    expect(await attemptRows(t.id)).toMatchObject([
+      { id: a.id, state: 'error', status: 'Failed', response_code: '96', auth_code_description: 'Soft Failure' },
+    ]);
+    const row = await txnRow(t.id);
+    expect(row.status).toBe('In Retry');
+    expect(row.next_attempt_at).not.toBeNull();
+    expect(await pushes(t.id)).toEqual([]);
+  });
+
+  it('a stop during an unknown attempt: closed Stopped only once not found', async () => {
+    const t = await insertTransactionRow(db, merchantId, { stopRequested: true });
+    const a = await unknownAttempt(t, MIN);
+    await tick.process();
+    expect((await txnRow(t.id)).status).toBe('Stop Requested');
+    await db.query(`UPDATE attempts SET prepared_at = now() - interval '1 day', lookup_after = now() WHERE id = $1`, [
+      a.id,
+    ]);
+    await tick.process();
+    expect((await txnRow(t.id)).status).toBe('Stopped');
+    expect(await refundRows(t.id)).toMatchObject([{ kind: 'stop', status: 'Completed' }]);
+    expect(await pushes(t.id)).toEqual(['refund completed']);
+  });
+
+  it('a stop during an unknown attempt that turns out captured: the stop becomes a refund', async () => {
+    const t = await insertTransactionRow(db, merchantId, { stopRequested: true });
+    const a = await unknownAttempt(t, MIN);
+    await setSandboxCharge(db, a.vid, { outcome: 'approved' });
+    await tick.process();
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Refund Requested', captured_amount_minor: '1999' });
+    expect(await refundRows(t.id)).toMatchObject([{ kind: 'refund', status: 'Processing', amount_minor: '1999' }]);
+    expect(await pushes(t.id)).toEqual(['retry succeeded']);
+  });
+
+  it('unresolved after RECONCILE_ALERT_AFTER (lookups failing): the alert, and still unknown', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const a = await unknownAttempt(t, config.reconcileAlertMs + MIN);
+    processor.failLookups = true;
+    try {
+      await tick.process();
+    } finally {
+      processor.failLookups = false;
+    }
+    const [row] = await db.query(`SELECT state, alerted_at FROM attempts WHERE id = $1`, [a.id]);
+    expect(row.state).toBe('unknown');
+    expect(row.alerted_at).not.toBeNull();
+    expect((await txnRow(t.id)).status).toBe('In Retry');
+    const text = await metrics.registry.metrics();
+    const gauge = /^retain_unreconciled_attempts(?:\{[^}]*\})? (\d+)/m.exec(text);
+    expect(Number(gauge?.[1])).toBeGreaterThanOrEqual(1);
+  });
+
+  it('an attempt settled as not charged turns out captured before the next attempt: recorded, no new charge', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const first = await insertAttemptRow(db, t, {
+      state: 'error',
+      preparedAt: new Date(Date.now() - 2 * MIN),
+      processedAt: new Date(Date.now() - MIN),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    await setSandboxCharge(db, first.vid, { outcome: 'approved' });
+    const second = await insertAttemptRow(db, t, { retryNumber: 2 });
+    expect(await attempts.run(second.id)).toBe('approved');
+    expect(await attemptRows(t.id)).toMatchObject([{ id: first.id, state: 'captured' }]);
+    expect(await charges(second.vid)).toBe(0);
+    expect((await txnRow(t.id)).status).toBe('Captured');
+  });
+});
