@@ -57,6 +57,8 @@ export interface RetainConfig {
   jweKeys: JweKey[];
   logLevel: string;
   bodyLimitBytes: number;
+  /** intake-api: longest time to receive a whole request (headers and body); HTTP_REQUEST_TIMEOUT, default 30s. */
+  httpRequestTimeoutMs: number;
   /** Scheduler tick period of the workers (retry, webhook, outbox sweep), in ms. */
   tickMs: number;
   /** Test-only (refused in production): pause after a processor call, to kill a worker mid-attempt. */
@@ -256,6 +258,11 @@ export function loadConfig(
   const tickMs = parseDuration(get('SCHEDULER_TICK') ?? '2s');
   if (tickMs === null || tickMs < 100) throw new ConfigError('SCHEDULER_TICK', 'must be a duration >= 100ms');
 
+  const httpRequestTimeoutMs = parseDuration(get('HTTP_REQUEST_TIMEOUT') ?? '30s');
+  if (httpRequestTimeoutMs === null || httpRequestTimeoutMs < 1000) {
+    throw new ConfigError('HTTP_REQUEST_TIMEOUT', 'must be a duration >= 1s');
+  }
+
   const pause = Number(get('TEST_PAUSE_AFTER_PROCESSOR_MS') ?? '0');
   if (!Number.isInteger(pause) || pause < 0 || (pause > 0 && production)) {
     throw new ConfigError(
@@ -285,6 +292,7 @@ export function loadConfig(
     jweKeys,
     logLevel,
     bodyLimitBytes: 10 * 1024 * 1024,
+    httpRequestTimeoutMs,
     tickMs,
   };
 }
