@@ -193,7 +193,7 @@ const batchPlan = fc.array(
   fc.record({
     pan: fc.constantFrom(...PANS),
     mutations: fc.oneof(
-      { weight: 1, arbitrary: fc.constant([]) },
+      { weight: 1, arbitrary: fc.constant<Mutation[]>([]) },
       { weight: 3, arbitrary: fc.array(mutation, { minLength: 1, maxLength: 3 }) },
     ),
   }),
