@@ -58,8 +58,8 @@ const oddChar = fc.constantFrom(
 const hostileString = fc.oneof(
   fc.string({ maxLength: 24 }),
   fc.string({ unit: fc.oneof(oddChar, fc.string({ minLength: 1, maxLength: 1 })), maxLength: 12 }),
-  fc.integer({ min: 100, max: 3000 }).map((n) => 'x'.repeat(n)),
-  fc.constant('y'.repeat(70_000)),
+  // Long text (shrinks towards the shortest length that fails).
+  fc.integer({ min: 100, max: 70_000 }).map((n) => 'x'.repeat(n)),
   fc.constantFrom(
     '2026-11-20T10:15:00Z',
     '0000-01-01T00:00:00Z',
