@@ -126,7 +126,8 @@ function parseJsonStrictly(app: NestFastifyApplication, bodyLimit: number): void
   // Registered through Nest, which then skips its own JSON parser at init.
   app.useBodyParser('application/json', { bodyLimit }, (req, body, done) => {
     const text = body.toString('utf8');
-    secureParse(req as Parameters<typeof secureParse>[0], text, (err: Error | null, value?: unknown) => {
+    // Fastify's parser answers through the callback (synchronously).
+    void secureParse(req as Parameters<typeof secureParse>[0], text, (err: Error | null, value?: unknown) => {
       if (err) return done(err, undefined);
       if (hasDuplicateKey(text)) {
         const message = `${RetMessage.invalidParameter(bodyParam(req.url))} (duplicate key in JSON)`;
