@@ -308,30 +308,44 @@ describe('hostile input (issue 9)', () => {
   });
 });
 
-describe('a request body that stalls (issue 9)', () => {
-  it('is cut off at HTTP_REQUEST_TIMEOUT with a 408 in the error shape, and shutdown does not wait on it', async () => {
-    const local = await startApp('intake-api', { env: { HTTP_REQUEST_TIMEOUT: '2s' } });
-    const m = await createMerchant();
-    const { hostname, port } = new URL(local.url);
+describe('a request that stalls (issue 9)', () => {
+  /** Opens a socket and sends `payload` (an unfinished request); resolves what came back once closed. */
+  async function stalled(url: string, payload: string): Promise<{ closed: Promise<RawResponse> }> {
+    const { hostname, port } = new URL(url);
     const socket = net.connect(Number(port), hostname);
     await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
     let raw = '';
     socket.on('data', (c: Buffer) => (raw += c.toString('latin1')));
     socket.on('error', () => undefined);
-    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-    const body = JSON.stringify({ transactions: [txn({}, PAN)] });
-    socket.write(
-      `POST /v1/retain/transactions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${m.api_key}\r\n` +
-        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 40)}`,
-    );
-    // The request is in flight (headers and half the body read) when the shutdown starts.
-    await new Promise((r) => setTimeout(r, 200));
-    const exit = local.stop('SIGTERM', 30_000);
-    await within(closed, 20_000, 'the stalled socket to be closed');
-    expect(await exit).toBe(0);
-    const r = parseRaw(raw);
-    expect(r.status).toBe(408);
+    socket.write(payload);
+    return { closed: new Promise((resolve) => socket.once('close', () => resolve(parseRaw(raw)))) };
+  }
+
+  const expectTimeout = (r: RawResponse): void => {
+    expect(r.status, r.raw.slice(0, 200)).toBe(408);
     expectErrorShape({ ...r, status: 400 });
     expect(JSON.parse(r.body).code).toBe('RET408');
+  };
+
+  it('is cut off at HTTP_REQUEST_TIMEOUT with a 408 in the error shape, and shutdown does not wait on it', async () => {
+    const local = await startApp('intake-api', { env: { HTTP_REQUEST_TIMEOUT: '2s' } });
+    const m = await createMerchant();
+    const body = JSON.stringify({ transactions: [txn({}, PAN)] });
+    const halfBody =
+      `POST /v1/retain/transactions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${m.api_key}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 40)}`;
+
+    // While the server runs: half a body, and headers that never end.
+    const body1 = await stalled(local.url, halfBody);
+    const headers1 = await stalled(local.url, `GET /v1/retain/transactions HTTP/1.1\r\nHost: x\r\nX-Slow: 1`);
+    expectTimeout(await within(body1.closed, 20_000, 'the stalled body to be cut off'));
+    expectTimeout(await within(headers1.closed, 20_000, 'the stalled headers to be cut off'));
+
+    // During a graceful shutdown: the request in flight (headers and half the body read) does not hold it.
+    const body2 = await stalled(local.url, halfBody);
+    await new Promise((r) => setTimeout(r, 200));
+    const exit = local.stop('SIGTERM', 30_000);
+    expectTimeout(await within(body2.closed, 20_000, 'the stalled socket to be closed'));
+    expect(await exit).toBe(0);
   });
 });
