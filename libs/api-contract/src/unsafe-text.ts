@@ -20,46 +20,60 @@ export function unsafeTextDetail(s: string): string | null {
 
 // A key is named in a message only when it cannot be card data or unprintable text.
 const SAFE_KEY_RE = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
-const child = (path: string, key: string): string => {
-  if (!SAFE_KEY_RE.test(key)) return path === '' ? 'key' : `${path} key`;
-  return path === '' ? key : `${path}.${key}`;
-};
+
+/** `account.id`, `extras[1]`, `metadata key` (a key that may not be shown), or `value` for the root. */
+function pathOf(prefix: string, trail: (string | number)[]): string {
+  let path = prefix;
+  for (const seg of trail) {
+    if (typeof seg === 'number') path += `[${seg}]`;
+    else if (!SAFE_KEY_RE.test(seg)) return path === '' ? 'key' : `${path} key`;
+    else path = path === '' ? seg : `${path}.${seg}`;
+  }
+  return path === '' ? 'value' : path;
+}
 
 /**
- * Every `[path, detail]` of `value` whose text cannot be stored, walking objects and arrays
- * without recursion (so a deeply nested value cannot overflow the stack). Paths are dotted
- * (`payment_method.billing_address.line1`, `metadata.plan`, `extras[1]`), under `prefix`.
+ * Every `[path, detail]` of `value` whose text cannot be stored: strings, object keys and array
+ * elements at any depth, in input order. Paths are dotted (`payment_method.billing_address.line1`,
+ * `metadata.plan`, `extras[1]`) under `prefix`. The walk stops at MAX_NESTING levels (reported), so
+ * recursion stays shallow whatever the input; paths are only built for problems found.
  */
 export function unsafeTextProblems(value: unknown, prefix = ''): [string, string][] {
   const problems: [string, string][] = [];
-  const stack: [unknown, string, number][] = [[value, prefix, 0]];
-  while (stack.length > 0) {
-    const [v, path, depth] = stack.pop()!;
+  const trail: (string | number)[] = [];
+  const visit = (v: unknown, depth: number): void => {
     if (typeof v === 'string') {
-      const detail = unsafeTextDetail(v);
-      if (detail !== null) problems.push([path === '' ? 'value' : path, detail]);
-      continue;
+      const detail = SUSPECT_RE.test(v) ? unsafeTextDetail(v) : null;
+      if (detail !== null) problems.push([pathOf(prefix, trail), detail]);
+      return;
     }
-    if (typeof v !== 'object' || v === null) continue;
+    if (typeof v !== 'object' || v === null) return;
     if (depth >= MAX_NESTING) {
-      problems.push([path === '' ? 'value' : path, `must not be nested more than ${MAX_NESTING} levels`]);
-      continue;
+      problems.push([pathOf(prefix, trail), `must not be nested more than ${MAX_NESTING} levels`]);
+      return;
     }
     if (Array.isArray(v)) {
-      for (let i = v.length - 1; i >= 0; i--) stack.push([v[i], `${path}[${i}]`, depth + 1]);
-      continue;
+      for (let i = 0; i < v.length; i++) {
+        trail.push(i);
+        visit(v[i], depth + 1);
+        trail.pop();
+      }
+      return;
     }
-    const keys = Object.keys(v);
-    // Pushed last to first, so problems come out in the order of the input.
-    for (let i = keys.length - 1; i >= 0; i--) {
-      const key = keys[i]!;
-      const keyDetail = unsafeTextDetail(key);
+    const obj = v as Record<string, unknown>;
+    for (const key in obj) {
+      if (!Object.hasOwn(obj, key)) continue;
+      const keyDetail = SUSPECT_RE.test(key) ? unsafeTextDetail(key) : null;
       if (keyDetail !== null) {
-        problems.push([path === '' ? 'key' : `${path} key`, keyDetail]);
+        const parent = pathOf(prefix, trail);
+        problems.push([parent === 'value' ? 'key' : `${parent} key`, keyDetail]);
         continue;
       }
-      stack.push([(v as Record<string, unknown>)[key], child(path, key), depth + 1]);
+      trail.push(key);
+      visit(obj[key], depth + 1);
+      trail.pop();
     }
-  }
+  };
+  visit(value, 0);
   return problems;
 }
