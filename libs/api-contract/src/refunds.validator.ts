@@ -43,9 +43,10 @@ export function validateRefunds(body: unknown): RefundsValidation {
     const errors: ErrorEntry[] = unsafe.map(([path, detail]) => schema(path, detail));
     const rawId = item['id'];
     let id: string | null = null;
-    if (unsafe.some(([path]) => path === 'id')) {
-      // reported above; the item is named by its index
-    } else if (rawId === undefined || rawId === null)
+    // An id that cannot be stored is reported above; the item is then named by its index.
+    const idUnsafe = unsafe.some(([path]) => path === 'id');
+    if (idUnsafe) id = null;
+    else if (rawId === undefined || rawId === null)
       errors.push({ code: RetCode.RET006, message: RetMessage.missing('id') });
     else if (typeof rawId !== 'string') errors.push(schema('id', 'must be a string'));
     else if (rawId.length === 0) errors.push(schema('id', 'must not be empty'));
