@@ -107,7 +107,10 @@ function cutOffStalledBodies(app: NestFastifyApplication, timeoutMs: number): vo
     }
     done();
   });
-  // Read by Node when the server starts listening (configure runs before listen).
+  // Node's checks, read when the server starts listening (configure runs before listen). Fastify's
+  // keepAliveTimeout (72 s, above the usual 60 s of load balancers) closes idle kept-alive sockets;
+  // connectionTimeout stays 0 (off): an idle-socket timer would also cut a slow 1000-item insert.
+  // Headers that never end are cut by headersTimeout (408 through clientErrorHandler).
   const server = fastify.server as Server & { connectionsCheckingInterval: number };
   server.requestTimeout = timeoutMs;
   server.headersTimeout = Math.min(server.headersTimeout, timeoutMs);
