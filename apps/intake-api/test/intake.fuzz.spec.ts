@@ -327,7 +327,7 @@ describe('fuzzing the intake and refund endpoints (fast-check)', () => {
     );
   });
 
-  it('POST /refunds: no 5xx, a refund row for exactly the accepted stops, no card number echoed', async () => {
+  it('POST /refunds: no 5xx, a refund row for exactly the accepted refunds and stops, no card number echoed', async () => {
     const db = await testDb();
     type Target = 'fresh0' | 'fresh1' | 'fresh2' | 'unknown' | 'hostile' | 'wrong-type' | 'missing';
     const refundPlan = fc.array(
@@ -348,10 +348,15 @@ describe('fuzzing the intake and refund endpoints (fast-check)', () => {
     );
     await fc.assert(
       fc.asyncProperty(refundPlan, async (plan) => {
-        // Three fresh transactions still in retry: an accepted item stops one of them.
+        // Three fresh transactions: two still in retry (an accepted item stops one), one captured (an
+        // accepted item refunds it, up to the 19.99 captured).
         const fresh = [txn(), txn(), txn()];
         expect((await client.submit(fresh)).status).toBe(200);
         const freshIds = fresh.map((t) => t['id'] as string);
+        await db.query(
+          `UPDATE transactions SET status = 'Captured', captured_amount_minor = amount_minor WHERE merchant_txn_id = $1`,
+          [freshIds[2]],
+        );
         const used = new Set<string>();
         const items = plan.map((p) => {
           const item: Record<string, unknown> = {};
@@ -383,15 +388,19 @@ describe('fuzzing the intake and refund endpoints (fast-check)', () => {
         if (r.status !== 400) {
           expect(r.json.message).toBe(`${items.length - rejected.length} refunds received for processing`);
         }
-        const rows: { merchant_txn_id: string; status: string; refunds: number }[] = await db.query(
-          `SELECT t.merchant_txn_id, t.status, (SELECT count(*)::int FROM refunds r WHERE r.transaction_id = t.id) AS refunds
+        const rows: { merchant_txn_id: string; status: string; refunds: number; empty: number }[] = await db.query(
+          `SELECT t.merchant_txn_id, t.status, (SELECT count(*)::int FROM refunds r WHERE r.transaction_id = t.id) AS refunds,
+                  (SELECT count(*)::int FROM refunds r WHERE r.transaction_id = t.id AND r.amount_minor <= 0) AS empty
              FROM transactions t WHERE t.merchant_txn_id = ANY($1::text[])`,
           [freshIds],
         );
         for (const row of rows) {
-          const stopped = used.has(row.merchant_txn_id) && !rejected.includes(row.merchant_txn_id);
-          expect(row.refunds, row.merchant_txn_id).toBe(stopped ? 1 : 0);
-          if (stopped) expect(['Stop Requested', 'Stopped']).toContain(row.status);
+          const captured = row.merchant_txn_id === freshIds[2];
+          const accepted = used.has(row.merchant_txn_id) && !rejected.includes(row.merchant_txn_id);
+          expect(row.refunds, row.merchant_txn_id).toBe(accepted ? 1 : 0);
+          expect(row.empty, 'a refund or stop of nothing').toBe(0);
+          if (captured) expect(row.status).toBe(accepted ? 'Refund Requested' : 'Captured');
+          else if (accepted) expect(['Stop Requested', 'Stopped']).toContain(row.status);
           else expect(row.status).toBe('Failed');
         }
       }),
