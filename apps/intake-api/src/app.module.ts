@@ -1,9 +1,10 @@
 import { Module, type DynamicModule } from '@nestjs/common';
-import { APP_FILTER } from '@nestjs/core';
+import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import type { RetainConfig } from '@retain/config';
 import { PlatformModule } from '@retain/platform';
 import { MerchantAuthGuard } from './auth/merchant-auth.guard';
 import { ApiExceptionFilter } from './http/api-exception.filter';
+import { SafeParamsPipe } from './http/safe-params.pipe';
 import { KeysController } from './keys/keys.controller';
 import { RefundRequestService } from './refunds/refund-request.service';
 import { RefundsController } from './refunds/refunds.controller';
@@ -23,6 +24,7 @@ export class IntakeApiModule {
         RefundRequestService,
         MerchantAuthGuard,
         { provide: APP_FILTER, useClass: ApiExceptionFilter },
+        { provide: APP_PIPE, useClass: SafeParamsPipe },
       ],
     };
   }

@@ -7,5 +7,5 @@ import { configureIntake, intakeAdapterOptions } from './http/server-options';
 void runApp('intake-api', (config) => IntakeApiModule.forRoot(config), loadConfig, {
   listenOn: 'port',
   adapterOptions: intakeAdapterOptions,
-  configure: (app) => configureIntake(app),
+  configure: (app, config) => configureIntake(app, config),
 });

@@ -25,5 +25,9 @@ export function amountToMinor(amount: unknown, currency: string, path = 'amount'
     return schemaError(path, `must have at most ${exp} decimal places for ${currency}`);
   }
   if (minor > MAX_MINOR) return schemaError(path, 'is too large');
+  // A positive amount below one minor unit (1e-25 prints as 0.000...): its decimals are too many.
+  if (minor <= 0n) {
+    return schemaError(path, `must have at most ${currencyExponent(currency)} decimal places for ${currency}`);
+  }
   return { ok: true, minor };
 }

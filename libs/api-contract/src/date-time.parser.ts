@@ -4,6 +4,11 @@
 
 export type ZoneRule = 'required' | 'optional';
 
+// Years 0001-9999 in UTC (ISO 8601 without expansion; Postgres has no year 0): an offset may not
+// carry a date outside them.
+const MIN_MILLIS = -62_135_596_800_000; // 0001-01-01T00:00:00Z
+const MAX_MILLIS = 253_402_300_799_999; // 9999-12-31T23:59:59.999Z
+
 const FRACTION_SCALE = [100, 10, 1];
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
@@ -44,7 +49,8 @@ function datePart(s: string): [number, number, number] | null {
 
 /**
  * `YYYY-MM-DDThh:mm:ss[.fraction](Z|±hh:mm|±hhmm)`; with `zone: 'optional'` a zone-less value is
- * read as UTC (subscription.starts). Returns null for anything else, including impossible dates.
+ * read as UTC (subscription.starts). Returns null for anything else, including impossible dates and
+ * instants outside years 0001-9999 once the offset is applied.
  */
 export function parseDateTime(value: string, zone: ZoneRule = 'required'): Date | null {
   const ms = parseDateTimeMillis(value, zone);
@@ -98,12 +104,14 @@ export function parseDateTimeMillis(s: string, zone: ZoneRule = 'required'): num
       return null;
     }
   }
-  return utcMillis(date[0], date[1], date[2], hour, minute, second, millis) - offsetMinutes * 60_000;
+  const ms = utcMillis(date[0], date[1], date[2], hour, minute, second, millis) - offsetMinutes * 60_000;
+  return ms < MIN_MILLIS || ms > MAX_MILLIS ? null : ms;
 }
 
 /** Query parameters also accept a plain date (`YYYY-MM-DD`, midnight UTC). */
 export function parseDateOrDateTime(value: string): Date | null {
   if (value.length !== 10) return parseDateTime(value, 'required');
   const date = datePart(value);
-  return date === null ? null : new Date(utcMillis(date[0], date[1], date[2]));
+  if (date === null || date[0] < 1) return null;
+  return new Date(utcMillis(date[0], date[1], date[2]));
 }

@@ -1,6 +1,7 @@
 import { isIsoCurrency } from '@retain/domain';
 import { isISO31661Alpha2 } from 'class-validator';
 import { parseDateTimeMillis } from './date-time.parser';
+import { unsafeTextDetail } from './unsafe-text';
 import {
   METADATA_KEY_MAX_LENGTH,
   METADATA_RESERVED_PREFIX,
@@ -103,6 +104,8 @@ export function metadataProblems(metadata: Record<string, unknown>): [string, st
   const problems: [string, string][] = [];
   for (const key in metadata) {
     if (!Object.hasOwn(metadata, key)) continue;
+    // Reported (without the key) by the walk of unsafeTextProblems.
+    if (unsafeTextDetail(key) !== null) continue;
     const value = metadata[key];
     if (key.length > METADATA_KEY_MAX_LENGTH) {
       problems.push(['metadata', `key must be at most ${METADATA_KEY_MAX_LENGTH} characters`]);

@@ -8,3 +8,4 @@ export * from './list-query.parser';
 export * from './common.dto';
 export * from './refund.dto';
 export * from './transaction.dto';
+export { unsafeTextDetail, unsafeTextProblems } from './unsafe-text';

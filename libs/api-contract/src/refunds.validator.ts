@@ -2,6 +2,7 @@ import { RetCode, RetMessage, type ErrorEntry } from '@retain/domain';
 import { isPlainObject } from './field-rules';
 import type { BodyError } from './submission.validator';
 import { MAX_REFUNDS_PER_CALL, MERCHANT_ID_MAX_LENGTH } from './transaction-fields.table';
+import { unsafeTextProblems } from './unsafe-text';
 
 /** A refund request item; `amount` null = everything refundable. Decimals are checked by the caller. */
 export interface NormalizedRefundRequest {
@@ -37,10 +38,16 @@ export function validateRefunds(body: unknown): RefundsValidation {
       items[index] = { index, id: null, errors: [schema('refund', 'must be an object')] };
       continue;
     }
-    const errors: ErrorEntry[] = [];
+    // Text Postgres cannot store (NUL, unpaired surrogates), in any field: RET009 for this item.
+    const unsafe = unsafeTextProblems(item);
+    const errors: ErrorEntry[] = unsafe.map(([path, detail]) => schema(path, detail));
     const rawId = item['id'];
     let id: string | null = null;
-    if (rawId === undefined || rawId === null) errors.push({ code: RetCode.RET006, message: RetMessage.missing('id') });
+    // An id that cannot be stored is reported above; the item is then named by its index.
+    const idUnsafe = unsafe.some(([path]) => path === 'id');
+    if (idUnsafe) id = null;
+    else if (rawId === undefined || rawId === null)
+      errors.push({ code: RetCode.RET006, message: RetMessage.missing('id') });
     else if (typeof rawId !== 'string') errors.push(schema('id', 'must be a string'));
     else if (rawId.length === 0) errors.push(schema('id', 'must not be empty'));
     else if (rawId.length > MERCHANT_ID_MAX_LENGTH) {

@@ -11,6 +11,7 @@ import {
   type AddressField,
   type FieldSpec,
 } from './transaction-fields.table';
+import { unsafeTextProblems } from './unsafe-text';
 
 export type { CardInput } from './card-account.validator';
 
@@ -118,18 +119,26 @@ export function validateSubmission(body: unknown): SubmissionValidation {
 
 function validateTransaction(input: unknown, index: number): ValidatedItem {
   if (!isPlainObject(input)) return { index, id: null, errors: [schema('transaction', 'must be an object')] };
-  const rawId = input['id'];
-  const id = typeof rawId === 'string' && rawId.length > 0 && rawId.length <= MERCHANT_ID_MAX_LENGTH ? rawId : null;
+  // Text Postgres cannot store, anywhere in the item (known or unknown fields, keys): RET009 here
+  // rather than a failed INSERT of the whole batch.
+  const unsafe = unsafeTextProblems(input);
+  const errors: ErrorEntry[] = unsafe.map(([path, detail]) => schema(path, detail));
+  // Paths reported missing or invalid: children of a missing parent and cross-field rules skip them.
+  let failed: string[] | null = unsafe.length > 0 ? unsafe.map(([path]) => path) : null;
 
-  const errors: ErrorEntry[] = [];
+  const rawId = input['id'];
+  const id =
+    typeof rawId === 'string' && rawId.length > 0 && rawId.length <= MERCHANT_ID_MAX_LENGTH && !failed?.includes('id')
+      ? rawId
+      : null;
+
   const pm = input['payment_method'];
   const tokenized = isPlainObject(pm) && pm['is_tokenized'] === true;
-  // Paths reported missing or invalid: children of a missing parent and cross-field rules skip them.
-  let failed: string[] | null = null;
 
   for (const f of FIELDS) {
     const value = lookup(input, f.segments);
     if (value === PARENT_INVALID) continue;
+    if (unsafe.length > 0 && failed!.includes(f.path)) continue;
     if (value === PARENT_MISSING || value === undefined || value === null) {
       const required = f.spec.required === true || (f.spec.required === 'unless-tokenized' && !tokenized);
       if (!required) continue;

@@ -65,6 +65,8 @@ export interface RetainConfig {
   jweKeys: JweKey[];
   logLevel: string;
   bodyLimitBytes: number;
+  /** intake-api: longest time to receive a whole request (headers and body); HTTP_REQUEST_TIMEOUT, default 30s. */
+  httpRequestTimeoutMs: number;
   /** Scheduler tick period of the workers (retry, webhook, outbox sweep), in ms. */
   tickMs: number;
   /** Test-only (refused in production): pause after a processor call, to kill a worker mid-attempt. */
@@ -301,6 +303,11 @@ export function configSchema(app: AppName) {
     CARD_JWE_PRIVATE_KEY_FILE: variable({ parse: text, desc: 'JWE RSA private key file' }),
     CARD_JWE_KEY_ID: variable({ parse: text, default: 'retain-dev-1', desc: 'kid of the single JWE key' }),
     SCHEDULER_TICK: variable({ parse: durationAtLeast(100), default: '2s', desc: "workers' tick period" }),
+    HTTP_REQUEST_TIMEOUT: variable({
+      parse: durationAtLeast(1000),
+      default: '30s',
+      desc: 'intake-api: a request not fully received within this is cut off with 408',
+    }),
     RECONCILE_NOT_FOUND_AFTER: variable({
       parse: durationAtLeast(1),
       default: '15m',
@@ -494,6 +501,7 @@ export function loadConfig(
     tickMs: v.SCHEDULER_TICK!,
     reconcileNotFoundMs: v.RECONCILE_NOT_FOUND_AFTER!,
     reconcileAlertMs: v.RECONCILE_ALERT_AFTER!,
+    httpRequestTimeoutMs: v.HTTP_REQUEST_TIMEOUT!,
   };
 }
 

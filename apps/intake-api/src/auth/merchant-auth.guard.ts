@@ -28,12 +28,16 @@ export class UnauthorizedError extends HttpException {
   }
 }
 
-/** Credentials of decisions §2: Basic base64(login:api_key) or Bearer <api_key>. */
+/**
+ * Credentials of decisions §2: Basic base64(login:api_key) or Bearer <api_key>. Exactly a scheme and
+ * one token: anything after the token (`Bearer <key> <junk>`) is refused, not ignored.
+ */
 export function parseCredentials(header: string | undefined): { login?: string; apiKey: string } | null {
   if (!header) return null;
-  const [scheme, value] = header.split(/\s+/, 2);
-  if (!scheme || !value) return null;
-  if (/^bearer$/i.test(scheme)) return { apiKey: value.trim() };
+  const m = /^(\S+) +(\S+)$/.exec(header);
+  if (!m) return null;
+  const [, scheme, value] = m as unknown as [string, string, string];
+  if (/^bearer$/i.test(scheme)) return { apiKey: value };
   if (/^basic$/i.test(scheme)) {
     const decoded = Buffer.from(value, 'base64').toString('utf8');
     const idx = decoded.indexOf(':');

@@ -11,8 +11,14 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { isRetryableTransactionError } from '@retain/db';
 import { RetCode, RetMessage } from '@retain/domain';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { bodyParam } from './server-options';
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+/** Seconds a client is told to wait when a back end is down (decisions §16). */
+export const RETRY_AFTER_SECONDS = 5;
+/** The spec's text for RET900. */
+const UNAVAILABLE_MESSAGE = 'Unable to submit, please try again';
 
 /**
  * Every error leaves as `{code, message}` (spec "Errors"): never a stack trace, never input echoed
@@ -30,7 +36,8 @@ export class ApiExceptionFilter implements ExceptionFilter {
     const req = ctx.getRequest<FastifyRequest>();
     const { status, body, allow, retryAfter } = this.toResponse(exception, req);
     if (allow) void reply.header('Allow', allow.join(', '));
-    if (retryAfter !== undefined) void reply.header('Retry-After', String(retryAfter));
+    const wait = retryAfter ?? (status === 503 ? RETRY_AFTER_SECONDS : undefined);
+    if (wait !== undefined) void reply.header('Retry-After', String(wait));
     if (status >= 500) {
       this.logger.error(
         { err: exception instanceof Error ? { type: exception.name, message: exception.message } : 'unknown' },
@@ -61,10 +68,8 @@ export class ApiExceptionFilter implements ExceptionFilter {
       if (typeof res === 'object' && res !== null && 'code' in res && 'message' in res) {
         return { status, body: res };
       }
-      if (status === 400) {
-        // Framework-level 400s (a body that is not JSON): name the body parameter.
-        return { status, body: { code: RetCode.RET400, message: RetMessage.invalidParameter(bodyParam(req)) } };
-      }
+      // Framework-level 400s and 415s (a body that is not JSON): name the body parameter.
+      if (status === 400 || status === 415) return this.unreadableBody(req);
       return { status, body: { code: codeForStatus(status), message: messageForStatus(status) } };
     }
     const fastifyCode = (exception as { code?: string; statusCode?: number })?.code;
@@ -73,21 +78,26 @@ export class ApiExceptionFilter implements ExceptionFilter {
       return { status: 413, body: { code: RetCode.RET413, message: 'Request body too large (limit 10 MiB)' } };
     }
     if (typeof statusCode === 'number' && statusCode >= 400 && statusCode < 500) {
-      return { status: 400, body: { code: RetCode.RET400, message: RetMessage.invalidParameter(bodyParam(req)) } };
+      // Not JSON, another content type, a body cut short: decisions §4 "Not JSON: 400 RET400".
+      return this.unreadableBody(req);
     }
     if (isRetryableTransactionError(exception)) {
       // A deadlock or serialization failure that outlived the service's retries (libs/db): nothing
       // was saved and the same call will very likely pass (decisions §16).
       return {
         status: 503,
-        body: { code: RetCode.RET900, message: 'Unable to submit, please try again' },
+        body: { code: RetCode.RET900, message: UNAVAILABLE_MESSAGE },
         retryAfter: 1,
       };
     }
     if (isUnavailable(exception)) {
-      return { status: 503, body: { code: RetCode.RET503, message: 'Service temporarily unavailable; retry later' } };
+      return { status: 503, body: { code: RetCode.RET900, message: UNAVAILABLE_MESSAGE } };
     }
     return { status: 500, body: { code: RetCode.RET500, message: 'Internal error' } };
+  }
+
+  private unreadableBody(req: FastifyRequest): { status: number; body: unknown } {
+    return { status: 400, body: { code: RetCode.RET400, message: RetMessage.invalidParameter(bodyParam(req.url)) } };
   }
 
   private isRouteMiss(e: NotFoundException): boolean {
@@ -112,11 +122,6 @@ export class ApiExceptionFilter implements ExceptionFilter {
   }
 }
 
-/** The body parameter named in a 400 for a body that is not JSON. */
-function bodyParam(req: FastifyRequest): string {
-  return (req.url ?? '').includes('/refunds') ? 'refunds' : 'transactions';
-}
-
 function codeForStatus(status: number): string {
   if (status === 401) return RetCode.RET401;
   if (status === 403) return RetCode.RET403;
@@ -136,12 +141,41 @@ function messageForStatus(status: number): string {
   return 'Bad request';
 }
 
-/** Postgres or Redis unreachable: the client should retry later (spec 503). */
-function isUnavailable(e: unknown): boolean {
-  const code = (e as { code?: string })?.code ?? '';
-  const msg = e instanceof Error ? e.message : '';
-  return (
-    ['ECONNREFUSED', 'ETIMEDOUT', 'ECONNRESET', '57P01', '57P03', '53300'].includes(code) ||
-    /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED/i.test(msg)
-  );
+// Connection-level failures of Postgres (SQLSTATE class 08, shutting down 57P01-57P03, too many
+// connections 53300) and of the network; pg-pool's own timeout and termination messages; ioredis
+// giving up on a command while Redis is away.
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+  '08000',
+  '08001',
+  '08003',
+  '08004',
+  '08006',
+]);
+const UNAVAILABLE_MESSAGE_RE =
+  /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|not queryable|Connection is closed|max retries per request|Stream isn't writeable/i;
+
+/**
+ * A back end (Postgres, Redis) that is down or unreachable: the client should retry later
+ * (decisions §16: 503 RET900 with Retry-After). Looks through TypeORM's `driverError`, `cause` and
+ * AggregateError (a connect attempt to every address of a host) for the underlying error.
+ */
+export function isUnavailable(e: unknown, depth = 0): boolean {
+  if (typeof e !== 'object' || e === null || depth > 4) return false;
+  const err = e as { code?: unknown; message?: unknown; driverError?: unknown; cause?: unknown; errors?: unknown };
+  if (typeof err.code === 'string' && UNAVAILABLE_CODES.has(err.code)) return true;
+  if (typeof err.message === 'string' && UNAVAILABLE_MESSAGE_RE.test(err.message)) return true;
+  const inner = [err.driverError, err.cause, ...(Array.isArray(err.errors) ? err.errors : [])];
+  return inner.some((x) => isUnavailable(x, depth + 1));
 }

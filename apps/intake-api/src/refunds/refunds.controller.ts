@@ -36,6 +36,11 @@ const badParam = (message: string): HttpException =>
 @ApiBasicAuth()
 @ApiBearerAuth()
 @ApiResponse({ status: 401, type: ErrorDto })
+@ApiResponse({
+  status: 503,
+  type: ErrorDto,
+  description: 'A back end is down (RET900); retry after Retry-After seconds',
+})
 @UseGuards(MerchantAuthGuard)
 @Controller('retain/refunds')
 export class RefundsController {

@@ -40,6 +40,11 @@ const notFound = (): HttpException =>
 @ApiBearerAuth()
 @ApiResponse({ status: 401, type: ErrorDto, description: 'Authentication required' })
 @ApiResponse({ status: 403, type: ErrorDto, description: 'Merchant disabled' })
+@ApiResponse({
+  status: 503,
+  type: ErrorDto,
+  description: 'A back end is down (RET900); retry after Retry-After seconds',
+})
 @UseGuards(MerchantAuthGuard)
 @Controller('retain/transactions')
 export class TransactionsController {
