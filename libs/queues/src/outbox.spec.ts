@@ -34,6 +34,11 @@ describe('outbox relay and sweeper', () => {
     const keys = await redis.keys(`${prefix}*`);
     if (keys.length) await redis.del(...keys);
   };
+  // The sweeper sweeps the whole outbox table, and the run's database is shared by every test file:
+  // rows earlier files left open would be swept into this file's queue and skew its job counts.
+  const closeOtherRows = async (): Promise<void> => {
+    await db.query(`UPDATE outbox SET completed_at = now() WHERE completed_at IS NULL AND failed_at IS NULL`);
+  };
   const submissionId = (): string => `00000000-0000-4000-8000-${randomBytes(6).toString('hex')}`;
 
   it('writes rows only when the surrounding transaction commits', async () => {
@@ -89,6 +94,7 @@ describe('outbox relay and sweeper', () => {
 
   it('leaves a job that failed for good to the operator: recorded, never re-added by the sweeper', async () => {
     await flushOurKeys(); // jobs of the tests above (their rows are completed) would be consumed too
+    await closeOtherRows();
     const sid = submissionId();
     const [id] = await db.transaction((m) =>
       addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId: sid } }]),
@@ -134,6 +140,7 @@ describe('outbox relay and sweeper', () => {
 
   it('puts back a job whose workers kept dying, a bounded number of times, then records it', async () => {
     await flushOurKeys();
+    await closeOtherRows();
     const sid = submissionId();
     const [id] = await db.transaction((m) =>
       addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId: sid } }]),
