@@ -1,7 +1,7 @@
 import { Test, type TestingModule } from '@nestjs/testing';
 import { loadConfig } from '@retain/config';
 import { RETAIN_CONFIG } from '@retain/platform';
-import { PAYMENT_PROCESSOR, PgSandboxLedger, SandboxProcessor } from '@retain/processor';
+import { PgSandboxLedger, SandboxProcessor, TRANSACTION_PROCESSORS, fixedProcessor } from '@retain/processor';
 import { OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
 import { closeTestDb, insertAttemptRow, insertMerchantRow, insertTransactionRow, testDb } from '@retain/testing';
 import type { Redis } from 'ioredis';
@@ -29,7 +29,7 @@ describe('refund batch: stops over unknown attempts', () => {
         { provide: DataSource, useValue: db },
         { provide: RETAIN_CONFIG, useValue: config },
         { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
-        { provide: PAYMENT_PROCESSOR, useValue: new SandboxProcessor(new PgSandboxLedger(db)) },
+        { provide: TRANSACTION_PROCESSORS, useValue: fixedProcessor(new SandboxProcessor(new PgSandboxLedger(db))) },
       ],
     }).compile();
     batch = mod.get(RefundBatchService);

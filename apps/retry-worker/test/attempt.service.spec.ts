@@ -3,7 +3,8 @@ import { Test, type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import {
-  PAYMENT_PROCESSOR,
+  TRANSACTION_PROCESSORS,
+  fixedProcessor,
   PgSandboxLedger,
   SandboxProcessor,
   type ChargeRequest,
@@ -87,7 +88,7 @@ describe('attempt service: every branch of prepare and record', () => {
         { provide: RetainMetrics, useValue: metrics },
         { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
         { provide: getQueueToken(QueueName.RetryTick), useValue: queues.get(QueueName.RetryTick) },
-        { provide: PAYMENT_PROCESSOR, useValue: processor },
+        { provide: TRANSACTION_PROCESSORS, useValue: fixedProcessor(processor) },
       ],
     }).compile();
     attempts = mod.get(AttemptService);
