@@ -435,7 +435,8 @@ export class AttemptService {
       lastDecline: declined
         ? { responseCode: result.responseCode, merchantAdviceCode: result.merchantAdviceCode }
         : { responseCode: '', technical: true },
-      network: txn.cardNetwork,
+      // A processor token's network is only known from the processor's answer (its card brand).
+      network: txn.cardNetwork ?? (declined && result.network !== 'other' ? result.network : null),
       amountMinor: BigInt(txn.amountMinor),
       cardHistory: txn.cardHmac ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, null) : [],
       cardDataVersion: cardDataVersion(txn.expirationDate),
