@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdyenFake, StripeFake, type WireFake } from '@retain/processor';
+import { AdyenFake, StripeFake } from '@retain/processor';
 import {
   ApiClient,
   closeTestDb,
