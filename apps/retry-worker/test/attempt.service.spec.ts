@@ -499,13 +499,13 @@ describe('attempt service: every branch of prepare and record', () => {
     const waiting = new Date((await txnRow(t2.id)).next_attempt_at).getTime();
     expect(waiting).toBeGreaterThan(Date.now() + 50_000);
     // Another merchant is not slowed.
-    const t3 = await insertTransactionRow(db, merchantId);
+    const t3 = await insertTransactionRow(db, await insertMerchantRow(db));
     const a3 = await insertAttemptRow(db, t3);
     expect(await attempts.run(a3.id)).toBe('approved');
   });
 
   it('a transaction without a card to charge fails the job for good (UnrecoverableError)', async () => {
-    const t = await insertTransactionRow(db, merchantId);
+    const t = await insertTransactionRow(db, await insertMerchantRow(db));
     await db.query(`UPDATE transactions SET card_enc = NULL WHERE id = $1`, [t.id]);
     const a = await insertAttemptRow(db, t);
     await expect(attempts.run(a.id)).rejects.toBeInstanceOf(UnrecoverableError);

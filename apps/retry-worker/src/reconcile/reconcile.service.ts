@@ -70,8 +70,6 @@ export class ReconcileService {
         row.state === AttemptState.Error
           ? await charge.processor.lookupCharge(row.vid)
           : await charge.processor.lookupCharge(row.vid, charge.request);
-      // A lookup without an answer (timeout, 5xx, 429) is not "no charge found".
-      if (found?.outcome === 'error') lookupFailed = true;
     } catch (err) {
       lookupFailed = true;
       this.logger.warn({ attempt: row.vid, err: (err as Error).message }, 'processor lookup failed');
