@@ -1,7 +1,9 @@
 // bench/attempts: attempts per second through one retry-worker with the sandbox processor (due
 // transactions on distinct cards, so no network limit interferes), against a BullMQ no-op worker
 // at the same concurrency (16) draining the same number of jobs in the same run. Prints the ratio.
-// Run: node bench/attempts/attempts.bench.mjs [count]
+// With `--processor stripe` the merchant has a Stripe account pointed at the local Stripe wire fake
+// (libs/processor/src/testing), so every attempt goes through the real Stripe SDK and HTTP.
+// Run: node bench/attempts/attempts.bench.mjs [count] [--processor sandbox|stripe]
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Queue, Worker } from 'bullmq';
@@ -9,10 +11,29 @@ import { root } from '../../tools/infra.mjs';
 import { benchEnv, table } from '../lib.mjs';
 
 const require = createRequire(import.meta.url);
-const N = Number(process.argv[2] ?? 3000);
+const args = process.argv.slice(2);
+const at = args.indexOf('--processor');
+const PROCESSOR = at >= 0 ? args.splice(at, 2)[1] : 'sandbox';
+if (!['sandbox', 'stripe'].includes(PROCESSOR)) throw new Error(`--processor sandbox|stripe, not ${PROCESSOR}`);
+const N = Number(args[0] ?? 3000);
 const env = await benchEnv('attempts');
 const merchant = await env.createMerchant();
 const { createRedis } = require(path.join(root, 'dist/libs/queues/src/index.js'));
+
+let stripeFake = null;
+if (PROCESSOR === 'stripe') {
+  // The merchant's Stripe account, as `processor set` stores it, pointed at the fake.
+  const { StripeFake } = require(path.join(root, 'dist/libs/processor/src/index.js'));
+  const { ProcessorAccountsRepository } = require(path.join(root, 'dist/libs/db/src/index.js'));
+  const { loadConfig } = require(path.join(root, 'dist/libs/config/src/index.js'));
+  stripeFake = new StripeFake('sk_test_benchRetainFake01');
+  const apiBase = await stripeFake.start();
+  const [{ id }] = await env.db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+  await new ProcessorAccountsRepository(env.db, loadConfig('cli', env.env).cardKeys).set(id, '', 'stripe', {
+    secret_key: stripeFake.secretKey,
+    api_base: apiBase,
+  });
+}
 
 /** A valid Visa number per index (Luhn digit computed), so every transaction has its own card. */
 function visa(i) {
@@ -43,11 +64,11 @@ for (let off = 0; off < N; off += 1000) {
       auth_code: '05',
       account: { id: `c${i}` },
       subscription: { id: `s${i}` },
-      payment_method: {
-        id: `p${i}`,
-        is_tokenized: false,
-        credit_card: { account: visa(i), expiration_date: '202912' },
-      },
+      // Stripe: a saved PaymentMethod (Stripe's approved test one); sandbox: a card of its own.
+      payment_method:
+        PROCESSOR === 'stripe'
+          ? { id: 'pm_card_visa', is_tokenized: true }
+          : { id: `p${i}`, is_tokenized: false, credit_card: { account: visa(i), expiration_date: '202912' } },
     };
   });
   const res = await fetch(`${base}/v1/retain/transactions`, {
@@ -83,7 +104,12 @@ await q.obliterate({ force: true });
 await q.close();
 redis.disconnect();
 
-console.log(`\nbench/attempts: ${N} due attempts through one retry-worker (sandbox processor)\n`);
+const captured = (await env.db.query(`SELECT count(*)::int AS n FROM attempts WHERE state = 'captured'`))[0].n;
+const processorNote =
+  PROCESSOR === 'stripe'
+    ? `Stripe account -> Stripe SDK -> HTTP -> local Stripe fake; ${stripeFake.succeeded().length} PaymentIntents succeeded`
+    : 'sandbox processor';
+console.log(`\nbench/attempts: ${N} due attempts through one retry-worker (${processorNote}); ${captured} captured\n`);
 table([
   {
     what: 'retry-worker (tick + attempt + record)',
@@ -97,5 +123,6 @@ table([
   },
 ]);
 console.log(`\nratio retry-worker/no-op throughput: ${(floorSeconds / workerSeconds).toFixed(2)}`);
+await stripeFake?.close();
 await env.close();
 process.exit(0);

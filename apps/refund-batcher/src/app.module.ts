@@ -1,6 +1,6 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { PaymentProcessorProvider, PlatformModule, registerQueues } from '@retain/platform';
+import { PlatformModule, ProcessorProviders, registerQueues } from '@retain/platform';
 import { RefundBatchProcessor } from './batch/refund-batch.processor';
 import { RefundBatchService } from './batch/refund-batch.service';
 
@@ -11,7 +11,7 @@ export class RefundBatcherModule {
     return {
       module: RefundBatcherModule,
       imports: [PlatformModule.forApp('refund-batcher', config), registerQueues('refund-batcher')],
-      providers: [PaymentProcessorProvider, RefundBatchService, RefundBatchProcessor],
+      providers: [...ProcessorProviders, RefundBatchService, RefundBatchProcessor],
     };
   }
 }

@@ -1,7 +1,15 @@
 import { Test, type TestingModule } from '@nestjs/testing';
 import { loadConfig } from '@retain/config';
 import { RETAIN_CONFIG } from '@retain/platform';
-import { PAYMENT_PROCESSOR, PgSandboxLedger, SandboxProcessor } from '@retain/processor';
+import { newVid } from '@retain/domain';
+import {
+  PgSandboxLedger,
+  ProcessorUnavailableError,
+  SandboxProcessor,
+  TRANSACTION_PROCESSORS,
+  fixedProcessor,
+  type RefundRequest,
+} from '@retain/processor';
 import { OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
 import { closeTestDb, insertAttemptRow, insertMerchantRow, insertTransactionRow, testDb } from '@retain/testing';
 import type { Redis } from 'ioredis';
@@ -18,9 +26,13 @@ describe('refund batch: stops over unknown attempts', () => {
   let queues: QueueRegistry;
   let batch: RefundBatchService;
   const config = loadConfig('refund-batcher');
+  /** The sandbox, whose next refunds can go unanswered (ProcessorUnavailableError). */
+  let unanswered = 0;
+  let sandbox: SandboxProcessor;
 
   beforeAll(async () => {
     db = await testDb();
+    sandbox = new SandboxProcessor(new PgSandboxLedger(db));
     redis = createRedis(config.redisUrl);
     queues = new QueueRegistry(redis, config.queuePrefix);
     mod = await Test.createTestingModule({
@@ -29,7 +41,7 @@ describe('refund batch: stops over unknown attempts', () => {
         { provide: DataSource, useValue: db },
         { provide: RETAIN_CONFIG, useValue: config },
         { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
-        { provide: PAYMENT_PROCESSOR, useValue: new SandboxProcessor(new PgSandboxLedger(db)) },
+        { provide: TRANSACTION_PROCESSORS, useValue: fixedProcessor(flaky()) },
       ],
     }).compile();
     batch = mod.get(RefundBatchService);
@@ -40,6 +52,18 @@ describe('refund batch: stops over unknown attempts', () => {
     redis?.disconnect();
     await closeTestDb();
   });
+
+  function flaky(): SandboxProcessor {
+    return Object.assign(Object.create(sandbox) as SandboxProcessor, {
+      refund: async (req: RefundRequest) => {
+        if (unanswered > 0) {
+          unanswered--;
+          throw new ProcessorUnavailableError('HTTP 503');
+        }
+        return sandbox.refund(req);
+      },
+    });
+  }
 
   const state = async (id: string) => ({
     status: (await db.query(`SELECT status FROM transactions WHERE id = $1`, [id]))[0].status,
@@ -62,5 +86,39 @@ describe('refund batch: stops over unknown attempts', () => {
       refunds: [{ kind: 'stop', status: 'Processing' }],
     });
     expect(await state(idle.id)).toEqual({ status: 'Stopped', refunds: [{ kind: 'stop', status: 'Completed' }] });
+  });
+
+  it('a refund the processor does not answer stays Processing, the batch goes on, the next batch sends it with the same key', async () => {
+    const merchantId = await insertMerchantRow(db);
+    const refundOf = async () => {
+      const t = await insertTransactionRow(db, merchantId, { status: 'Refund Requested', capturedMinor: '1999' });
+      const vid = newVid();
+      await db.query(
+        `INSERT INTO refunds (vid, merchant_id, transaction_id, kind, amount_minor, currency, status, previous_status,
+           requested_at, timestamp)
+         VALUES ($1, $2, $3, 'refund', 1999, 'USD', 'Processing', 'Captured', now() - interval '1 minute', now())`,
+        [vid, merchantId, t.id],
+      );
+      return { t, vid };
+    };
+    const first = await refundOf();
+    const second = await refundOf();
+    const sentFor = async (vid: string) =>
+      (await db.query(`SELECT count(*)::int AS n FROM sandbox_operations WHERE idempotency_key = $1`, [vid]))[0].n;
+    unanswered = 1;
+    const one = await batch.runBatch();
+    expect(one).toMatchObject({ completed: 1, deferred: 1 });
+    const states = [await state(first.t.id), await state(second.t.id)].map((s) => s.refunds[0].status).sort();
+    expect(states).toEqual(['Completed', 'Processing']);
+    // A refund marked sent is claimed again 1 s later: age the mark instead of sleeping.
+    await db.query(`UPDATE refunds SET sent_at = now() - interval '2 seconds' WHERE vid = ANY($1::text[])`, [
+      [first.vid, second.vid],
+    ]);
+    const two = await batch.runBatch();
+    expect(two).toMatchObject({ completed: 1, deferred: 0 });
+    for (const r of [first, second]) {
+      expect((await state(r.t.id)).refunds).toEqual([{ kind: 'refund', status: 'Completed' }]);
+      expect(await sentFor(r.vid)).toBe(1);
+    }
   });
 });

@@ -1,6 +1,6 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { PaymentProcessorProvider, PlatformModule, registerQueues } from '@retain/platform';
+import { PlatformModule, ProcessorProviders, registerQueues } from '@retain/platform';
 import { AttemptProcessor } from './attempts/attempt.processor';
 import { AttemptService } from './attempts/attempt.service';
 import { ReconcileService } from './reconcile/reconcile.service';
@@ -15,7 +15,7 @@ export class RetryWorkerModule {
       module: RetryWorkerModule,
       imports: [PlatformModule.forApp('retry-worker', config), registerQueues('retry-worker')],
       providers: [
-        PaymentProcessorProvider,
+        ...ProcessorProviders,
         AttemptSchedulerService,
         TickProcessor,
         AttemptService,

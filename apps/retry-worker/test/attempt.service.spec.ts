@@ -3,7 +3,8 @@ import { Test, type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import {
-  PAYMENT_PROCESSOR,
+  TRANSACTION_PROCESSORS,
+  fixedProcessor,
   PgSandboxLedger,
   SandboxProcessor,
   type ChargeRequest,
@@ -20,6 +21,7 @@ import {
   testDb,
   waitFor,
 } from '@retain/testing';
+import { UnrecoverableError } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -31,6 +33,8 @@ import { TickProcessor } from '../src/scheduler/tick.processor';
 /** The sandbox on Postgres, whose lookups can be made to fail (the processor unreachable). */
 class ControllableProcessor implements PaymentProcessor {
   failLookups = false;
+  /** The next charge answers 429 with this Retry-After (ms). */
+  rateLimitNext: number | null = null;
   constructor(private readonly inner: SandboxProcessor) {}
   get name() {
     return this.inner.name;
@@ -39,6 +43,11 @@ class ControllableProcessor implements PaymentProcessor {
     return this.inner.limits;
   }
   charge(req: ChargeRequest) {
+    const retryAfterMs = this.rateLimitNext;
+    if (retryAfterMs !== null) {
+      this.rateLimitNext = null;
+      return Promise.resolve({ outcome: 'error' as const, message: 'HTTP 429', retryAfterMs });
+    }
     return this.inner.charge(req);
   }
   async lookupCharge(key: string) {
@@ -87,7 +96,7 @@ describe('attempt service: every branch of prepare and record', () => {
         { provide: RetainMetrics, useValue: metrics },
         { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
         { provide: getQueueToken(QueueName.RetryTick), useValue: queues.get(QueueName.RetryTick) },
-        { provide: PAYMENT_PROCESSOR, useValue: processor },
+        { provide: TRANSACTION_PROCESSORS, useValue: fixedProcessor(processor) },
       ],
     }).compile();
     attempts = mod.get(AttemptService);
@@ -473,5 +482,33 @@ describe('attempt service: every branch of prepare and record', () => {
     expect(await attemptRows(t.id)).toMatchObject([{ id: first.id, state: 'captured' }]);
     expect(await charges(second.vid)).toBe(0);
     expect((await txnRow(t.id)).status).toBe('Captured');
+  });
+
+  it('a 429 with Retry-After slows that merchant only: its next attempt waits, another merchant is charged', async () => {
+    const slowed = await insertMerchantRow(db);
+    const t1 = await insertTransactionRow(db, slowed);
+    const a1 = await insertAttemptRow(db, t1);
+    processor.rateLimitNext = 60_000;
+    expect(await attempts.run(a1.id)).toBe('unknown');
+    // The same merchant's next attempt is not sent: dropped, the transaction waits for Retry-After.
+    const t2 = await insertTransactionRow(db, slowed);
+    const a2 = await insertAttemptRow(db, t2);
+    expect(await attempts.run(a2.id)).toBe('nothing to do');
+    expect(await attemptRows(t2.id)).toEqual([]);
+    expect(await charges(a2.vid)).toBe(0);
+    const waiting = new Date((await txnRow(t2.id)).next_attempt_at).getTime();
+    expect(waiting).toBeGreaterThan(Date.now() + 50_000);
+    // Another merchant is not slowed.
+    const t3 = await insertTransactionRow(db, await insertMerchantRow(db));
+    const a3 = await insertAttemptRow(db, t3);
+    expect(await attempts.run(a3.id)).toBe('approved');
+  });
+
+  it('a transaction without a card to charge fails the job for good (UnrecoverableError)', async () => {
+    const t = await insertTransactionRow(db, await insertMerchantRow(db));
+    await db.query(`UPDATE transactions SET card_enc = NULL WHERE id = $1`, [t.id]);
+    const a = await insertAttemptRow(db, t);
+    await expect(attempts.run(a.id)).rejects.toBeInstanceOf(UnrecoverableError);
+    expect(await charges(a.vid)).toBe(0);
   });
 });

@@ -79,6 +79,8 @@ export interface RetainConfig {
    */
   reconcileNotFoundMs: number;
   reconcileAlertMs: number;
+  /** Per-request timeout of the Stripe/Adyen adapters (PROCESSOR_TIMEOUT, default 30s): then the outcome is unknown. */
+  processorTimeoutMs: number;
 }
 
 const DEFAULT_HEALTH_PORTS: Record<AppName, number> = {
@@ -313,6 +315,11 @@ export function configSchema(app: AppName) {
       default: '15m',
       desc: 'an unknown attempt the processor still does not know after this is settled as not charged',
     }),
+    PROCESSOR_TIMEOUT: variable({
+      parse: durationAtLeast(100),
+      default: '30s',
+      desc: 'per-request timeout of the Stripe/Adyen adapters; a charge without an answer by then is unknown and looked up',
+    }),
     RECONCILE_ALERT_AFTER: variable({
       parse: durationAtLeast(1),
       default: '1h',
@@ -501,6 +508,7 @@ export function loadConfig(
     tickMs: v.SCHEDULER_TICK!,
     reconcileNotFoundMs: v.RECONCILE_NOT_FOUND_AFTER!,
     reconcileAlertMs: v.RECONCILE_ALERT_AFTER!,
+    processorTimeoutMs: v.PROCESSOR_TIMEOUT!,
     httpRequestTimeoutMs: v.HTTP_REQUEST_TIMEOUT!,
   };
 }

@@ -8,6 +8,7 @@ import { AttemptUnknownState1796000000000 } from './migrations/1796000000000-Att
 import { FailedJobs1796100000000 } from './migrations/1796100000000-FailedJobs';
 import { CardFingerprintKeyId1796200000000 } from './migrations/1796200000000-CardFingerprintKeyId';
 import { ProcessorAccounts1796400000000 } from './migrations/1796400000000-ProcessorAccounts';
+import { ProcessorThrottles1796500000000 } from './migrations/1796500000000-ProcessorThrottles';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -18,6 +19,7 @@ export const MIGRATIONS = [
   FailedJobs1796100000000,
   CardFingerprintKeyId1796200000000,
   ProcessorAccounts1796400000000,
+  ProcessorThrottles1796500000000,
 ];
 
 export interface PoolTuning {

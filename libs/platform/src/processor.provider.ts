@@ -1,15 +1,42 @@
 import type { Provider } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { PAYMENT_PROCESSOR, PgSandboxLedger, createProcessor } from '@retain/processor';
+import { ProcessorAccountsRepository } from '@retain/db';
+import {
+  PAYMENT_PROCESSOR,
+  PgSandboxLedger,
+  ProcessorResolver,
+  TRANSACTION_PROCESSORS,
+  accountSourceOf,
+  createProcessor,
+  type PaymentProcessor,
+} from '@retain/processor';
 import { DataSource } from 'typeorm';
 import { RETAIN_CONFIG } from './tokens';
 
 /**
  * The payment processor behind its DI token (PAYMENT_PROCESSOR): the one named by PROCESSOR, the
- * sandbox keeping its ledger in Postgres. Tests override the token with a controllable processor.
+ * sandbox keeping its ledger in Postgres. It charges the merchants without a processor account.
  */
 export const PaymentProcessorProvider: Provider = {
   provide: PAYMENT_PROCESSOR,
   inject: [DataSource, RETAIN_CONFIG],
   useFactory: (db: DataSource, config: RetainConfig) => createProcessor(config.processor, new PgSandboxLedger(db)),
 };
+
+/**
+ * The processor of each transaction (TRANSACTION_PROCESSORS, decisions §13): its merchant's account
+ * for its division_number, else the merchant's default account, else PAYMENT_PROCESSOR. Tests
+ * override the token with `fixedProcessor(...)`.
+ */
+export const TransactionProcessorsProvider: Provider = {
+  provide: TRANSACTION_PROCESSORS,
+  inject: [DataSource, RETAIN_CONFIG, PAYMENT_PROCESSOR],
+  useFactory: (db: DataSource, config: RetainConfig, fallback: PaymentProcessor) =>
+    new ProcessorResolver(accountSourceOf(new ProcessorAccountsRepository(db, config.cardKeys)), fallback, {
+      stripe: { timeoutMs: config.processorTimeoutMs },
+      adyen: { timeoutMs: config.processorTimeoutMs },
+    }),
+};
+
+/** Both providers: what the retry worker and the refund batcher register. */
+export const ProcessorProviders: Provider[] = [PaymentProcessorProvider, TransactionProcessorsProvider];

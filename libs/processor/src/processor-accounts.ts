@@ -179,3 +179,19 @@ export function accountSourceOf(repo: {
     },
   };
 }
+
+/** The processor that charges and refunds a transaction (the apps: a ProcessorResolver). */
+export interface TransactionProcessors {
+  forTransaction(merchantId: string, divisionNumber: string | null): Promise<PaymentProcessor>;
+}
+
+/**
+ * DI token of the TransactionProcessors of the retry worker and the refund batcher. Tests provide
+ * `fixedProcessor(p)` to charge everything through one controllable processor.
+ */
+export const TRANSACTION_PROCESSORS = Symbol('TRANSACTION_PROCESSORS');
+
+/** Every transaction through one processor (tests, benches). */
+export function fixedProcessor(processor: PaymentProcessor): TransactionProcessors {
+  return { forTransaction: async () => processor };
+}

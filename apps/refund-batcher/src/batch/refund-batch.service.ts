@@ -3,7 +3,12 @@ import type { RetainConfig } from '@retain/config';
 import { RefundEntity, RefundsRepository, TransactionEntity } from '@retain/db';
 import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
-import { PAYMENT_PROCESSOR, type PaymentProcessor, type RefundResult } from '@retain/processor';
+import {
+  ProcessorUnavailableError,
+  TRANSACTION_PROCESSORS,
+  type RefundResult,
+  type TransactionProcessors,
+} from '@retain/processor';
 import { UNRESOLVED_ATTEMPT_STATES, announceTransaction, closeStopIfSettled, stopToRefund } from '@retain/recovery';
 import { OutboxRelay } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
@@ -16,6 +21,18 @@ export interface BatchSummary {
   completed: number;
   failed: number;
   stopsClosed: number;
+  /** Refunds the processor did not answer: left Processing, sent again with the same key next batch. */
+  deferred: number;
+}
+
+interface Claimed {
+  refundId: string;
+  refundVid: string;
+  amountMinor: string;
+  currency: string;
+  processorTransactionId: string;
+  merchantId: string;
+  divisionNumber: string | null;
 }
 
 /**
@@ -23,6 +40,9 @@ export interface BatchSummary {
  * with their vid as idempotency key, so a batch killed half-way resumes without refunding twice:
  * a refund already sent gets the processor's stored answer back. Each result is recorded under row
  * locks with its `refund completed` / `refund failed` push in the same database transaction.
+ * Each refund goes to the processor of its transaction (its merchant's account for its division,
+ * else the default processor). A refund the processor did not answer (ProcessorUnavailableError:
+ * timeout, 5xx, 429) stays Processing and is sent again, with the same key, by the next batch.
  */
 @Injectable()
 export class RefundBatchService {
@@ -32,22 +52,38 @@ export class RefundBatchService {
     private readonly db: DataSource,
     private readonly relay: OutboxRelay,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
-    @Inject(PAYMENT_PROCESSOR) private readonly processor: PaymentProcessor,
+    @Inject(TRANSACTION_PROCESSORS) private readonly processors: TransactionProcessors,
   ) {}
 
   async runBatch(): Promise<BatchSummary> {
-    const summary: BatchSummary = { sent: 0, completed: 0, failed: 0, stopsClosed: 0 };
+    const summary: BatchSummary = { sent: 0, completed: 0, failed: 0, stopsClosed: 0, deferred: 0 };
     summary.stopsClosed = await this.settleStops();
+    // Refunds left for the next batch: not claimed again by this one.
+    const deferred: string[] = [];
     for (;;) {
-      const claimed = await this.claim();
+      const claimed = await this.claim(deferred);
       if (claimed.length === 0) break;
       for (const c of claimed) {
-        const result = await this.processor.refund({
-          idempotencyKey: c.refundVid,
-          processorTransactionId: c.processorTransactionId,
-          amountMinor: BigInt(c.amountMinor),
-          currency: c.currency,
-        });
+        let result: RefundResult;
+        try {
+          const processor = await this.processors.forTransaction(c.merchantId, c.divisionNumber);
+          result = await processor.refund({
+            idempotencyKey: c.refundVid,
+            processorTransactionId: c.processorTransactionId,
+            amountMinor: BigInt(c.amountMinor),
+            currency: c.currency,
+          });
+        } catch (err) {
+          if (!(err instanceof ProcessorUnavailableError)) throw err;
+          // No answer: the refund may or may not be made. Same key next batch, never a new one.
+          deferred.push(c.refundId);
+          summary.deferred++;
+          this.logger.warn(
+            { refund: c.refundVid, err: err.message },
+            'processor did not answer a refund: retried next batch',
+          );
+          continue;
+        }
         summary.sent++;
         if (this.config.testPauseAfterProcessorMs > 0) {
           await new Promise((resolve) => setTimeout(resolve, this.config.testPauseAfterProcessorMs));
@@ -57,7 +93,9 @@ export class RefundBatchService {
         if (recorded === 'failed') summary.failed++;
       }
     }
-    if (summary.sent > 0 || summary.stopsClosed > 0) this.logger.log(summary, 'refund batch done');
+    if (summary.sent > 0 || summary.stopsClosed > 0 || summary.deferred > 0) {
+      this.logger.log(summary, 'refund batch done');
+    }
     return summary;
   }
 
@@ -91,9 +129,7 @@ export class RefundBatchService {
     return closed;
   }
 
-  private async claim(): Promise<
-    { refundId: string; refundVid: string; amountMinor: string; currency: string; processorTransactionId: string }[]
-  > {
+  private async claim(skip: string[]): Promise<Claimed[]> {
     return this.db.transaction(async (m) => {
       const rows: {
         id: string;
@@ -101,13 +137,16 @@ export class RefundBatchService {
         amount_minor: string;
         currency: string;
         processor_transaction_id: string | null;
+        merchant_id: string;
+        division_number: string | null;
       }[] = await m.query(
-        `SELECT r.id, r.vid, r.amount_minor, r.currency, t.processor_transaction_id
+        `SELECT r.id, r.vid, r.amount_minor, r.currency, t.processor_transaction_id, t.merchant_id, t.division_number
            FROM refunds r JOIN transactions t ON t.id = r.transaction_id
           WHERE r.status = 'Processing' AND r.kind = 'refund'
             AND (r.sent_at IS NULL OR r.sent_at < now() - interval '1 second')
+            AND NOT (r.id = ANY($2::uuid[]))
           ORDER BY r.created_at LIMIT $1 FOR UPDATE OF r SKIP LOCKED`,
-        [CHUNK],
+        [CHUNK, skip],
       );
       if (rows.length === 0) return [];
       await m.query(`UPDATE refunds SET sent_at = COALESCE(sent_at, now()) WHERE id = ANY($1::uuid[])`, [
@@ -119,6 +158,8 @@ export class RefundBatchService {
         amountMinor: r.amount_minor,
         currency: r.currency,
         processorTransactionId: r.processor_transaction_id ?? '',
+        merchantId: r.merchant_id,
+        divisionNumber: r.division_number || null,
       }));
     });
   }

@@ -1,6 +1,13 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { AttemptEntity, AttemptsRepository, RefundEntity, TransactionEntity, attemptView } from '@retain/db';
+import {
+  AttemptEntity,
+  AttemptsRepository,
+  ProcessorThrottlesRepository,
+  RefundEntity,
+  TransactionEntity,
+  attemptView,
+} from '@retain/db';
 import {
   AuthCodeDescription,
   EventName,
@@ -15,11 +22,13 @@ import {
 } from '@retain/domain';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import {
-  PAYMENT_PROCESSOR,
+  TRANSACTION_PROCESSORS,
+  type ChargeRequest,
   type ChargeResult,
   type PaymentInstrument,
   type PaymentProcessor,
   type RefundResult,
+  type TransactionProcessors,
 } from '@retain/processor';
 import { OutboxRelay, announce } from '@retain/queues';
 import {
@@ -36,6 +45,7 @@ import {
   unresolvedAttempts,
   type AttemptEdgeName,
 } from '@retain/recovery';
+import { UnrecoverableError } from 'bullmq';
 import { DataSource, type EntityManager, type EntityTarget } from 'typeorm';
 
 /**
@@ -54,7 +64,7 @@ async function setFields<E extends { id: string }>(
 
 type Prepared =
   | { kind: 'done'; outbox: string[]; result: string }
-  | { kind: 'charge'; attempt: AttemptEntity; txn: TransactionEntity; instrument: PaymentInstrument };
+  | { kind: 'charge'; attempt: AttemptEntity; txn: TransactionEntity };
 
 /**
  * What is recorded for an attempt: the processor's answer (`error` = no decision: the attempt
@@ -69,6 +79,15 @@ export interface LateRefund {
   processorTransactionId: string;
   amountMinor: bigint;
   currency: string;
+  /** The transaction's merchant and division: they pick the processor that refunds it. */
+  merchantId: string;
+  divisionNumber: string | null;
+}
+
+/** Where an attempt is charged, and its ChargeRequest as built for the charge (lookups replay it). */
+export interface AttemptCharge {
+  processor: PaymentProcessor;
+  request: ChargeRequest;
 }
 
 export interface Recorded {
@@ -96,8 +115,43 @@ export class AttemptService {
     private readonly relay: OutboxRelay,
     private readonly metrics: RetainMetrics,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
-    @Inject(PAYMENT_PROCESSOR) private readonly processor: PaymentProcessor,
+    @Inject(TRANSACTION_PROCESSORS) private readonly processors: TransactionProcessors,
   ) {}
+
+  /**
+   * The processor of an attempt's transaction (its merchant's account for its division, else the
+   * default processor) and the attempt's ChargeRequest, rebuilt from the rows exactly as `run`
+   * builds it for the charge: a lookup passes it so Adyen can replay the key and Stripe's lagging
+   * search cannot miss a charge. Outside any database transaction.
+   */
+  async chargeOf(attemptId: string): Promise<AttemptCharge | null> {
+    const attempt = await this.db.getRepository(AttemptEntity).findOne({ where: { id: attemptId } });
+    if (!attempt) return null;
+    const txn = await this.db.getRepository(TransactionEntity).findOne({ where: { id: attempt.transactionId } });
+    if (!txn) return null;
+    return { processor: await this.processorOf(txn), request: this.chargeRequest(attempt, txn) };
+  }
+
+  private processorOf(txn: { merchantId: string; divisionNumber: string | null }): Promise<PaymentProcessor> {
+    return this.processors.forTransaction(txn.merchantId, txn.divisionNumber || null);
+  }
+
+  /** The one ChargeRequest of an attempt: the charge and every lookup of it use this. */
+  private chargeRequest(attempt: AttemptEntity, txn: TransactionEntity): ChargeRequest {
+    return {
+      idempotencyKey: attempt.vid,
+      attemptNumber: attempt.retryNumber,
+      amountMinor: BigInt(attempt.amountMinor),
+      currency: attempt.currency,
+      instrument: this.instrument(txn),
+      originalResponseCode: txn.authCode,
+      divisionNumber: txn.divisionNumber,
+      networkTransactionId: txn.paymentNetworkTransactionId,
+      billingDescriptor: txn.billingDescriptor,
+      // The in-flight mark's time, so a rebuilt request is the same request.
+      at: attempt.preparedAt ?? new Date(),
+    };
+  }
 
   async run(attemptId: string): Promise<string> {
     // Outside any transaction: a pooled connection must never wait for a second one (pool starvation).
@@ -105,7 +159,8 @@ export class AttemptService {
     if (!row || row.state !== AttemptState.Pending) return 'nothing to do';
     // A crashed or stalled earlier run may already have charged this attempt's key. Only an attempt
     // marked in flight (prepared) can have been: the charge is made after that mark commits.
-    const found = row.prepared_at ? await this.processor.lookupCharge(row.vid) : null;
+    const before = row.prepared_at ? await this.chargeOf(attemptId) : null;
+    const found = before ? await before.processor.lookupCharge(before.request.idempotencyKey, before.request) : null;
     const existing = found && found.outcome !== 'error' ? found : null;
     if (!existing && !row.prepared_at && row.errored.length > 0) {
       const late = await this.lateCapture(attemptId, row.errored);
@@ -116,29 +171,18 @@ export class AttemptService {
       await this.publish(prepared.outbox);
       return prepared.result;
     }
-    const { attempt, txn, instrument } = prepared;
+    const { attempt, txn } = prepared;
+    const processor = await this.processorOf(txn);
+    const request = this.chargeRequest(attempt, txn);
     // The charge is idempotent by key: a duplicate run racing this one gets the same result.
-    let result =
-      existing ??
-      (await this.processor.charge({
-        idempotencyKey: attempt.vid,
-        attemptNumber: attempt.retryNumber,
-        amountMinor: BigInt(attempt.amountMinor),
-        currency: attempt.currency,
-        instrument,
-        originalResponseCode: txn.authCode,
-        divisionNumber: txn.divisionNumber,
-        networkTransactionId: txn.paymentNetworkTransactionId,
-        billingDescriptor: txn.billingDescriptor,
-        at: new Date(),
-      }));
+    let result = existing ?? (await processor.charge(request));
     if (this.config.testPauseAfterProcessorMs > 0) {
       await new Promise((resolve) => setTimeout(resolve, this.config.testPauseAfterProcessorMs));
     }
     if (result.outcome === 'error') {
       // A timeout or 5xx says nothing about the charge: it may have gone through. Ask once by the
       // same key; without a decision the attempt is recorded `unknown` and reconciled later.
-      const lookedUp = await this.processor.lookupCharge(attempt.vid);
+      const lookedUp = await processor.lookupCharge(request.idempotencyKey, request);
       if (lookedUp && lookedUp.outcome !== 'error') result = lookedUp;
     }
     const recorded = result;
@@ -151,10 +195,14 @@ export class AttemptService {
    * Earlier attempts of this transaction settled as not charged may have been charged after all
    * (the processor finished late). Before a new idempotency key is charged, look them up: if one
    * captured, it is recorded as the capture and this (never prepared) attempt is not made.
+   * Looked up by key only, without the original request: a replay of an attempt settled as not
+   * charged would make its charge now.
    */
   private async lateCapture(attemptId: string, errored: { id: string; vid: string }[]): Promise<string | null> {
+    const charge = await this.chargeOf(attemptId);
+    if (!charge) return null;
     for (const e of errored) {
-      const found = await this.processor.lookupCharge(e.vid);
+      const found = await charge.processor.lookupCharge(e.vid);
       if (found?.outcome !== 'approved') continue;
       const outbox = await this.db.transaction(async (m) => {
         const locked = await AttemptsRepository.lock(m, attemptId);
@@ -179,7 +227,7 @@ export class AttemptService {
     // Already decided at the processor by an earlier run of this attempt (crash after the call): record it.
     if (alreadyDecided) {
       await this.markInFlight(m, attempt, dataVersion);
-      return { kind: 'charge', attempt, txn, instrument: this.instrument(txn) };
+      return this.toCharge(attempt, txn);
     }
     if (txn.stopRequestedAt) {
       if (!canDropAttempt(attempt)) {
@@ -195,7 +243,15 @@ export class AttemptService {
     if (attempt.preparedAt) {
       // An earlier run passed the limit check and may have reached the processor: the same key
       // again (the processor answers a key once), never dropped.
-      return { kind: 'charge', attempt, txn, instrument: this.instrument(txn) };
+      return this.toCharge(attempt, txn);
+    }
+    // The merchant's processor asked to slow down (429): its attempts wait, other merchants' do not.
+    const notBefore = await ProcessorThrottlesRepository.notBefore(m, txn.merchantId);
+    if (notBefore) {
+      await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
+      await AttemptsRepository.deferTransaction(m, txn.id, notBefore);
+      this.logger.log({ merchant: txn.merchantId }, 'attempt deferred: the processor rate-limits this merchant');
+      return done();
     }
     // One limit check at a time per card and merchant: the check and the in-flight mark below commit
     // together, so the next attempt on the card (any transaction, any worker) counts this one.
@@ -219,7 +275,7 @@ export class AttemptService {
       return done(outbox);
     }
     await this.markInFlight(m, attempt, dataVersion);
-    return { kind: 'charge', attempt, txn, instrument: this.instrument(txn) };
+    return this.toCharge(attempt, txn);
   }
 
   /** The attempt goes to the processor: from now on it counts in the card's history until recorded. */
@@ -228,6 +284,12 @@ export class AttemptService {
     attempt.preparedAt = new Date();
     attempt.cardDataVersion = dataVersion;
     await AttemptsRepository.markPrepared(m, attempt.id, attempt.preparedAt, dataVersion);
+  }
+
+  /** Ready to charge; a transaction that can never be charged fails the job for good. */
+  private toCharge(attempt: AttemptEntity, txn: TransactionEntity): Prepared {
+    this.instrument(txn);
+    return { kind: 'charge', attempt, txn };
   }
 
   private instrument(txn: TransactionEntity): PaymentInstrument {
@@ -239,7 +301,8 @@ export class AttemptService {
         cryptogram: txn.cryptogram,
       };
     }
-    if (!txn.cardEnc || !txn.cardKeyId) throw new Error('transaction has no card to charge');
+    // Permanent: retrying the job cannot make a card appear (BullMQ does not retry it).
+    if (!txn.cardEnc || !txn.cardKeyId) throw new UnrecoverableError('transaction has no card to charge');
     return {
       kind: 'pan',
       pan: open(this.config.cardKeys, { keyId: txn.cardKeyId, value: txn.cardEnc }, 'card'),
@@ -280,6 +343,12 @@ export class AttemptService {
     if (result.outcome !== 'not-charged') this.metrics.attempts.inc({ outcome: result.outcome });
     if (result.outcome === 'error') {
       await this.markUnknown(m, attempt, txn, result.message);
+      if (result.retryAfterMs && result.retryAfterMs > 0) {
+        // Rate-limited: this merchant's next attempts and this attempt's lookup wait Retry-After.
+        const until = new Date(now.getTime() + result.retryAfterMs);
+        await ProcessorThrottlesRepository.slowDown(m, txn.merchantId, until);
+        await setFields(m, AttemptEntity, attempt, { lookupAfter: until });
+      }
       return none;
     }
     if (result.outcome === 'approved') {
@@ -366,7 +435,8 @@ export class AttemptService {
       lastDecline: declined
         ? { responseCode: result.responseCode, merchantAdviceCode: result.merchantAdviceCode }
         : { responseCode: '', technical: true },
-      network: txn.cardNetwork,
+      // A processor token's network is only known from the processor's answer (its card brand).
+      network: txn.cardNetwork ?? (declined && result.network !== 'other' ? result.network : null),
       amountMinor: BigInt(txn.amountMinor),
       cardHistory: txn.cardHmac ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, null) : [],
       cardDataVersion: cardDataVersion(txn.expirationDate),
@@ -425,12 +495,19 @@ export class AttemptService {
       processorTransactionId: attempt.processorTransactionId ?? '',
       amountMinor: BigInt(attempt.amountMinor),
       currency: attempt.currency,
+      merchantId: txn.merchantId,
+      divisionNumber: txn.divisionNumber || null,
     };
   }
 
-  /** Sends a late capture's refund and records its result with its push. */
+  /**
+   * Sends a late capture's refund and records its result with its push. A processor that does not
+   * answer (ProcessorUnavailableError) leaves the refund Processing and marked sent: the refund
+   * batcher sends it again with the same key.
+   */
   async sendLateRefund(refund: LateRefund): Promise<void> {
-    const result = await this.processor.refund({
+    const processor = await this.processorOf({ merchantId: refund.merchantId, divisionNumber: refund.divisionNumber });
+    const result = await processor.refund({
       idempotencyKey: refund.refundVid,
       processorTransactionId: refund.processorTransactionId,
       amountMinor: refund.amountMinor,

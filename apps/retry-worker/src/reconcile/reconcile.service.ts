@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import { AttemptsRepository, type ReconcileRow } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
-import { PAYMENT_PROCESSOR, type ChargeResult, type PaymentProcessor } from '@retain/processor';
+import type { ChargeResult } from '@retain/processor';
 import { AttemptState, reconcileDecision, type LookupReading } from '@retain/recovery';
 import { DataSource } from 'typeorm';
 import { AttemptService } from '../attempts/attempt.service';
@@ -35,7 +35,6 @@ export class ReconcileService {
     private readonly attempts: AttemptService,
     private readonly metrics: RetainMetrics,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
-    @Inject(PAYMENT_PROCESSOR) private readonly processor: PaymentProcessor,
   ) {}
 
   /** One pass; returns how many attempts were resolved or found captured late. */
@@ -62,7 +61,15 @@ export class ReconcileService {
     let found: ChargeResult | null = null;
     let lookupFailed = false;
     try {
-      found = await this.processor.lookupCharge(row.vid);
+      // The processor of the attempt's transaction (its merchant's account), asked with the
+      // attempt's own ChargeRequest. An attempt already settled as not charged (state error) is
+      // looked up by key only: replaying it would make its charge now.
+      const charge = await this.attempts.chargeOf(row.id);
+      if (!charge) return false;
+      found =
+        row.state === AttemptState.Error
+          ? await charge.processor.lookupCharge(row.vid)
+          : await charge.processor.lookupCharge(row.vid, charge.request);
     } catch (err) {
       lookupFailed = true;
       this.logger.warn({ attempt: row.vid, err: (err as Error).message }, 'processor lookup failed');
@@ -84,7 +91,9 @@ export class ReconcileService {
       alertAfterMs: this.config.reconcileAlertMs / scale,
     });
     if (decision === 'keep' || decision === 'alert') {
-      await AttemptsRepository.setLookupAfter(this.db, row.id, new Date(now + this.interval(ageMs)));
+      const retryAfterMs = found?.outcome === 'error' ? (found.retryAfterMs ?? 0) : 0;
+      const wait = Math.max(this.interval(ageMs), retryAfterMs);
+      await AttemptsRepository.setLookupAfter(this.db, row.id, new Date(now + wait));
       if (decision === 'alert' && (await AttemptsRepository.markAlerted(this.db, row.id))) {
         this.logger.error(
           { attempt: row.vid, merchant: row.merchant_id, unknownForMs: ageMs },

@@ -4,3 +4,4 @@ export * from './transactions.repository';
 export * from './refunds.repository';
 export * from './processor-accounts.repository';
 export * from './attempts.repository';
+export * from './processor-throttles.repository';

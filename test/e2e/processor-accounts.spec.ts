@@ -1,0 +1,281 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AdyenFake, StripeFake } from '@retain/processor';
+import {
+  ApiClient,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  testDb,
+  txn,
+  waitFor,
+  type RunningApp,
+  type TestMerchant,
+} from '@retain/testing';
+
+// Issue 10 / decisions §13: a merchant connected to Stripe and one connected to Adyen (with
+// `processor set`, the accounts pointed at local wire fakes by api_base / checkout_url) are
+// charged, looked up and refunded by their own processor through the real apps.
+const cliMain = path.resolve(__dirname, '../../dist/apps/cli/src/main.js');
+const FINAL = ['Captured', 'Cancelled', 'Stopped'];
+let dir = '';
+
+function processorSet(login: string, processor: string, config: unknown, division?: string): void {
+  const file = path.join(dir, `${login}.json`);
+  writeFileSync(file, JSON.stringify(config));
+  const args = ['processor', 'set', '--login', login, '--processor', processor, '--config-file', file];
+  if (division) args.push('--division', division);
+  const r = spawnSync(process.execPath, [cliMain, ...args], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(r.stderr);
+}
+
+interface Wire {
+  name: 'stripe' | 'adyen';
+  fake: StripeFake | AdyenFake;
+  merchant: TestMerchant;
+  client: ApiClient;
+  /** Payment method ids (tokens) of the scenarios on this processor. */
+  approved: () => string;
+  mac03: () => string;
+  /** The charge requests the fake received for an idempotency key (replays included). */
+  chargesFor: (key: string) => { body: Record<string, unknown>; raw: string }[];
+  /** Charges the fake actually processed for a key (money taken or refused once, never replays). */
+  processedFor: (key: string) => number;
+  refundsOf: (processorTransactionId: string) => Record<string, unknown>[];
+}
+
+describe('merchants charged through their own Stripe and Adyen accounts (end to end)', () => {
+  const apps: RunningApp[] = [];
+  const stripe = new StripeFake('sk_test_e2eRetainFake01');
+  const adyen = new AdyenFake();
+  const wires: Wire[] = [];
+  let n = 0;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'retain-e2e-processors-'));
+    const stripeUrl = await stripe.start();
+    const adyenUrl = await adyen.start();
+    // The Adyen fake speaks HTTPS with its own certificate: the apps trust it as a proxy's CA.
+    const caFile = path.join(dir, 'adyen-fake-ca.pem');
+    writeFileSync(caFile, adyen.ca!);
+    const env = {
+      RETRY_TIME_SCALE: '1000000',
+      REFUND_BATCH_CRON: '*/1 * * * * *',
+      PROCESSOR_TIMEOUT: '1500ms',
+      NODE_EXTRA_CA_CERTS: caFile,
+    };
+    apps.push(
+      ...(await Promise.all(
+        (['intake-api', 'submission-validator', 'retry-worker', 'refund-batcher'] as const).map((a) =>
+          startApp(a, { env }),
+        ),
+      )),
+    );
+    const ms = await createMerchant();
+    processorSet(ms.login, 'stripe', { secret_key: stripe.secretKey, api_base: stripeUrl });
+    const ma = await createMerchant();
+    // The Adyen account is the one of the transactions' division (txn(): division_number div-1).
+    processorSet(
+      ma.login,
+      'adyen',
+      { api_key: adyen.apiKey, merchant_account: adyen.merchantAccount, checkout_url: `${adyenUrl}/v71` },
+      'div-1',
+    );
+    const stripeCharges = (key: string) =>
+      stripe
+        .received('POST', '/v1/payment_intents')
+        .filter((r) => r.headers['idempotency-key'] === key)
+        .map((r) => ({ body: r.body, raw: r.rawBody }));
+    const adyenCharges = (key: string) =>
+      adyen
+        .received('POST', /^\/v\d+\/payments$/)
+        .filter((r) => r.headers['idempotency-key'] === key)
+        .map((r) => ({ body: r.body, raw: r.rawBody }));
+    wires.push(
+      {
+        name: 'stripe',
+        fake: stripe,
+        merchant: ms,
+        client: new ApiClient(apps[0]!.url, ms.api_key),
+        approved: () => 'pm_card_visa',
+        mac03: () => {
+          const pm = `pm_mac03mc${++n}`;
+          stripe.script(pm, {
+            decline_code: 'do_not_honor',
+            network_decline_code: '05',
+            network_advice_code: '03',
+            brand: 'mastercard',
+          });
+          return pm;
+        },
+        chargesFor: stripeCharges,
+        processedFor: (key) =>
+          [...stripe.intents.values()].filter(
+            (s) => (s.pi.metadata as Record<string, string> | undefined)?.['retain_attempt'] === key,
+          ).length,
+        refundsOf: (id) => stripe.refunds.filter((r) => r['payment_intent'] === id),
+      },
+      {
+        name: 'adyen',
+        fake: adyen,
+        merchant: ma,
+        client: new ApiClient(apps[0]!.url, ma.api_key),
+        approved: () => `shopper${++n}|8415000000${String(n).padStart(6, '0')}`,
+        mac03: () => {
+          const id = `8415990000${String(++n).padStart(6, '0')}`;
+          adyen.script(id, {
+            refusalReason: 'Refused',
+            refusalReasonCode: '2',
+            refusalReasonRaw: '05 : Do not honor',
+            merchantAdviceCode: '03: Do not try again',
+            brand: 'mc',
+          });
+          return `shopper${n}|${id}`;
+        },
+        chargesFor: adyenCharges,
+        processedFor: (key) => {
+          const refs = new Set(adyenCharges(key).map((c) => c.body['reference']));
+          return [...adyen.payments.values()].filter((p) => refs.has(p.body['reference'])).length;
+        },
+        refundsOf: (psp) => adyen.refunds.filter((r) => r['paymentPspReference'] === psp),
+      },
+    );
+  });
+  afterAll(async () => {
+    await Promise.all(apps.map((a) => a.stop()));
+    await stripe.close();
+    await adyen.close();
+    rmSync(dir, { recursive: true, force: true });
+    await closeTestDb();
+  });
+
+  const tokenTxn = (token: string, overrides: Record<string, unknown> = {}) =>
+    txn({ payment_method: { id: token, is_tokenized: true }, amount: 19.99, currency: 'EUR', ...overrides });
+
+  const finalOf = (w: Wire, id: string) =>
+    waitFor(
+      async () => {
+        const r = await w.client.request('GET', `/v1/retain/transactions/${id}?related=true`);
+        return FINAL.includes(r.json?.data?.[0]?.status) ? r.json.data : null;
+      },
+      { timeoutMs: 45_000, what: `final status of ${id}` },
+    );
+
+  const submit = async (w: Wire, t: Record<string, unknown>) => {
+    const r = await w.client.submit([t]);
+    expect(r.status, JSON.stringify(r.json)).toBe(200);
+    return finalOf(w, t['id'] as string);
+  };
+
+  const expectOneMitCharge = (w: Wire, vid: string, token: string) => {
+    const charges = w.chargesFor(vid);
+    expect(charges.length).toBeGreaterThanOrEqual(1);
+    expect(w.processedFor(vid)).toBe(1);
+    const body = charges[0]!.body;
+    if (w.name === 'stripe') {
+      expect(body).toMatchObject({ amount: '1999', currency: 'eur', off_session: 'true', confirm: 'true' });
+      expect(body['payment_method']).toBe(token);
+      expect(charges[0]!.raw).not.toMatch(/card%5Bnumber%5D|card\[number\]|payment_method_data/);
+    } else {
+      const [shopper, stored] = token.split('|');
+      expect(body).toMatchObject({
+        amount: { value: 1999, currency: 'EUR' },
+        shopperInteraction: 'ContAuth',
+        recurringProcessingModel: 'Subscription',
+        shopperReference: shopper,
+        paymentMethod: { type: 'scheme', storedPaymentMethodId: stored },
+      });
+      expect(charges[0]!.raw).not.toMatch(/"number"|encryptedCardNumber/);
+    }
+  };
+
+  for (const name of ['stripe', 'adyen'] as const) {
+    const wire = () => wires.find((w) => w.name === name)!;
+
+    it(`${name}: recovers a transaction with one merchant-initiated charge keyed by the attempt vid`, async () => {
+      const w = wire();
+      const token = w.approved();
+      const t = tokenTxn(token);
+      const [submitted, ...tries] = await submit(w, t);
+      expect(submitted.status).toBe('Captured');
+      expect(tries).toHaveLength(1);
+      expect(tries[0].status).toBe('Captured');
+      expectOneMitCharge(w, tries[0].vid, token);
+      // The sandbox never saw it.
+      const db = await testDb();
+      const [{ count }] = await db.query(
+        `SELECT count(*)::int AS count FROM sandbox_operations WHERE idempotency_key = $1`,
+        [tries[0].vid],
+      );
+      expect(count).toBe(0);
+    });
+
+    it(`${name}: a decline with Mastercard advice code 03 ends the retries`, async () => {
+      const w = wire();
+      const t = tokenTxn(w.mac03());
+      const [submitted, ...tries] = await submit(w, t);
+      expect(submitted.status).toBe('Cancelled');
+      expect(tries).toHaveLength(1);
+      expect(tries[0].status).toBe('Failed');
+      expect(tries[0].auth_code).toBe('05');
+      expect(w.processedFor(tries[0].vid)).toBe(1);
+    });
+
+    it(`${name}: a charge that went through but timed out is recorded once, never charged again`, async () => {
+      const w = wire();
+      const token = w.approved();
+      w.fake.failNext('charge-then-timeout');
+      const t = tokenTxn(token);
+      const [submitted, ...tries] = await submit(w, t);
+      expect(submitted.status).toBe('Captured');
+      expect(tries.map((a: any) => a.status)).toEqual(['Captured']);
+      expect(w.processedFor(tries[0].vid)).toBe(1);
+      // The timed-out request and its lookup replay carried the same key and the same request.
+      const charges = w.chargesFor(tries[0].vid);
+      expect(new Set(charges.map((c) => c.raw)).size).toBe(1);
+      // Adyen has no lookup by reference: the outcome came from replaying the original request.
+      if (name === 'adyen') expect(charges).toHaveLength(2);
+    });
+
+    it(`${name}: refunds a recovered transaction through the merchant's processor`, async () => {
+      const w = wire();
+      const t = tokenTxn(w.approved());
+      const [submitted] = await submit(w, t);
+      expect(submitted.status).toBe('Captured');
+      const db = await testDb();
+      const [{ processor_transaction_id: ptid }] = await db.query(
+        `SELECT processor_transaction_id FROM transactions WHERE merchant_txn_id = $1`,
+        [t['id']],
+      );
+      expect(ptid).toBeTruthy();
+      // The processor does not answer the first refund: sent again with the same key, once.
+      w.fake.failNext('5xx');
+      const r = await w.client.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'] }] });
+      expect(r.status, JSON.stringify(r.json)).toBe(200);
+      await waitFor(
+        async () => {
+          const s = await w.client.request('GET', `/v1/retain/transactions/${t['id']}`);
+          return s.json?.data?.[0]?.status === 'Refunded' ? true : null;
+        },
+        { timeoutMs: 30_000, what: 'refund completed' },
+      );
+      const refunds = w.refundsOf(ptid);
+      expect(refunds).toHaveLength(1);
+      // Sent twice (the first got a 500), both times with the refund's own key.
+      const sent = w.fake.received(
+        'POST',
+        name === 'stripe' ? '/v1/refunds' : new RegExp(`/payments/${ptid}/refunds$`),
+      );
+      const keys = sent
+        .filter((q) => name === 'adyen' || q.body['payment_intent'] === ptid)
+        .map((q) => q.headers['idempotency-key']);
+      expect(keys).toHaveLength(2);
+      expect(new Set(keys).size).toBe(1);
+      if (name === 'stripe') expect(refunds[0]).toMatchObject({ amount: 1999 });
+      else expect(refunds[0]).toMatchObject({ amount: { value: 1999, currency: 'EUR' } });
+    });
+  }
+});
