@@ -4,3 +4,6 @@ export * from './transactions.repository';
 export * from './refunds.repository';
 export * from './processor-accounts.repository';
 export * from './attempts.repository';
+export * from './attempt-schedule.repository';
+export * from './submissions.repository';
+export * from './webhook-messages.repository';
