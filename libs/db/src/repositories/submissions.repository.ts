@@ -63,7 +63,7 @@ export class SubmissionsRepository {
    * must hold under concurrency). One lock per merchant, not per subscription: a 1000-row batch
    * would otherwise take 1000 locks.
    */
-  async lockMerchantSubmissions(m: EntityManager, merchantId: string): Promise<void> {
+  async lockMerchantSubmissions(m: Sql, merchantId: string): Promise<void> {
     await m.query(`SELECT pg_advisory_xact_lock(hashtextextended('retain-submit:' || $1, 0))`, [merchantId]);
   }
 
