@@ -1,3 +1,4 @@
+import { WebhookMessagesRepository } from '@retain/db';
 import type { Command } from 'commander';
 import { QueueName, QueueRegistry, createRedis } from '@retain/queues';
 import type { CliContext } from './main';
@@ -31,13 +32,11 @@ export function registerQueueCommands(program: Command, ctx: CliContext): void {
           timer = setTimeout(() => reject(new Error('Redis did not answer')), Number(o.timeout) * 1000);
         });
         const counts = await Promise.race([read, timeout]);
-        const [dead]: { count: string }[] = await (
-          await ctx.db()
-        ).query(`SELECT count(*) AS count FROM webhook_messages WHERE status = 'dead'`);
+        const dead = await new WebhookMessagesRepository(await ctx.db()).countDead();
         ctx.print({
           prefix: ctx.config.queuePrefix,
           queues: Object.fromEntries(counts),
-          dead_webhook_messages: Number(dead!.count),
+          dead_webhook_messages: dead,
         });
       } finally {
         clearTimeout(timer);

@@ -1,5 +1,6 @@
 import { Test, type TestingModule } from '@nestjs/testing';
 import { loadConfig } from '@retain/config';
+import { RefundsRepository } from '@retain/db';
 import { OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
 import { closeTestDb, insertAttemptRow, insertMerchantRow, insertTransactionRow, testDb } from '@retain/testing';
 import type { Redis } from 'ioredis';
@@ -25,6 +26,7 @@ describe('refund request: a stop while an attempt outcome is unknown', () => {
       providers: [
         RefundRequestService,
         { provide: DataSource, useValue: db },
+        { provide: RefundsRepository, useValue: new RefundsRepository(db) },
         { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
       ],
     }).compile();

@@ -1,6 +1,7 @@
 import { getQueueToken } from '@nestjs/bullmq';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
+import { AttemptScheduleRepository } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import {
   TRANSACTION_PROCESSORS,
@@ -89,6 +90,7 @@ describe('attempt service: every branch of prepare and record', () => {
       providers: [
         AttemptService,
         AttemptSchedulerService,
+        AttemptScheduleRepository,
         ReconcileService,
         TickProcessor,
         { provide: DataSource, useValue: db },

@@ -1,6 +1,6 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { PlatformModule, registerQueues } from '@retain/platform';
+import { PaymentProcessorProvider, PlatformModule, registerQueues } from '@retain/platform';
 import { ReviewProcessor } from './review/review.processor';
 import { ReviewService } from './review/review.service';
 
@@ -11,7 +11,7 @@ export class SubmissionValidatorModule {
     return {
       module: SubmissionValidatorModule,
       imports: [PlatformModule.forApp('submission-validator', config), registerQueues('submission-validator')],
-      providers: [ReviewService, ReviewProcessor],
+      providers: [PaymentProcessorProvider, ReviewService, ReviewProcessor],
     };
   }
 }

@@ -1,7 +1,7 @@
 import { Test } from '@nestjs/testing';
 import { loadConfig } from '@retain/config';
 import { createDataSource } from '@retain/db';
-import { RETAIN_CONFIG } from '@retain/platform';
+import { DbRepositoryProviders, PaymentProcessorProvider, RETAIN_CONFIG } from '@retain/platform';
 import { OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
 import { ApiClient, closeTestDb, createMerchant, startApp, testDb, txn, type RunningApp } from '@retain/testing';
 import type { LoggerService } from '@nestjs/common';
@@ -49,6 +49,8 @@ describe('reviews and stop requests at the same time', () => {
     const moduleRef = await Test.createTestingModule({
       providers: [
         ReviewService,
+        PaymentProcessorProvider,
+        ...DbRepositoryProviders,
         { provide: DataSource, useValue: ds },
         { provide: RETAIN_CONFIG, useValue: config },
         { provide: OutboxRelay, useValue: new OutboxRelay(ds, new QueueRegistry(redis, config.queuePrefix)) },

@@ -7,3 +7,4 @@ export * from './queues';
 export * from './tokens';
 
 export * from './processor.provider';
+export * from './repositories.provider';

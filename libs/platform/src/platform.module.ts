@@ -24,6 +24,7 @@ import { JobRunner, OutboxSweeper } from './jobs';
 import { createLogger } from './logging';
 import { QUEUES_BY_APP, RetainMetrics } from './metrics';
 import { FailedJobsHook } from './queues';
+import { DbRepositoryProviders } from './repositories.provider';
 import { REDIS, RETAIN_CONFIG } from './tokens';
 
 /** Postgres and Redis must answer within this time for /readyz to say ready. */
@@ -233,6 +234,7 @@ export class PlatformModule {
         JobRunner,
         // Workers sweep the outbox; the API only writes to it and publishes after commit.
         ...(worker ? [OutboxSweeper, FailedJobsHook] : []),
+        ...DbRepositoryProviders,
       ],
       exports: [
         RETAIN_CONFIG,
@@ -244,6 +246,7 @@ export class PlatformModule {
         FailedJobs,
         JobRunner,
         ReadinessChecks,
+        ...DbRepositoryProviders,
       ],
     };
   }

@@ -1,10 +1,10 @@
 import { HttpException, HttpStatus, Injectable, Logger } from '@nestjs/common';
 import { amountToMinor, validateRefunds, type NormalizedRefundRequest } from '@retain/api-contract';
-import { RefundEntity, TransactionEntity, inTransactionWithRetry } from '@retain/db';
+import { RefundsRepository, inTransactionWithRetry, type TransactionEntity } from '@retain/db';
 import { RefundStatus, RetCode, RetMessage, TransactionStatus, newVid, type ErrorEntry } from '@retain/domain';
 import { closeStop, unresolvedAttempts } from '@retain/recovery';
 import { OutboxRelay } from '@retain/queues';
-import { DataSource, In, type EntityManager } from 'typeorm';
+import { DataSource, type EntityManager } from 'typeorm';
 import type { AuthenticatedMerchant } from '../auth/merchant-auth.guard';
 
 export interface RefundCallResult {
@@ -35,6 +35,7 @@ export class RefundRequestService {
 
   constructor(
     private readonly db: DataSource,
+    private readonly refunds: RefundsRepository,
     private readonly relay: OutboxRelay,
   ) {}
 
@@ -90,14 +91,9 @@ export class RefundRequestService {
   ): Promise<{ accepted: number; outbox: string[] }> {
     if (candidates.length === 0) return { accepted: 0, outbox: [] };
     // Lock in a stable order (the review's too) so two calls touching the same transactions cannot
-    // deadlock. FOR NO KEY UPDATE: the key never changes here, so inserts that reference the row
-    // (attempts, refunds) are not blocked by this lock.
+    // deadlock (FOR NO KEY UPDATE, see RefundsRepository.lockTransactions).
     const ids = [...new Set(candidates.map((c) => c.value.id))].sort();
-    const txns = await m.getRepository(TransactionEntity).find({
-      where: { merchantId, merchantTxnId: In(ids) },
-      order: { merchantTxnId: 'ASC' },
-      lock: { mode: 'for_no_key_update' },
-    });
+    const txns = await this.refunds.lockTransactions(m, merchantId, ids);
     const byId = new Map(txns.map((t) => [t.merchantTxnId, t]));
     const outbox: string[] = [];
     let accepted = 0;
@@ -137,7 +133,7 @@ export class RefundRequestService {
         }
         await this.createRefund(m, txn, 'refund', amount);
         Object.assign(txn, { status: TransactionStatus.RefundRequested, statusChangedAt: new Date() });
-        await m.save(txn);
+        await this.refunds.saveTransaction(m, txn);
         accepted++;
         continue;
       }
@@ -162,7 +158,7 @@ export class RefundRequestService {
         // retry worker completes it when the attempt's outcome is recorded or reconciled (a capture turns it
         // into a refund).
         if (n === 0) outbox.push(...(await closeStop(m, txn)));
-        else await m.save(txn);
+        else await this.refunds.saveTransaction(m, txn);
         accepted++;
         continue;
       }
@@ -183,12 +179,8 @@ export class RefundRequestService {
 
   /** Captured minus every refund that has not failed, in minor units. */
   private async refundable(m: EntityManager, txn: TransactionEntity): Promise<bigint> {
-    const [{ sum }]: { sum: string }[] = await m.query(
-      `SELECT COALESCE(sum(amount_minor), 0)::text AS sum FROM refunds
-        WHERE transaction_id = $1 AND kind = 'refund' AND status <> 'Failed'`,
-      [txn.id],
-    );
-    return BigInt(txn.capturedAmountMinor ?? '0') - BigInt(sum);
+    const refunded = await this.refunds.refundedMinor(m, txn.merchantId, txn.id);
+    return BigInt(txn.capturedAmountMinor ?? '0') - refunded;
   }
 
   private async createRefund(
@@ -200,15 +192,11 @@ export class RefundRequestService {
     // The status to go back to if the processor rejects it: the one before any refund request.
     const previous =
       txn.status === TransactionStatus.RefundRequested
-        ? ((
-            await m.getRepository(RefundEntity).findOne({
-              where: { transactionId: txn.id, status: RefundStatus.Processing },
-              order: { requestedAt: 'ASC' },
-            })
-          )?.previousStatus ?? TransactionStatus.Captured)
+        ? ((await this.refunds.firstWithStatus(m, txn.merchantId, txn.id, RefundStatus.Processing))?.previousStatus ??
+          TransactionStatus.Captured)
         : txn.status;
     const now = new Date();
-    await m.getRepository(RefundEntity).insert({
+    await this.refunds.insert(m, {
       vid: newVid(),
       merchantId: txn.merchantId,
       transactionId: txn.id,

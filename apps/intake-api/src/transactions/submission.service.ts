@@ -11,7 +11,7 @@ import {
   type CardFingerprint,
   type ErrorEntry,
 } from '@retain/domain';
-import { inTransactionWithRetry, settleCardFingerprints } from '@retain/db';
+import { SubmissionsRepository, inTransactionWithRetry, settleCardFingerprints } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import { OutboxRelay, QueueName, addToOutbox } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
@@ -27,13 +27,6 @@ export interface SubmissionResult {
   body?: { success_count: number; error_count: number; rejected: RejectedEntry[] };
 }
 
-interface ExistingRow {
-  merchant_txn_id: string;
-  subscription_id: string;
-  status: string;
-  review_status: string;
-}
-
 const FINISHED_IS_RET004 = (status: string): boolean => !RECOVERING_STATUSES.includes(status as never);
 
 /**
@@ -47,6 +40,7 @@ export class SubmissionService {
 
   constructor(
     private readonly db: DataSource,
+    private readonly submissions: SubmissionsRepository,
     private readonly relay: OutboxRelay,
     private readonly metrics: RetainMetrics,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
@@ -122,15 +116,10 @@ export class SubmissionService {
     const ids = candidates.map((c) => c.value.id);
     const subs = [...new Set(candidates.map((c) => c.value.subscription.id))];
     if (lock) {
-      // Serialise this merchant's submissions (RET003/RETDUP2 must hold under concurrency). One
-      // lock per merchant, not per subscription: a 1000-row batch would otherwise take 1000 locks.
-      await m.query(`SELECT pg_advisory_xact_lock(hashtextextended('retain-submit:' || $1, 0))`, [merchantId]);
+      // Serialise this merchant's submissions (RET003/RETDUP2 must hold under concurrency).
+      await this.submissions.lockMerchantSubmissions(m, merchantId);
     }
-    const existing: ExistingRow[] = await m.query(
-      `SELECT merchant_txn_id, subscription_id, status, review_status FROM transactions
-        WHERE merchant_id = $1 AND (merchant_txn_id = ANY($2::text[]) OR subscription_id = ANY($3::text[]))`,
-      [merchantId, ids, subs],
-    );
+    const existing = await this.submissions.storedMatching(m, merchantId, ids, subs);
     const byId = new Map(existing.map((r) => [r.merchant_txn_id, r]));
     const recoveringSubs = new Map<string, string>();
     for (const r of existing) {
@@ -173,21 +162,20 @@ export class SubmissionService {
   ): Promise<NormalizedTransaction[]> {
     const { accepted, outboxIds } = await this.transaction(async (m) => {
       const acceptedRows = await check(m, true);
-      const [submission]: { id: string }[] = await m.query(
-        `INSERT INTO submissions (merchant_id, request_id, received_count, accepted_count, rejected_count)
-         VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-        [merchant.id, requestId, received, acceptedRows.length, rejectedCount()],
-      );
+      const submissionId = await this.submissions.create(m, merchant.id, requestId, {
+        received,
+        accepted: acceptedRows.length,
+        rejected: rejectedCount(),
+      });
       if (acceptedRows.length === 0) return { accepted: acceptedRows, outboxIds: [] as string[] };
       // A transaction rejected by the post-submission review may come again with the same id.
-      await m.query(
-        `DELETE FROM transactions WHERE merchant_id = $1 AND merchant_txn_id = ANY($2::text[]) AND review_status = 'rejected'`,
-        [merchant.id, acceptedRows.map((t) => t.id)],
+      await this.submissions.deleteReviewRejected(
+        m,
+        merchant.id,
+        acceptedRows.map((t) => t.id),
       );
-      await this.insertTransactions(m, merchant.id, submission!.id, acceptedRows);
-      const ids = await addToOutbox(m, [
-        { queue: QueueName.SubmissionReview, data: { v: 1, submissionId: submission!.id } },
-      ]);
+      await this.insertTransactions(m, merchant.id, submissionId, acceptedRows);
+      const ids = await addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId } }]);
       return { accepted: acceptedRows, outboxIds: ids };
     });
     // Fast path to Redis; if it fails the outbox sweeper publishes the row a few seconds later.
@@ -204,7 +192,7 @@ export class SubmissionService {
     });
   }
 
-  /** One multi-row INSERT through jsonb_to_recordset: a single round trip for up to 1000 rows. */
+  /** The accepted rows, card data sealed, in one multi-row INSERT (SubmissionsRepository). */
   private async insertTransactions(
     m: EntityManager,
     merchantId: string,
@@ -220,29 +208,7 @@ export class SubmissionService {
       cards.map((c) => c.fingerprints),
     );
     const records = rows.map((t, i) => this.toRecord(t, now, cards[i]!, fingerprints[i] ?? null));
-    await m.query(
-      `INSERT INTO transactions (vid, merchant_id, submission_id, merchant_txn_id, status, review_status,
-         amount_minor, currency, failed_at, submitted_ts, status_changed_at, division_number, auth_code,
-         avs_code, cvn_code, payment_network_transaction_id, previous_billing_count, is_network_token,
-         cryptogram, eci_indicator, billing_descriptor, processor_transaction_id, subscription_id, account_id,
-         account, subscription, payment_method, metadata, card_kind, card_jwe, card_enc, card_key_id,
-         card_hmac, card_hmac_key_id, card_bin, card_last4, card_network, account_hash, expiration_date)
-       SELECT x.vid, $1::uuid, $2::uuid, x.id, 'Failed', 'pending', x.amount_minor, x.currency, x.failed_at,
-         x.submitted_ts, x.submitted_ts, x.division_number, x.auth_code, x.avs_code, x.cvn_code,
-         x.payment_network_transaction_id, x.previous_billing_count, x.is_network_token, x.cryptogram,
-         x.eci_indicator, x.billing_descriptor, x.processor_transaction_id, x.subscription_id, x.account_id,
-         x.account, x.subscription, x.payment_method, x.metadata, x.card_kind, x.card_jwe, x.card_enc,
-         x.card_key_id, x.card_hmac, x.card_hmac_key_id, x.card_bin, x.card_last4, x.card_network, x.account_hash,
-         x.expiration_date
-       FROM jsonb_to_recordset($3::jsonb) AS x(vid text, id text, amount_minor bigint, currency text,
-         failed_at timestamptz, submitted_ts timestamptz, division_number text, auth_code text, avs_code text,
-         cvn_code text, payment_network_transaction_id text, previous_billing_count int, is_network_token smallint,
-         cryptogram text, eci_indicator text, billing_descriptor text, processor_transaction_id text,
-         subscription_id text, account_id text, account jsonb, subscription jsonb, payment_method jsonb,
-         metadata jsonb, card_kind text, card_jwe text, card_enc text, card_key_id text, card_hmac text,
-         card_hmac_key_id text, card_bin text, card_last4 text, card_network text, account_hash text, expiration_date text)`,
-      [merchantId, submissionId, JSON.stringify(records)],
-    );
+    await this.submissions.insertTransactions(m, merchantId, submissionId, records);
   }
 
   private toRecord(

@@ -2,9 +2,10 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import {
   ProcessorAccountsRepository,
-  TransactionEntity,
+  SubmissionsRepository,
   inTransactionWithRetry,
   settleCardFingerprints,
+  type PendingReviewRow,
   type StoredPaymentMethod,
 } from '@retain/db';
 import {
@@ -26,30 +27,17 @@ import {
 import { RETAIN_CONFIG } from '@retain/platform';
 import { announceTransaction } from '@retain/recovery';
 import {
-  PgSandboxLedger,
+  PAYMENT_PROCESSOR,
   ProcessorResolver,
   accountAccepts,
   accountSourceOf,
-  createProcessor,
   type PaymentProcessor,
 } from '@retain/processor';
 import { OutboxRelay, announce } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
 import { CardDecryptor } from './card-decryptor';
 
-interface PendingRow {
-  id: string;
-  merchant_txn_id: string;
-  card_kind: 'clear' | 'jwe' | 'masked' | 'token';
-  card_jwe: string | null;
-  card_network: string | null;
-  payment_method: StoredPaymentMethod;
-  division_number: string | null;
-  billing_descriptor: string | null;
-  auth_code: string;
-  amount_minor: string;
-  submitted_ts: Date;
-}
+type PendingRow = PendingReviewRow;
 
 /** What the checks found for one transaction, decided before any row is locked. */
 interface Verdict {
@@ -85,36 +73,29 @@ function fingerprintsOf(card: CardUpdate): CardFingerprint[] {
 export class ReviewService {
   private readonly logger = new Logger(ReviewService.name);
   private readonly decryptor: CardDecryptor;
-  private readonly processor: PaymentProcessor;
   /** The processor of a transaction: its merchant's account for its division, else PROCESSOR (§13). */
   private readonly processors: ProcessorResolver;
 
   constructor(
     private readonly db: DataSource,
+    private readonly submissions: SubmissionsRepository,
     private readonly relay: OutboxRelay,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
+    /** The default processor (PROCESSOR), for transactions whose merchant has no account of its own. */
+    @Inject(PAYMENT_PROCESSOR) processor: PaymentProcessor,
   ) {
     this.decryptor = new CardDecryptor(config.jweKeys);
-    this.processor = createProcessor(config.processor, new PgSandboxLedger(db));
     this.processors = new ProcessorResolver(
       accountSourceOf(new ProcessorAccountsRepository(db, config.cardKeys)),
-      this.processor,
+      processor,
     );
   }
 
   async review(submissionId: string): Promise<{ passed: number; rejected: number }> {
     // 1. Read, without locks. A reviewed submission is never reviewed again.
-    const [sub]: { merchant_id: string; reviewed_at: Date | null }[] = await this.db.query(
-      `SELECT merchant_id, reviewed_at FROM submissions WHERE id = $1`,
-      [submissionId],
-    );
+    const sub = await this.submissions.forReview(submissionId);
     if (!sub || sub.reviewed_at) return { passed: 0, rejected: 0 };
-    const rows: PendingRow[] = await this.db.query(
-      `SELECT id, merchant_txn_id, card_kind, card_jwe, card_network, payment_method, division_number,
-              billing_descriptor, auth_code, amount_minor, submitted_ts
-         FROM transactions WHERE submission_id = $1 AND review_status = 'pending' ORDER BY merchant_txn_id`,
-      [submissionId],
-    );
+    const rows = await this.submissions.pendingReview(sub.merchant_id, submissionId);
     // 2. The slow calls (JWE decryption, the processor's de-tokenization) with no row locked and no
     //    database transaction open: a stop request on these transactions meanwhile waits for nothing.
     const verdicts = new Map<string, Verdict>();
@@ -141,19 +122,12 @@ export class ReviewService {
     rows: PendingRow[],
     verdicts: Map<string, Verdict>,
   ): Promise<{ passed: number; rejected: number; outbox: string[] }> {
-    const [sub]: { id: string; merchant_id: string; request_id: string; reviewed_at: Date | null }[] = await m.query(
-      `SELECT id, merchant_id, request_id, reviewed_at FROM submissions WHERE id = $1 FOR NO KEY UPDATE`,
-      [submissionId],
-    );
+    const sub = await this.submissions.lockForReview(m, submissionId);
     if (!sub || sub.reviewed_at) return { passed: 0, rejected: 0, outbox: [] };
-    const locked: { id: string }[] = await m.query(
-      `SELECT id FROM transactions WHERE submission_id = $1 AND review_status = 'pending'
-        ORDER BY merchant_txn_id FOR NO KEY UPDATE`,
-      [submissionId],
-    );
+    const locked = await this.submissions.lockPendingReview(m, sub.merchant_id, submissionId);
     // A submission's transactions are all inserted with it, so step 1 saw every one of them.
-    if (locked.some((r) => !verdicts.has(r.id))) throw new Error('pending transactions changed during the review');
-    const lockedIds = new Set(locked.map((r) => r.id));
+    if (locked.some((id) => !verdicts.has(id))) throw new Error('pending transactions changed during the review');
+    const lockedIds = new Set(locked);
     // A card already stored for this merchant keeps its fingerprint (any key id): its limits hold.
     const withCard = rows.filter(
       (r) => lockedIds.has(r.id) && verdicts.get(r.id)?.card && !verdicts.get(r.id)?.errors.length,
@@ -172,21 +146,14 @@ export class ReviewService {
       if (!verdict || !lockedIds.has(row.id)) continue;
       if (verdict.errors.length > 0) {
         rejected.push({ id: row.merchant_txn_id, errors: verdict.errors });
-        await m.query(
-          `UPDATE transactions SET review_status = 'rejected', next_attempt_at = NULL, card_jwe = NULL, updated_at = now()
-            WHERE id = $1`,
-          [row.id],
-        );
+        await this.submissions.rejectReview(m, sub.merchant_id, row.id);
       } else {
         passed++;
-        if (verdict.card) await this.storeCard(m, row, verdict.card, fingerprints.get(row.id) ?? null);
-        cancelled.push(...(await this.schedule(m, row)));
+        if (verdict.card) await this.storeCard(m, sub.merchant_id, row, verdict.card, fingerprints.get(row.id) ?? null);
+        cancelled.push(...(await this.schedule(m, sub.merchant_id, row)));
       }
     }
-    await m.query(`UPDATE submissions SET reviewed_at = now(), review_error_count = $2 WHERE id = $1`, [
-      submissionId,
-      rejected.length,
-    ]);
+    await this.submissions.markReviewed(m, submissionId, rejected.length);
     const outbox =
       rejected.length === 0
         ? []
@@ -277,43 +244,36 @@ export class ReviewService {
   /** Stores what the check learned of the card (the caller holds the row lock). */
   private async storeCard(
     m: EntityManager,
+    merchantId: string,
     row: PendingRow,
     card: CardUpdate,
     fingerprint: CardFingerprint | null,
   ): Promise<void> {
     if (card.kind === 'pan') {
       const c = card.columns;
-      await m.query(
-        `UPDATE transactions SET card_enc = $2, card_key_id = $3, card_hmac = $4, card_bin = $5, card_last4 = $6,
-           card_network = $7, account_hash = $8, payment_method = $9::jsonb, card_jwe = NULL, card_hmac_key_id = $10
-         WHERE id = $1`,
-        [
-          row.id,
-          c.cardEnc,
-          c.cardKeyId,
-          fingerprint?.value ?? null,
-          c.cardBin,
-          c.cardLast4,
-          row.card_network,
-          c.accountHash,
-          JSON.stringify(card.paymentMethod),
-          fingerprint?.keyId ?? null,
-        ],
+      await this.submissions.storePanCard(
+        m,
+        merchantId,
+        row.id,
+        {
+          cardEnc: c.cardEnc,
+          cardKeyId: c.cardKeyId,
+          cardBin: c.cardBin,
+          cardLast4: c.cardLast4,
+          cardNetwork: row.card_network,
+          accountHash: c.accountHash,
+          paymentMethod: card.paymentMethod,
+        },
+        fingerprint,
       );
       return;
     }
-    await m.query(
-      `UPDATE transactions SET card_hmac = $2, card_bin = COALESCE(card_bin, $3), card_last4 = $4,
-         card_network = COALESCE(card_network, $5), payment_method = $6::jsonb, card_hmac_key_id = $7 WHERE id = $1`,
-      [
-        row.id,
-        fingerprint?.value ?? null,
-        card.bin,
-        card.last4,
-        card.network,
-        JSON.stringify(card.paymentMethod),
-        fingerprint?.keyId ?? null,
-      ],
+    await this.submissions.storeTokenCard(
+      m,
+      merchantId,
+      row.id,
+      { bin: card.bin, last4: card.last4, network: card.network, paymentMethod: card.paymentMethod },
+      fingerprint,
     );
   }
 
@@ -323,7 +283,7 @@ export class ReviewService {
    * announced in this database transaction. A transaction stopped meanwhile (refund call before
    * the review) is left to its stop. Returns outbox ids to publish after commit.
    */
-  private async schedule(m: EntityManager, row: PendingRow): Promise<string[]> {
+  private async schedule(m: EntityManager, merchantId: string, row: PendingRow): Promise<string[]> {
     const plan = firstAttemptAt({
       startedAt: new Date(row.submitted_ts),
       now: new Date(),
@@ -337,23 +297,12 @@ export class ReviewService {
       // auth_code_description is our reading of the response code the merchant sent (spec: the
       // service's interpretation of the provider response); each attempt then updates it.
       const { description } = classifyDecline({ network: row.card_network, responseCode: row.auth_code });
-      await m.query(
-        `UPDATE transactions SET review_status = 'passed', updated_at = now(), auth_code_description = $3,
-           next_attempt_at = CASE WHEN stop_requested_at IS NULL THEN $2::timestamptz END WHERE id = $1`,
-        [row.id, plan.at, description],
-      );
+      await this.submissions.passWithFirstAttempt(m, merchantId, row.id, plan.at, description);
       return [];
     }
-    await m.query(`UPDATE transactions SET review_status = 'passed', updated_at = now() WHERE id = $1`, [row.id]);
-    // TypeORM answers an UPDATE with [rows, affected].
-    const [, affected]: [unknown[], number] = await m.query(
-      `UPDATE transactions SET status = $2, status_changed_at = now(), auth_code_description = 'Hard Failure',
-         next_attempt_at = NULL, updated_at = now() WHERE id = $1 AND stop_requested_at IS NULL`,
-      [row.id, TransactionStatus.Cancelled],
-    );
-    if (affected === 0) return [];
+    if (!(await this.submissions.passWithoutAttempts(m, merchantId, row.id, TransactionStatus.Cancelled))) return [];
     this.logger.log({ reason: plan.reason }, 'original decline is not retryable: cancelled without attempts');
-    const txn = await m.getRepository(TransactionEntity).findOneOrFail({ where: { id: row.id } });
+    const txn = await this.submissions.transaction(m, merchantId, row.id);
     return announceTransaction(m, txn, EventName.RetryFailed, new Date());
   }
 }

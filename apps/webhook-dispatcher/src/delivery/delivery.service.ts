@@ -1,32 +1,17 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { MerchantsRepository, type MerchantEntity } from '@retain/db';
+import {
+  MerchantsRepository,
+  WebhookMessagesRepository,
+  type ClaimedWebhookMessage,
+  type MerchantEntity,
+  type WebhookAttemptRecord,
+} from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import { OutboxRelay, groupCommit } from '@retain/queues';
 import axios, { type AxiosInstance } from 'axios';
 import { Webhook } from 'standardwebhooks';
-import { DataSource } from 'typeorm';
 import { literalAddressAllowed, webhookAgents } from './address-guard';
-
-interface ClaimedMessage {
-  message_id: string;
-  merchant_id: string;
-  body: { header: Record<string, unknown>; content: unknown };
-  attempt_count: number;
-}
-
-/** The outcome of one attempt, written with its delivery-log row in one grouped statement. */
-interface AttemptRecord {
-  message_id: string;
-  /** The outbox row of the job that made this attempt, completed in the same statement. */
-  outbox_id: string | null;
-  /** null: no attempt was made (no endpoint), so no delivery-log row. */
-  log: { attempt: number; attempted_at: string; url: string; latency_ms: number; error: string | null } | null;
-  status: 'pending' | 'delivered' | 'gone' | 'dead' | 'no_endpoint';
-  status_code: number | null;
-  delay_ms: number | null;
-  last_error: string | null;
-}
 
 /** How long a claimed attempt is leased before a tick may hand the message out again. */
 const LEASE_SECONDS = 60;
@@ -49,11 +34,11 @@ export type DeliveryResult = 'delivered' | 'retry' | 'dead' | 'gone' | 'no_endpo
 export class DeliveryService {
   private readonly logger = new Logger(DeliveryService.name);
   private readonly http: AxiosInstance;
-  private readonly merchants: MerchantsRepository;
   private readonly merchantCache = new Map<string, { at: number; value: CachedMerchant | null }>();
 
   constructor(
-    private readonly db: DataSource,
+    private readonly messages: WebhookMessagesRepository,
+    private readonly merchants: MerchantsRepository,
     private readonly metrics: RetainMetrics,
     private readonly relay: OutboxRelay,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
@@ -68,23 +53,14 @@ export class DeliveryService {
       responseType: 'text',
       transformResponse: (d: unknown) => d,
     });
-    this.merchants = new MerchantsRepository(db, config.cardKeys);
   }
 
   /**
    * Claims due attempts (one worker per attempt): many concurrent jobs, one UPDATE. A message
    * named twice in one batch (a duplicate job) is handed to the first caller only.
    */
-  private readonly claim = groupCommit<string, ClaimedMessage | null>(async (ids) => {
-    // TypeORM answers an UPDATE ... RETURNING with [rows, affected].
-    const [rows]: [ClaimedMessage[], number] = await this.db.query(
-      `UPDATE webhook_messages SET attempt_count = attempt_count + 1,
-              next_attempt_at = now() + ($2::int * interval '1 second'), updated_at = now()
-        WHERE message_id = ANY($1::bpchar[]) AND status = 'pending'
-          AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-        RETURNING message_id, merchant_id, body, attempt_count`,
-      [ids, LEASE_SECONDS],
-    );
+  private readonly claim = groupCommit<string, ClaimedWebhookMessage | null>(async (ids) => {
+    const rows = await this.messages.claimDue(ids, LEASE_SECONDS);
     const byId = new Map(rows.map((r) => [r.message_id, r]));
     return ids.map((id) => {
       const row = byId.get(id) ?? null;
@@ -94,29 +70,8 @@ export class DeliveryService {
   });
 
   /** Records attempts: the delivery-log rows and the messages' new states, many in one statement. */
-  private readonly record = groupCommit<AttemptRecord, void>(async (records) => {
-    await this.db.query(
-      `WITH x AS (
-         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(message_id char(27), outbox_id uuid, log jsonb,
-           status varchar, status_code int, delay_ms int, last_error text)
-       ), done AS (
-         UPDATE outbox SET completed_at = now()
-          WHERE id IN (SELECT outbox_id FROM x WHERE outbox_id IS NOT NULL) AND completed_at IS NULL
-       ), log AS (
-         INSERT INTO webhook_deliveries (message_id, attempt, attempted_at, url, status_code, latency_ms, error)
-         SELECT x.message_id, (x.log->>'attempt')::int, (x.log->>'attempted_at')::timestamptz, x.log->>'url',
-                x.status_code, (x.log->>'latency_ms')::int, x.log->>'error'
-           FROM x WHERE x.log IS NOT NULL AND jsonb_typeof(x.log) = 'object'
-       )
-       UPDATE webhook_messages m SET status = x.status,
-              next_attempt_at = CASE WHEN x.status = 'pending'
-                THEN now() + (x.delay_ms * interval '1 millisecond') ELSE NULL END,
-              last_status_code = x.status_code, last_error = x.last_error,
-              delivered_at = CASE WHEN x.status = 'delivered' THEN now() ELSE m.delivered_at END,
-              dead_at = CASE WHEN x.status = 'dead' THEN now() ELSE m.dead_at END, updated_at = now()
-         FROM x WHERE m.message_id = x.message_id AND m.status = 'pending'`,
-      [JSON.stringify(records)],
-    );
+  private readonly record = groupCommit<WebhookAttemptRecord, void>(async (records) => {
+    await this.messages.recordAttempts(records);
     return records.map(() => undefined);
   });
 
@@ -178,7 +133,7 @@ export class DeliveryService {
           ? '410'
           : `${Math.floor(statusCode / 100)}xx`;
     this.metrics.webhookDeliveries.inc({ result: resultLabel });
-    const outcome = (status: AttemptRecord['status'], lastError: string | null, delayMs: number | null = null) =>
+    const outcome = (status: WebhookAttemptRecord['status'], lastError: string | null, delayMs: number | null = null) =>
       this.record({
         message_id: claimed.message_id,
         outbox_id: outboxId,

@@ -1,8 +1,8 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
+import { WebhookMessagesRepository } from '@retain/db';
 import { RETAIN_CONFIG } from '@retain/platform';
 import { QueueName, QueueRegistry } from '@retain/queues';
-import { DataSource } from 'typeorm';
 
 /**
  * The job id of one delivery attempt: unique per (message, replay generation, attempt). A replay
@@ -26,7 +26,7 @@ export class RetryTickService implements OnModuleInit, OnApplicationShutdown {
   private running = false;
 
   constructor(
-    private readonly db: DataSource,
+    private readonly messages: WebhookMessagesRepository,
     private readonly queues: QueueRegistry,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
   ) {}
@@ -44,10 +44,7 @@ export class RetryTickService implements OnModuleInit, OnApplicationShutdown {
     if (this.running) return 0;
     this.running = true;
     try {
-      const due: { message_id: string; attempt_count: number; replay_count: number }[] = await this.db.query(
-        `SELECT message_id, attempt_count, replay_count FROM webhook_messages
-          WHERE status = 'pending' AND next_attempt_at <= now() ORDER BY next_attempt_at LIMIT 1000`,
-      );
+      const due = await this.messages.dueForDelivery(1000);
       if (due.length === 0) return 0;
       await this.queues.get(QueueName.WebhookDeliver).addBulk(
         due.map((m) => ({

@@ -5,3 +5,6 @@ export * from './refunds.repository';
 export * from './processor-accounts.repository';
 export * from './attempts.repository';
 export * from './processor-throttles.repository';
+export * from './attempt-schedule.repository';
+export * from './submissions.repository';
+export * from './webhook-messages.repository';

@@ -1,4 +1,4 @@
-import type { DataSource } from 'typeorm';
+import { In, type DataSource, type EntityManager } from 'typeorm';
 import { RefundEntity, TransactionEntity } from '../entities';
 import { refundView } from './transaction-view';
 
@@ -72,5 +72,67 @@ export class RefundsRepository {
     const page = rows.slice(0, f.limit);
     if (backwards) page.reverse();
     return { data: page.map((r) => refundView(r, r.txn.merchantTxnId)), hasMore, backwards };
+  }
+
+  // ---- refund requests (POST /retain/refunds), inside the caller's transaction ----
+
+  /**
+   * Locks the merchant's transactions with these ids in merchant_txn_id order (the review's order
+   * too, so two calls touching the same transactions cannot deadlock). FOR NO KEY UPDATE: the key
+   * never changes here, so inserts that reference the row (attempts, refunds) are not blocked.
+   */
+  lockTransactions(m: EntityManager, merchantId: string, merchantTxnIds: string[]): Promise<TransactionEntity[]> {
+    return m.getRepository(TransactionEntity).find({
+      where: { merchantId, merchantTxnId: In(merchantTxnIds) },
+      order: { merchantTxnId: 'ASC' },
+      lock: { mode: 'for_no_key_update' },
+    });
+  }
+
+  /** Writes a transaction the caller holds locked (one UPDATE of its changed columns). */
+  async saveTransaction(m: EntityManager, txn: TransactionEntity): Promise<void> {
+    await m.save(txn);
+  }
+
+  /** The minor units of the transaction's refunds that have not failed. */
+  async refundedMinor(m: EntityManager, merchantId: string, transactionId: string): Promise<bigint> {
+    const [{ sum }]: { sum: string }[] = await m.query(
+      `SELECT COALESCE(sum(amount_minor), 0)::text AS sum FROM refunds
+        WHERE transaction_id = $1 AND merchant_id = $2 AND kind = 'refund' AND status <> 'Failed'`,
+      [transactionId, merchantId],
+    );
+    return BigInt(sum);
+  }
+
+  /** The transaction's oldest refund in `status`, if any. */
+  firstWithStatus(
+    m: EntityManager,
+    merchantId: string,
+    transactionId: string,
+    status: string,
+  ): Promise<RefundEntity | null> {
+    return m.getRepository(RefundEntity).findOne({
+      where: { merchantId, transactionId, status },
+      order: { requestedAt: 'ASC' },
+    });
+  }
+
+  async insert(
+    m: EntityManager,
+    refund: Pick<
+      RefundEntity,
+      | 'vid'
+      | 'merchantId'
+      | 'transactionId'
+      | 'kind'
+      | 'amountMinor'
+      | 'currency'
+      | 'status'
+      | 'previousStatus'
+      | 'requestedAt'
+      | 'timestamp'
+    >,
+  ): Promise<void> {
+    await m.getRepository(RefundEntity).insert(refund);
   }
 }

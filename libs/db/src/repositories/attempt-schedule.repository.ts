@@ -1,0 +1,67 @@
+import { newRetainTransactionId, newVid } from '@retain/domain';
+import type { EntityManager } from 'typeorm';
+
+interface DueRow {
+  id: string;
+  merchant_id: string;
+  attempt_count: number;
+  next_attempt_at: Date;
+  amount_minor: string;
+  currency: string;
+  card_hmac: string | null;
+  card_network: string | null;
+}
+
+/**
+ * The retry schedule: transactions whose next attempt is due (next_attempt_at) turned into pending
+ * attempt rows. Spans every merchant by design: it is the scheduler tick's own work, and each
+ * attempt row it writes carries its transaction's merchant id from there on.
+ */
+export class AttemptScheduleRepository {
+  /**
+   * Claims up to `limit` due transactions (FOR UPDATE SKIP LOCKED: several workers may tick at once
+   * without handing out the same transaction twice), writes one pending attempt per transaction and
+   * clears next_attempt_at (at most one attempt in flight). Runs in the caller's transaction, which
+   * also writes the outbox rows; returns the new attempts' ids.
+   */
+  async claimDue(m: EntityManager, limit: number): Promise<string[]> {
+    const due: DueRow[] = await m.query(
+      `SELECT id, merchant_id, attempt_count, next_attempt_at, amount_minor, currency, card_hmac, card_network
+         FROM transactions
+        WHERE next_attempt_at <= now() AND review_status = 'passed' AND status IN ('Failed', 'In Retry')
+          AND stop_requested_at IS NULL
+        ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED`,
+      [limit],
+    );
+    if (due.length === 0) return [];
+    const attempts = due.map((t) => ({
+      vid: newVid(),
+      rtid: newRetainTransactionId(),
+      transaction_id: t.id,
+      merchant_id: t.merchant_id,
+      retry_number: t.attempt_count + 1,
+      scheduled_for: new Date(t.next_attempt_at).toISOString(),
+      amount_minor: t.amount_minor,
+      currency: t.currency,
+      card_hmac: t.card_hmac,
+      card_network: t.card_network,
+    }));
+    const inserted: { id: string }[] = await m.query(
+      `INSERT INTO attempts (vid, retain_transaction_id, transaction_id, merchant_id, retry_number, state,
+         scheduled_for, amount_minor, currency, card_hmac, card_network)
+       SELECT x.vid, x.rtid, x.transaction_id, x.merchant_id, x.retry_number, 'pending', x.scheduled_for,
+              x.amount_minor, x.currency, x.card_hmac, x.card_network
+         FROM jsonb_to_recordset($1::jsonb) AS x(vid text, rtid text, transaction_id uuid, merchant_id uuid,
+           retry_number int, scheduled_for timestamptz, amount_minor bigint, currency text, card_hmac text,
+           card_network text)
+       RETURNING id`,
+      [JSON.stringify(attempts)],
+    );
+    await m.query(
+      `UPDATE transactions SET next_attempt_at = NULL, attempt_count = attempt_count + 1, updated_at = now()
+        WHERE id = ANY($1::uuid[])`,
+      [due.map((t) => t.id)],
+    );
+    return inserted.map((a) => a.id);
+  }
+}

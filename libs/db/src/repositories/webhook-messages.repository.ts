@@ -1,0 +1,152 @@
+import type { DataSource } from 'typeorm';
+
+/** A push message claimed for one delivery attempt. */
+export interface ClaimedWebhookMessage {
+  message_id: string;
+  merchant_id: string;
+  body: { header: Record<string, unknown>; content: unknown };
+  attempt_count: number;
+}
+
+/** The outcome of one delivery attempt, written with its delivery-log row. */
+export interface WebhookAttemptRecord {
+  message_id: string;
+  /** The outbox row of the job that made this attempt, completed in the same statement. */
+  outbox_id: string | null;
+  /** null: no attempt was made (no endpoint), so no delivery-log row. */
+  log: { attempt: number; attempted_at: string; url: string; latency_ms: number; error: string | null } | null;
+  status: 'pending' | 'delivered' | 'gone' | 'dead' | 'no_endpoint';
+  status_code: number | null;
+  delay_ms: number | null;
+  last_error: string | null;
+}
+
+export interface DueWebhookMessage {
+  message_id: string;
+  attempt_count: number;
+  replay_count: number;
+}
+
+/**
+ * Push messages (webhook_messages) and their delivery log (webhook_deliveries). The dispatcher's
+ * methods are id-scoped by design: a delivery job carries only the message id, and the claim hands
+ * back the message's merchant id, which the caller carries from there. The retry tick and the
+ * operator's methods (replay, log, list, counts) span every merchant on purpose: they are the
+ * service's own work, never a merchant's read.
+ */
+export class WebhookMessagesRepository {
+  constructor(private readonly db: DataSource) {}
+
+  /**
+   * Claims due attempts of these messages (one UPDATE for many): each is leased for `leaseSeconds`
+   * and its attempt counted. Messages not pending or not due are left out of the answer.
+   */
+  async claimDue(ids: readonly string[], leaseSeconds: number): Promise<ClaimedWebhookMessage[]> {
+    // TypeORM answers an UPDATE ... RETURNING with [rows, affected].
+    const [rows]: [ClaimedWebhookMessage[], number] = await this.db.query(
+      `UPDATE webhook_messages SET attempt_count = attempt_count + 1,
+              next_attempt_at = now() + ($2::int * interval '1 second'), updated_at = now()
+        WHERE message_id = ANY($1::bpchar[]) AND status = 'pending'
+          AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+        RETURNING message_id, merchant_id, body, attempt_count`,
+      [ids, leaseSeconds],
+    );
+    return rows;
+  }
+
+  /**
+   * Records attempts in ONE statement: the jobs' outbox rows completed, the delivery-log rows
+   * inserted and the messages' new states (a message no longer pending is left as it is).
+   */
+  async recordAttempts(records: readonly WebhookAttemptRecord[]): Promise<void> {
+    await this.db.query(
+      `WITH x AS (
+         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(message_id char(27), outbox_id uuid, log jsonb,
+           status varchar, status_code int, delay_ms int, last_error text)
+       ), done AS (
+         UPDATE outbox SET completed_at = now()
+          WHERE id IN (SELECT outbox_id FROM x WHERE outbox_id IS NOT NULL) AND completed_at IS NULL
+       ), log AS (
+         INSERT INTO webhook_deliveries (message_id, attempt, attempted_at, url, status_code, latency_ms, error)
+         SELECT x.message_id, (x.log->>'attempt')::int, (x.log->>'attempted_at')::timestamptz, x.log->>'url',
+                x.status_code, (x.log->>'latency_ms')::int, x.log->>'error'
+           FROM x WHERE x.log IS NOT NULL AND jsonb_typeof(x.log) = 'object'
+       )
+       UPDATE webhook_messages m SET status = x.status,
+              next_attempt_at = CASE WHEN x.status = 'pending'
+                THEN now() + (x.delay_ms * interval '1 millisecond') ELSE NULL END,
+              last_status_code = x.status_code, last_error = x.last_error,
+              delivered_at = CASE WHEN x.status = 'delivered' THEN now() ELSE m.delivered_at END,
+              dead_at = CASE WHEN x.status = 'dead' THEN now() ELSE m.dead_at END, updated_at = now()
+         FROM x WHERE m.message_id = x.message_id AND m.status = 'pending'`,
+      [JSON.stringify(records)],
+    );
+  }
+
+  /** Pending messages whose next attempt is due, oldest first (all merchants: the retry tick). */
+  dueForDelivery(limit: number): Promise<DueWebhookMessage[]> {
+    return this.db.query(
+      `SELECT message_id, attempt_count, replay_count FROM webhook_messages
+        WHERE status = 'pending' AND next_attempt_at <= now() ORDER BY next_attempt_at LIMIT $1`,
+      [limit],
+    );
+  }
+
+  /**
+   * Puts a message back to pending, due now, as a new replay generation (fresh delivery job ids).
+   * False when there is no such message.
+   */
+  async replay(messageId: string): Promise<boolean> {
+    const [rows]: [{ message_id: string }[], number] = await this.db.query(
+      `UPDATE webhook_messages SET status = 'pending', next_attempt_at = now(), attempt_count = 0,
+              replay_count = replay_count + 1, dead_at = NULL, updated_at = now()
+        WHERE message_id = $1 RETURNING message_id`,
+      [messageId],
+    );
+    return rows.length > 0;
+  }
+
+  /** Replays every dead message that died at or after `since`; returns their ids. */
+  async replayDead(since: Date): Promise<string[]> {
+    const [rows]: [{ message_id: string }[], number] = await this.db.query(
+      `UPDATE webhook_messages SET status = 'pending', next_attempt_at = now(), attempt_count = 0,
+              replay_count = replay_count + 1, dead_at = NULL, updated_at = now()
+        WHERE status = 'dead' AND dead_at >= $1 RETURNING message_id`,
+      [since],
+    );
+    return rows.map((r) => r.message_id);
+  }
+
+  /** A message and every delivery attempt in order; null when there is no such message. */
+  async withDeliveries(messageId: string): Promise<Record<string, unknown> | null> {
+    const [message]: Record<string, unknown>[] = await this.db.query(
+      `SELECT message_id, event_name, payload_id, status, attempt_count, next_attempt_at, last_status_code,
+              last_error, delivered_at, dead_at, created_at FROM webhook_messages WHERE message_id = $1`,
+      [messageId],
+    );
+    if (!message) return null;
+    const attempts: Record<string, unknown>[] = await this.db.query(
+      `SELECT attempt, attempted_at, url, status_code, latency_ms, error FROM webhook_deliveries
+        WHERE message_id = $1 ORDER BY id`,
+      [messageId],
+    );
+    return { ...message, attempts };
+  }
+
+  /** Newest messages first, optionally of one status. */
+  list(status: string | null, limit: number): Promise<Record<string, unknown>[]> {
+    return this.db.query(
+      `SELECT message_id, event_name, status, attempt_count, last_status_code, created_at FROM webhook_messages
+        WHERE ($1::text IS NULL OR status = $1) ORDER BY created_at DESC LIMIT $2`,
+      [status, limit],
+    );
+  }
+
+  /** Dead messages waiting for a replay. */
+  async countDead(): Promise<number> {
+    const [dead]: { count: string }[] = await this.db.query(
+      `SELECT count(*) AS count FROM webhook_messages WHERE status = 'dead'`,
+    );
+    return Number(dead!.count);
+  }
+}
