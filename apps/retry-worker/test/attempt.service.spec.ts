@@ -34,6 +34,8 @@ import { TickProcessor } from '../src/scheduler/tick.processor';
 /** The sandbox on Postgres, whose lookups can be made to fail (the processor unreachable). */
 class ControllableProcessor implements PaymentProcessor {
   failLookups = false;
+  /** Lookups answer like a real adapter whose lookup or replay met a wire failure (timeout, 5xx). */
+  lookupsTimeOut = false;
   /** The next charge answers 429 with this Retry-After (ms). */
   rateLimitNext: number | null = null;
   constructor(private readonly inner: SandboxProcessor) {}
@@ -53,6 +55,7 @@ class ControllableProcessor implements PaymentProcessor {
   }
   async lookupCharge(key: string) {
     if (this.failLookups) throw new Error('processor unreachable');
+    if (this.lookupsTimeOut) return { outcome: 'error' as const, message: 'Stripe unreachable or timed out' };
     return this.inner.lookupCharge(key);
   }
   refund(req: RefundRequest) {
@@ -467,6 +470,23 @@ describe('attempt service: every branch of prepare and record', () => {
     const text = await metrics.registry.metrics();
     const gauge = /^retain_unreconciled_attempts(?:\{[^}]*\})? (\d+)/m.exec(text);
     expect(Number(gauge?.[1])).toBeGreaterThanOrEqual(1);
+  });
+
+  it('lookups that answer a wire error never settle the attempt as not charged: unknown, then the alert', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    const a = await unknownAttempt(t, config.reconcileAlertMs + config.reconcileNotFoundMs + MIN);
+    processor.lookupsTimeOut = true;
+    try {
+      await tick.process();
+    } finally {
+      processor.lookupsTimeOut = false;
+    }
+    const [row] = await db.query(`SELECT state, alerted_at FROM attempts WHERE id = $1`, [a.id]);
+    expect(row.state).toBe('unknown');
+    expect(row.alerted_at).not.toBeNull();
+    const txn = await txnRow(t.id);
+    expect(txn.status).toBe('In Retry');
+    expect(txn.next_attempt_at).toBeNull();
   });
 
   it('an attempt settled as not charged turns out captured before the next attempt: recorded, no new charge', async () => {

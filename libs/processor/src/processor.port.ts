@@ -64,6 +64,12 @@ export type ChargeResult =
       message: string;
       /** The processor asked to slow down (429 Retry-After, in ms): slow this merchant's attempts. */
       retryAfterMs?: number | null;
+      /**
+       * Set only by a lookup: the processor's own record for this key is this error, so nothing was
+       * charged under it. Without it, an `error` from a lookup means the lookup itself got no answer
+       * (the charge may still have gone through) and the attempt stays unknown.
+       */
+      settled?: boolean;
     };
 
 export interface RefundRequest {

@@ -78,13 +78,16 @@ export class ReconcileService {
     if (row.state === AttemptState.Error) return this.watchLate(row, found, now);
 
     const ageMs = now - new Date(row.prepared_at ?? now).getTime();
-    const reading: LookupReading | 'lookup-failed' = lookupFailed
-      ? 'lookup-failed'
-      : found?.outcome === 'approved'
-        ? 'captured'
-        : found?.outcome === 'declined'
-          ? 'declined'
-          : 'no-decision';
+    // An error the lookup brought back is no answer (the lookup or its replay met a timeout, a 5xx):
+    // only the processor's settled record of an error says nothing was charged.
+    const reading: LookupReading | 'lookup-failed' =
+      lookupFailed || (found?.outcome === 'error' && !found.settled)
+        ? 'lookup-failed'
+        : found?.outcome === 'approved'
+          ? 'captured'
+          : found?.outcome === 'declined'
+            ? 'declined'
+            : 'no-decision';
     const scale = this.config.retryTimeScale;
     const decision = reconcileDecision(reading, ageMs, {
       notFoundAfterMs: this.config.reconcileNotFoundMs / scale,

@@ -72,9 +72,9 @@ export class SandboxProcessor implements PaymentProcessor {
 
   async lookupCharge(idempotencyKey: string, original?: ChargeRequest): Promise<ChargeResult | null> {
     const stored = await this.ledger.get(idempotencyKey);
-    if (stored?.kind === 'charge') return stored.result as ChargeResult;
+    if (stored?.kind === 'charge') return settledAnswer(stored.result as ChargeResult);
     // Like the real processors' same-key replay: with the original, the attempt's one charge.
-    if (original && original.idempotencyKey === idempotencyKey) return this.charge(original);
+    if (original && original.idempotencyKey === idempotencyKey) return settledAnswer(await this.charge(original));
     return null;
   }
 
@@ -162,3 +162,8 @@ function panOfToken(token: string): string | null {
 
 /** A processor-side id derived from the key: stable, and reveals nothing about the card. */
 const opaqueId = (key: string): string => createHash('sha256').update(`sandbox:${key}`).digest('hex').slice(0, 24);
+
+/** The ledger is the sandbox's own record: an error stored under a key charged nothing under it. */
+function settledAnswer(result: ChargeResult): ChargeResult {
+  return result.outcome === 'error' ? { ...result, settled: true } : result;
+}
