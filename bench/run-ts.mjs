@@ -1,36 +1,9 @@
-// Runs one TypeScript entry without a build: `node bench/run-ts.mjs <entry.ts> [args]`.
-// Each .ts file is compiled with swc when first required (CommonJS, decorator metadata, the
-// @retain/* aliases rewritten to relative paths), the same options as tools/build.mjs.
-import { transformSync } from '@swc/core';
-import { readFileSync } from 'node:fs';
+// Runs one TypeScript entry without a build: `node bench/run-ts.mjs <entry.ts> [args]` (see ts-hook.mjs).
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import './ts-hook.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const tsconfig = JSON.parse(readFileSync(path.join(root, 'tsconfig.base.json'), 'utf8'));
 const require = createRequire(import.meta.url);
-
-const swcOptions = (filename) => ({
-  filename,
-  sourceMaps: 'inline',
-  module: { type: 'commonjs' },
-  jsc: {
-    target: 'es2022',
-    parser: { syntax: 'typescript', decorators: true },
-    transform: { legacyDecorator: true, decoratorMetadata: true, useDefineForClassFields: false },
-    keepClassNames: true,
-    baseUrl: root,
-    paths: tsconfig.compilerOptions.paths,
-  },
-});
-
-// require.extensions is deprecated but is still the one synchronous hook for CommonJS loading.
-require.extensions['.ts'] = (module, filename) => {
-  const { code } = transformSync(readFileSync(filename, 'utf8'), swcOptions(filename));
-  module._compile(code, filename);
-};
-
 const entry = process.argv[2];
 if (!entry) {
   console.error('usage: node bench/run-ts.mjs <entry.ts> [args]');

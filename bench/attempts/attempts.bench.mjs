@@ -2,7 +2,7 @@
 // transactions on distinct cards, so no network limit interferes), against a BullMQ no-op worker
 // at the same concurrency (16) draining the same number of jobs in the same run. Prints the ratio.
 // With `--processor stripe` the merchant has a Stripe account pointed at the local Stripe wire fake
-// (libs/processor/src/testing), so every attempt goes through the real Stripe SDK and HTTP.
+// (libs/processor/test), so every attempt goes through the real Stripe SDK and HTTP.
 // Run: node bench/attempts/attempts.bench.mjs [count] [--processor sandbox|stripe]
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -23,7 +23,9 @@ const { createRedis } = require(path.join(root, 'dist/libs/queues/src/index.js')
 let stripeFake = null;
 if (PROCESSOR === 'stripe') {
   // The merchant's Stripe account, as `processor set` stores it, pointed at the fake.
-  const { StripeFake } = require(path.join(root, 'dist/libs/processor/src/index.js'));
+  // The wire fake is test support, never built into dist/: loaded from its TypeScript source.
+  await import('../ts-hook.mjs');
+  const { StripeFake } = require(path.join(root, 'libs/processor/test/stripe-fake.ts'));
   const { ProcessorAccountsRepository } = require(path.join(root, 'dist/libs/db/src/index.js'));
   const { loadConfig } = require(path.join(root, 'dist/libs/config/src/index.js'));
   stripeFake = new StripeFake('sk_test_benchRetainFake01');

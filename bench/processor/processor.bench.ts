@@ -1,19 +1,19 @@
 // Charges/s through the real SDK-based adapters against their local wire fakes (Stripe over HTTP,
 // Adyen over HTTPS), at 16 concurrent charges, beside the sandbox processor with an in-memory ledger.
-// The retry worker does not choose adapters by account yet, so this measures the adapter layer alone.
+// This measures the adapter layer alone (bench/attempts --processor stripe measures the whole attempt).
 // Run: node bench/run-ts.mjs bench/processor/processor.bench.ts [count]
 import { performance } from 'node:perf_hooks';
 import {
-  AdyenFake,
   AdyenProcessor,
   MemorySandboxLedger,
   SandboxProcessor,
-  StripeFake,
   StripeProcessor,
   type ChargeRequest,
   type PaymentInstrument,
   type PaymentProcessor,
 } from '@retain/processor';
+import { AdyenFake } from '../../libs/processor/test/adyen-fake';
+import { StripeFake } from '../../libs/processor/test/stripe-fake';
 
 const N = Number(process.argv[2] ?? 2000);
 const CONCURRENCY = 16;

@@ -3,7 +3,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdyenFake, StripeFake } from '@retain/processor';
+// The wire fakes are test support of libs/processor (its test/ folder: never built into dist/).
+import { AdyenFake } from '../../libs/processor/test/adyen-fake';
+import { StripeFake } from '../../libs/processor/test/stripe-fake';
 import {
   ApiClient,
   closeTestDb,

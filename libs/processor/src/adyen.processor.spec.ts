@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AdyenProcessor } from './adyen.processor';
 import type { ChargeRequest } from './processor.port';
 import { ProcessorUnavailableError } from './processor.port';
-import { AdyenFake } from './testing/adyen-fake';
+import { AdyenFake } from '../test/adyen-fake';
 
 const fake = new AdyenFake();
 let base = '';

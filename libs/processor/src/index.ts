@@ -8,6 +8,3 @@ export * from './wire';
 export * from './sandbox/sandbox-ledger';
 export * from './sandbox/sandbox-model';
 export * from './sandbox/sandbox.processor';
-export * from './testing/fake-server';
-export * from './testing/stripe-fake';
-export * from './testing/adyen-fake';

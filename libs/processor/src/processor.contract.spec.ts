@@ -4,8 +4,8 @@ import type { ChargeRequest, ChargeResult, PaymentInstrument, PaymentProcessor }
 import { MemorySandboxLedger } from './sandbox/sandbox-ledger';
 import { SandboxProcessor } from './sandbox/sandbox.processor';
 import { STRIPE_KEY_METADATA, StripeProcessor } from './stripe.processor';
-import { AdyenFake } from './testing/adyen-fake';
-import { StripeFake } from './testing/stripe-fake';
+import { AdyenFake } from '../test/adyen-fake';
+import { StripeFake } from '../test/stripe-fake';
 
 /**
  * The port's contract: the sandbox and the real adapters (against their wire fakes) behave alike

@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ChargeRequest } from './processor.port';
 import { ProcessorUnavailableError } from './processor.port';
 import { STRIPE_KEY_METADATA, StripeProcessor } from './stripe.processor';
-import { StripeFake } from './testing/stripe-fake';
+import { StripeFake } from '../test/stripe-fake';
 
 const fake = new StripeFake('sk_test_retain_spec');
 let base = '';

@@ -1,6 +1,6 @@
 import https from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { leadingCode, retryAfterMs } from '../wire';
+import { leadingCode, retryAfterMs } from '../src/wire';
 import { AdyenFake } from './adyen-fake';
 import { StripeFake } from './stripe-fake';
 
