@@ -1,4 +1,5 @@
 export * from './state-machine';
+export * from './refund-outcome';
 export * from './stop-closure';
 export * from './transaction-events';
 // The status and push names stay in libs/domain (pure); re-exported so a reader of the rules finds them here.

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import { RefundEntity, RefundsRepository, TransactionEntity } from '@retain/db';
-import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
+import { EventName, TransactionStatus } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import {
   ProcessorUnavailableError,
@@ -9,7 +9,13 @@ import {
   type RefundResult,
   type TransactionProcessors,
 } from '@retain/processor';
-import { UNRESOLVED_ATTEMPT_STATES, announceTransaction, closeStopIfSettled, stopToRefund } from '@retain/recovery';
+import {
+  UNRESOLVED_ATTEMPT_STATES,
+  announceTransaction,
+  closeStopIfSettled,
+  recordRefundAnswer,
+  stopToRefund,
+} from '@retain/recovery';
 import { OutboxRelay } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
 
@@ -166,22 +172,9 @@ export class RefundBatchService {
 
   private async record(refundId: string, result: RefundResult): Promise<'completed' | 'failed' | 'skipped'> {
     const { outcome, outbox } = await this.db.transaction(async (m) => {
-      const refund = await m
-        .getRepository(RefundEntity)
-        .findOne({ where: { id: refundId }, lock: { mode: 'pessimistic_write' } });
-      if (!refund || refund.status !== RefundStatus.Processing) return { outcome: 'skipped' as const, outbox: [] };
-      const txn = await m
-        .getRepository(TransactionEntity)
-        .findOneOrFail({ where: { id: refund.transactionId }, lock: { mode: 'pessimistic_write' } });
-      const now = new Date();
-      const completed = result.outcome === 'completed';
-      Object.assign(refund, {
-        status: completed ? RefundStatus.Completed : RefundStatus.Failed,
-        timestamp: now,
-        processorRefundId: result.processorRefundId,
-        failureMessage: completed ? null : result.message,
-      });
-      await m.save(refund);
+      const recorded = await recordRefundAnswer(m, refundId, result);
+      if (!recorded) return { outcome: 'skipped' as const, outbox: [] };
+      const { refund, txn, completed, now } = recorded;
       await this.settleTransaction(m, txn, refund);
       const ids = await announceTransaction(
         m,

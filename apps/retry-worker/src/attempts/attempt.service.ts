@@ -40,6 +40,7 @@ import {
   canDropAttempt,
   canTransition,
   closeStopIfSettled,
+  recordRefundAnswer,
   stopToRefund,
   transition,
   unresolvedAttempts,
@@ -518,22 +519,9 @@ export class AttemptService {
   }
 
   private async recordLateRefund(m: EntityManager, refundId: string, result: RefundResult): Promise<string[]> {
-    const refund = await m
-      .getRepository(RefundEntity)
-      .findOne({ where: { id: refundId }, lock: { mode: 'pessimistic_write' } });
-    if (!refund || refund.status !== RefundStatus.Processing) return [];
-    const txn = await m
-      .getRepository(TransactionEntity)
-      .findOneOrFail({ where: { id: refund.transactionId }, lock: { mode: 'pessimistic_write' } });
-    const now = new Date();
-    const completed = result.outcome === 'completed';
-    Object.assign(refund, {
-      status: completed ? RefundStatus.Completed : RefundStatus.Failed,
-      timestamp: now,
-      processorRefundId: result.processorRefundId,
-      failureMessage: completed ? null : result.message,
-    });
-    await m.save(refund);
+    const recorded = await recordRefundAnswer(m, refundId, result);
+    if (!recorded) return [];
+    const { txn, completed, now } = recorded;
     const { to, announces } = transition(txn.status, completed ? 'refundCompleted' : 'refundFailed', {
       unresolvedAttempts: await unresolvedAttempts(m, txn.id),
     });
