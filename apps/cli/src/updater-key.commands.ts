@@ -14,7 +14,10 @@ export function registerUpdaterKeyCommands(merchant: Command, ctx: CliContext): 
   merchant
     .command('set-updater-key')
     .requiredOption('--login <login>')
-    .requiredOption('--public-key-file <file>', 'public key: JWK (JSON) or PEM; RSA (RSA-OAEP-256) or EC/X25519 (ECDH-ES)')
+    .requiredOption(
+      '--public-key-file <file>',
+      'public key: JWK (JSON) or PEM; RSA (RSA-OAEP-256) or EC/X25519 (ECDH-ES)',
+    )
     .action(async (o: { login: string; publicKeyFile: string }) => {
       let text: string;
       try {

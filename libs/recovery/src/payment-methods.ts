@@ -1,18 +1,5 @@
-import {
-  AttemptsRepository,
-  PaymentMethodsRepository,
-  TransactionEntity,
-  type PaymentMethodRow,
-} from '@retain/db';
-import {
-  cardDataVersion,
-  checkNetworkLimits,
-  newVid,
-  open,
-  seal,
-  type DataKey,
-  type LimitCheck,
-} from '@retain/domain';
+import { AttemptsRepository, PaymentMethodsRepository, TransactionEntity, type PaymentMethodRow } from '@retain/db';
+import { cardDataVersion, checkNetworkLimits, newVid, open, seal, type DataKey, type LimitCheck } from '@retain/domain';
 import type { EntityManager } from 'typeorm';
 
 /**

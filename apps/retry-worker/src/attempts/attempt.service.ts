@@ -315,7 +315,12 @@ export class AttemptService {
     // The attempt shows the payment method it charged (decisions §15), whatever the transaction charges later.
     attempt.paymentMethodRef = txn.paymentMethodRef;
     attempt.paymentMethodView = chargedPaymentMethodFields(txn);
-    await PaymentMethodsRepository.markAttemptPaymentMethod(m, attempt.id, txn.paymentMethodRef, attempt.paymentMethodView);
+    await PaymentMethodsRepository.markAttemptPaymentMethod(
+      m,
+      attempt.id,
+      txn.paymentMethodRef,
+      attempt.paymentMethodView,
+    );
   }
 
   /** Ready to charge; a transaction that can never be charged fails the job for good. */
@@ -478,7 +483,8 @@ export class AttemptService {
       timeScale: this.config.retryTimeScale,
     });
     // decisions §15: a card that can no longer be retried ends that card, not the transaction.
-    if (plan.kind === 'stop') plan = (await this.paymentMethods.fallbackPlan(m, txn, attempt, declined ? result : null, now)) ?? plan;
+    if (plan.kind === 'stop')
+      plan = (await this.paymentMethods.fallbackPlan(m, txn, attempt, declined ? result : null, now)) ?? plan;
     if (plan.kind === 'retry') {
       await setFields(m, TransactionEntity, txn, {
         status: transition(txn.status, 'retryScheduled', { unresolvedAttempts: 0 }).to,

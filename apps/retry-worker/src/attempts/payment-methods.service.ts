@@ -17,7 +17,13 @@ import {
   type Plan,
 } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
-import { ACCOUNT_UPDATER, NO_ACCOUNT_UPDATER, encryptCardUpdate, type AccountUpdater, type ChargeResult } from '@retain/processor';
+import {
+  ACCOUNT_UPDATER,
+  NO_ACCOUNT_UPDATER,
+  encryptCardUpdate,
+  type AccountUpdater,
+  type ChargeResult,
+} from '@retain/processor';
 import {
   adoptPaymentMethod,
   cardExpired,
@@ -102,7 +108,11 @@ export class PaymentMethodsService {
     if (!txn.paymentMethodRef || this.transactionExhausted(txn, attempt, now)) return null;
     const ref = txn.paymentMethodRef;
     if (result?.outcome === 'declined') {
-      const c = classifyDecline({ network: txn.cardNetwork ?? result.network, responseCode: result.responseCode, merchantAdviceCode: result.merchantAdviceCode });
+      const c = classifyDecline({
+        network: txn.cardNetwork ?? result.network,
+        responseCode: result.responseCode,
+        merchantAdviceCode: result.merchantAdviceCode,
+      });
       if (c.cardBlock === 'permanent') await PaymentMethodsRepository.end(m, txn.merchantId, ref, c.reason);
     }
     const amount = BigInt(txn.amountMinor);
@@ -118,7 +128,13 @@ export class PaymentMethodsService {
       if (next) target = { id: next.pm.id, at: next.at };
     }
     if (!target) return null;
-    await adoptPaymentMethod(m, this.config.cardKeys, txn.merchantId, txn.id, (await PaymentMethodsRepository.get(m, txn.merchantId, target.id))!);
+    await adoptPaymentMethod(
+      m,
+      this.config.cardKeys,
+      txn.merchantId,
+      txn.id,
+      (await PaymentMethodsRepository.get(m, txn.merchantId, target.id))!,
+    );
     await reloadTransaction(m, txn);
     // A fresh card is retried soon (like a cleared outage), within the transaction's budget and window.
     const plan = planNextAttempt({
@@ -150,7 +166,11 @@ export class PaymentMethodsService {
     const now = new Date();
     if (decline) {
       if (decline.outcome !== 'declined') return;
-      const c = classifyDecline({ network: txn.cardNetwork ?? decline.network, responseCode: decline.responseCode, merchantAdviceCode: decline.merchantAdviceCode });
+      const c = classifyDecline({
+        network: txn.cardNetwork ?? decline.network,
+        responseCode: decline.responseCode,
+        merchantAdviceCode: decline.merchantAdviceCode,
+      });
       if (c.cardBlock !== 'new-card-data') return;
     } else if (!cardExpired(txn.expirationDate, now)) {
       return;
@@ -166,8 +186,26 @@ export class PaymentMethodsService {
     let update: CardDataUpdate | null = null;
     if (answer.kind === 'updated') {
       const jwe = await encryptCardUpdate(key, { account: answer.pan, expiration_date: answer.expiration });
-      const c = answer.pan !== pan ? cardColumnsFromPan(this.config.cardKeys, this.config.cardFingerprintKeys, answer.pan) : null;
-      update = { expirationDate: answer.expiration, jwe, card: c ? { cardEnc: c.cardEnc, cardKeyId: c.cardKeyId, cardHmac: null, cardHmacKeyId: null, cardBin: c.cardBin, cardLast4: c.cardLast4, accountHash: c.accountHash, display: c.display } : null };
+      const c =
+        answer.pan !== pan
+          ? cardColumnsFromPan(this.config.cardKeys, this.config.cardFingerprintKeys, answer.pan)
+          : null;
+      update = {
+        expirationDate: answer.expiration,
+        jwe,
+        card: c
+          ? {
+              cardEnc: c.cardEnc,
+              cardKeyId: c.cardKeyId,
+              cardHmac: null,
+              cardHmacKeyId: null,
+              cardBin: c.cardBin,
+              cardLast4: c.cardLast4,
+              accountHash: c.accountHash,
+              display: c.display,
+            }
+          : null,
+      };
       if (c && update.card) {
         const [fp] = await settleCardFingerprints(this.db, txn.merchantId, [c.fingerprints]);
         update.card.cardHmac = fp?.value ?? null;
@@ -205,7 +243,10 @@ export class PaymentMethodsService {
     if (!pm) return;
     await adoptPaymentMethod(m, this.config.cardKeys, txn.merchantId, txn.id, pm);
     await reloadTransaction(m, txn);
-    await PaymentMethodsRepository.retargetAttempt(m, attempt.id, { cardHmac: txn.cardHmac, cardNetwork: txn.cardNetwork });
+    await PaymentMethodsRepository.retargetAttempt(m, attempt.id, {
+      cardHmac: txn.cardHmac,
+      cardNetwork: txn.cardNetwork,
+    });
     attempt.cardHmac = txn.cardHmac;
     attempt.cardNetwork = txn.cardNetwork;
   }

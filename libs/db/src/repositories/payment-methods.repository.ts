@@ -39,7 +39,16 @@ export interface PaymentMethodRow {
 /** What the account updater changed on a card (the number itself only when it changed). */
 export interface CardDataUpdate {
   expirationDate: string;
-  card?: { cardEnc: string; cardKeyId: string; cardHmac: string | null; cardHmacKeyId: string | null; cardBin: string; cardLast4: string; accountHash: string; display: string } | null;
+  card?: {
+    cardEnc: string;
+    cardKeyId: string;
+    cardHmac: string | null;
+    cardHmacKeyId: string | null;
+    cardBin: string;
+    cardLast4: string;
+    accountHash: string;
+    display: string;
+  } | null;
   /** The updated card as a compact JWE to the merchant's updater key, or null (no key). */
   jwe: string | null;
 }
@@ -114,10 +123,10 @@ export class PaymentMethodsRepository {
   }
 
   static async get(m: Sql, merchantId: string, id: string): Promise<PaymentMethodRow | null> {
-    const [row]: PaymentMethodRow[] = await m.query(`SELECT * FROM payment_methods WHERE id = $1 AND merchant_id = $2`, [
-      id,
-      merchantId,
-    ]);
+    const [row]: PaymentMethodRow[] = await m.query(
+      `SELECT * FROM payment_methods WHERE id = $1 AND merchant_id = $2`,
+      [id, merchantId],
+    );
     return row ?? null;
   }
 
@@ -136,11 +145,18 @@ export class PaymentMethodsRepository {
    * transaction ends: the in-flight check and the in-flight mark commit together.
    */
   static async lockAccount(m: EntityManager, merchantId: string, accountId: string): Promise<void> {
-    await m.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`retain:account:${merchantId}:${accountId}`]);
+    await m.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [
+      `retain:account:${merchantId}:${accountId}`,
+    ]);
   }
 
   /** Whether another attempt on this customer's transactions is at the processor right now. */
-  static async chargeInFlight(m: Sql, merchantId: string, accountId: string, exceptAttemptId: string): Promise<boolean> {
+  static async chargeInFlight(
+    m: Sql,
+    merchantId: string,
+    accountId: string,
+    exceptAttemptId: string,
+  ): Promise<boolean> {
     const rows: unknown[] = await m.query(
       `SELECT 1 FROM attempts a JOIN transactions t ON t.id = a.transaction_id
         WHERE a.state = 'pending' AND a.prepared_at IS NOT NULL AND a.id <> $3
@@ -160,7 +176,12 @@ export class PaymentMethodsRepository {
   }
 
   /** The account updater was asked about this card data (not asked again for the same data). */
-  static async markUpdaterChecked(m: EntityManager, merchantId: string, id: string, version: string | null): Promise<void> {
+  static async markUpdaterChecked(
+    m: EntityManager,
+    merchantId: string,
+    id: string,
+    version: string | null,
+  ): Promise<void> {
     await m.query(`UPDATE payment_methods SET updater_checked_version = $3 WHERE id = $1 AND merchant_id = $2`, [
       id,
       merchantId,
@@ -273,7 +294,10 @@ export class PaymentMethodsRepository {
     if (!merchant) return null;
     if (!key) {
       await m.query(`UPDATE payment_methods SET account_update_jwe = NULL WHERE merchant_id = $1`, [merchant.id]);
-      await m.query(`UPDATE transactions SET account_update_jwe = NULL WHERE merchant_id = $1 AND account_update_jwe IS NOT NULL`, [merchant.id]);
+      await m.query(
+        `UPDATE transactions SET account_update_jwe = NULL WHERE merchant_id = $1 AND account_update_jwe IS NOT NULL`,
+        [merchant.id],
+      );
     }
     return merchant;
   }

@@ -47,7 +47,8 @@ export function parseUpdaterPublicKey(text: string): UpdaterPublicKey {
   if (jwk.kty === 'EC' && ['P-256', 'P-384', 'P-521'].includes(String(jwk.crv))) {
     return { jwk: { kty: 'EC', crv: jwk.crv, x: jwk.x, y: jwk.y }, alg: 'ECDH-ES' };
   }
-  if (jwk.kty === 'OKP' && jwk.crv === 'X25519') return { jwk: { kty: 'OKP', crv: 'X25519', x: jwk.x }, alg: 'ECDH-ES' };
+  if (jwk.kty === 'OKP' && jwk.crv === 'X25519')
+    return { jwk: { kty: 'OKP', crv: 'X25519', x: jwk.x }, alg: 'ECDH-ES' };
   throw new Error('unsupported key type: use RSA (RSA-OAEP-256) or EC P-256/384/521 or X25519 (ECDH-ES)');
 }
 
