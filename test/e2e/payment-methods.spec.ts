@@ -94,7 +94,7 @@ describe('payment methods of an account, account updater, network tokens (end to
     card: string,
     expiry = '202912',
     extra: Record<string, unknown> = {},
-  ) => {
+  ): Record<string, unknown> => {
     const t = txn({}, card);
     return {
       ...t,
@@ -107,7 +107,7 @@ describe('payment methods of an account, account updater, network tokens (end to
       ...extra,
     };
   };
-  const networkToken = (accountId: string, last4: string) => {
+  const networkToken = (accountId: string, last4: string): Record<string, unknown> => {
     const t = txn();
     return {
       ...t,
@@ -266,7 +266,7 @@ describe('payment methods of an account, account updater, network tokens (end to
     );
     const r = await plainApi.submit(batch);
     expect(r.status, r.text).toBe(200);
-    for (const t of batch) expect((await untilFinal(plainApi, (t as { id: string }).id))[0].status).toBe('Captured');
+    for (const t of batch) expect((await untilFinal(plainApi, t['id'] as string))[0].status).toBe('Captured');
     const db = await testDb();
     const spans: { prepared_at: Date; processed_at: Date }[] = await db.query(
       `SELECT a.prepared_at, a.processed_at FROM attempts a JOIN transactions t ON t.id = a.transaction_id
