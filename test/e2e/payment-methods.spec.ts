@@ -281,4 +281,17 @@ describe('payment methods of an account, account updater, network tokens (end to
       );
     }
   });
+
+  it('never writes a card number, a cryptogram or an updated card to any log or job payload', async () => {
+    const logs = [...apps.values()].map((a) => a.logs()).join('\n');
+    expect(logs.length).toBeGreaterThan(1000);
+    for (const secret of [CRYPTOGRAM, '4000000000000341', '4000000000000259', '4000000000000507', '4111111111111111']) {
+      expect(logs.includes(secret), `a log contains ${secret.slice(0, 6)}…`).toBe(false);
+    }
+    const db = await testDb();
+    const [{ n }] = await db.query(`SELECT count(*)::int AS n FROM outbox WHERE payload::text LIKE $1`, [
+      `%${CRYPTOGRAM}%`,
+    ]);
+    expect(n).toBe(0);
+  });
 });

@@ -159,9 +159,7 @@ export class PaymentMethodsService {
    * payment method's end ("account closed").
    */
   async refreshCard(attemptId: string, decline: ChargeResult | null): Promise<void> {
-    const attempt = await this.db.getRepository(AttemptEntity).findOne({ where: { id: attemptId } });
-    if (!attempt) return;
-    const txn = await this.db.getRepository(TransactionEntity).findOne({ where: { id: attempt.transactionId } });
+    const txn = await PaymentMethodsRepository.transactionOfAttempt(this.db, attemptId);
     if (!txn?.paymentMethodRef || txn.cardKind === 'token') return;
     const now = new Date();
     if (decline) {

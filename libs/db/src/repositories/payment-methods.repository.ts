@@ -1,5 +1,5 @@
 import type { DataSource, EntityManager } from 'typeorm';
-import type { StoredPaymentMethod } from '../entities';
+import { AttemptEntity, TransactionEntity, type StoredPaymentMethod } from '../entities';
 
 /** Something that runs SQL: the DataSource outside a transaction, an EntityManager inside one. */
 type Sql = Pick<EntityManager, 'query'> | Pick<DataSource, 'query'>;
@@ -111,6 +111,16 @@ export class PaymentMethodsRepository {
       [transactionId, merchantId],
     );
     return kept?.id ?? null;
+  }
+
+  /** The transaction of an attempt (no lock): the account updater's read before the attempt's steps. */
+  static transactionOfAttempt(db: DataSource, attemptId: string): Promise<TransactionEntity | null> {
+    return db
+      .getRepository(TransactionEntity)
+      .createQueryBuilder('t')
+      .innerJoin(AttemptEntity, 'a', 'a.transaction_id = t.id')
+      .where('a.id = :attemptId', { attemptId })
+      .getOne();
   }
 
   /** The cryptogram submitted with a transaction (sealed into the payment method by the caller). */
