@@ -221,6 +221,21 @@ describe('payment methods of an account, account updater, network tokens (end to
     expect(attempts.map((a) => a.payment_method.id)).toEqual([lost, newer]);
   });
 
+  it('an original auth_code that is never retried moves to the account’s other card at review', async () => {
+    const account = uniqueId('acct');
+    const backup = uniqueId('pm');
+    expect(
+      (await untilFinal(plainApi, await submit(plainApi, ofAccount(account, backup, '4111111111111111'))))[0].status,
+    ).toBe('Captured');
+    const id = await submit(
+      plainApi,
+      ofAccount(account, uniqueId('pm'), '4000000000000002', '202912', { auth_code: '41' }),
+    );
+    const [t, ...attempts] = await untilFinal(plainApi, id);
+    expect(t.status).toBe('Captured');
+    expect(attempts.map((a) => [a.auth_code, a.payment_method.id])).toEqual([['00', backup]]);
+  });
+
   it('a network token is charged with its cryptogram and ECI as the card of its last 4 digits', async () => {
     const id = await submit(plainApi, networkToken(uniqueId('acct'), '1111'));
     const [t, ...attempts] = await untilFinal(plainApi, id);
