@@ -97,6 +97,11 @@ export class PaymentMethodsRepository {
          ended_reason = CASE WHEN p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
                           OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date
                           OR p.cryptogram_enc IS DISTINCT FROM EXCLUDED.cryptogram_enc THEN NULL ELSE p.ended_reason END,
+         -- New card data from the merchant supersedes what the account updater had found.
+         account_updated = CASE WHEN p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
+                          OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date THEN false ELSE p.account_updated END,
+         account_update_jwe = CASE WHEN p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
+                          OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date THEN NULL ELSE p.account_update_jwe END,
          updated_at = now()
        WHERE EXCLUDED.last_seen_at >= p.last_seen_at
        RETURNING p.id`,
