@@ -221,6 +221,32 @@ describe('payment methods of an account, account updater, network tokens (end to
     expect(attempts.map((a) => a.payment_method.id)).toEqual([lost, newer]);
   });
 
+  it('the primary payment method is tried before a more recently seen one', async () => {
+    const account = uniqueId('acct');
+    const primary = uniqueId('pm');
+    const recent = uniqueId('pm');
+    const withPrimary = (t: Record<string, unknown>, flag: number): Record<string, unknown> => ({
+      ...t,
+      payment_method: { ...(t['payment_method'] as object), primary: flag },
+    });
+    for (const [pm, card, flag] of [
+      [primary, '5555555555554444', 1],
+      [recent, '4111111111111111', 0],
+    ] as const) {
+      const id = await submit(plainApi, withPrimary(ofAccount(account, pm, card), flag));
+      expect((await untilFinal(plainApi, id))[0].status).toBe('Captured');
+    }
+    const lost = uniqueId('pm');
+    // Another expiry than the earlier test's 0019 card: its block for this merchant binds that card data only.
+    const id = await submit(plainApi, withPrimary(ofAccount(account, lost, '4100000000000019', '202811'), 0));
+    const [t, ...attempts] = await untilFinal(plainApi, id);
+    expect(t.status).toBe('Captured');
+    expect(attempts.map((a) => [a.payment_method.id, a.payment_method.primary])).toEqual([
+      [lost, 0],
+      [primary, 1],
+    ]);
+  });
+
   it('an original auth_code that is never retried moves to the account’s other card at review', async () => {
     const account = uniqueId('acct');
     const backup = uniqueId('pm');
