@@ -73,9 +73,7 @@ export class SandboxProcessor implements PaymentProcessor {
     // The same key returns what was stored, whatever else the request says: never a second charge.
     const stored = await this.ledger.get(req.idempotencyKey);
     if (stored) return stored.result as ChargeResult;
-    const result = (await this.updatedCardApproves(req))
-      ? this.approved(req)
-      : this.decide(req);
+    const result = (await this.updatedCardApproves(req)) ? this.approved(req) : this.decide(req);
     return (await this.ledger.putIfAbsent(req.idempotencyKey, 'charge', result)).result as ChargeResult;
   }
 
