@@ -274,6 +274,16 @@ describe('payment methods of an account, account updater, network tokens (end to
     });
     // The cryptogram is a secret: never in a response or a push.
     expect(JSON.stringify([t, ...attempts])).not.toContain(CRYPTOGRAM);
+    // Stored only sealed, in the payment method (the transaction's clear copy from the intake is dropped at review).
+    const db = await testDb();
+    const [row] = await db.query(
+      `SELECT t.cryptogram, p.cryptogram_enc FROM transactions t JOIN payment_methods p ON p.id = t.payment_method_ref
+        WHERE t.merchant_txn_id = $1`,
+      [id],
+    );
+    expect(row.cryptogram).toBeNull();
+    expect(row.cryptogram_enc).toMatch(/\./);
+    expect(row.cryptogram_enc).not.toContain(CRYPTOGRAM);
   });
 
   it('a 46 on a network token ends that token and falls back to the account’s other payment method', async () => {

@@ -32,24 +32,31 @@ export async function rememberPaymentMethod(
   const id = await PaymentMethodsRepository.remember(m, merchantId, transactionId, newVid(), sealed);
   if (id) {
     const pm = await PaymentMethodsRepository.get(m, merchantId, id);
-    if (pm) await adoptPaymentMethod(m, keys, merchantId, transactionId, pm);
+    if (pm) await adoptPaymentMethod(m, merchantId, transactionId, pm);
   }
   return id;
 }
 
-/** The transaction charges `pm` from now on (its card columns, cryptogram opened). */
+/** The transaction charges `pm` from now on (its card columns; the cryptogram stays sealed in `pm`). */
 export async function adoptPaymentMethod(
   m: EntityManager,
-  keys: readonly DataKey[],
   merchantId: string,
   transactionId: string,
   pm: PaymentMethodRow,
 ): Promise<void> {
-  const cryptogram =
-    pm.cryptogram_enc && pm.cryptogram_key_id
-      ? open(keys, { keyId: pm.cryptogram_key_id, value: pm.cryptogram_enc }, 'cryptogram')
-      : null;
-  await PaymentMethodsRepository.adopt(m, merchantId, transactionId, pm.id, cryptogram);
+  await PaymentMethodsRepository.adopt(m, merchantId, transactionId, pm.id);
+}
+
+/** The cryptogram to send with a charge: the transaction's payment method's, opened; else the transaction's own. */
+export async function cryptogramOf(
+  m: Pick<EntityManager, 'query'>,
+  keys: readonly DataKey[],
+  txn: TransactionEntity,
+): Promise<string | null> {
+  if (txn.cryptogram || !txn.paymentMethodRef || txn.isNetworkToken !== 1) return txn.cryptogram;
+  const pm = await PaymentMethodsRepository.get(m, txn.merchantId, txn.paymentMethodRef);
+  if (!pm?.cryptogram_enc || !pm.cryptogram_key_id) return null;
+  return open(keys, { keyId: pm.cryptogram_key_id, value: pm.cryptogram_enc }, 'cryptogram');
 }
 
 /** Reloads the transaction's columns into the locked entity after an adopt. */

@@ -135,6 +135,7 @@ export class AttemptService {
     if (!attempt) return null;
     const txn = await this.db.getRepository(TransactionEntity).findOne({ where: { id: attempt.transactionId } });
     if (!txn) return null;
+    await this.paymentMethods.fillCryptogram(txn);
     return { processor: await this.processorOf(txn), request: this.chargeRequest(attempt, txn) };
   }
 
@@ -180,6 +181,7 @@ export class AttemptService {
       return prepared.result;
     }
     const { attempt, txn } = prepared;
+    await this.paymentMethods.fillCryptogram(txn);
     const processor = await this.processorOf(txn);
     const request = this.chargeRequest(attempt, txn);
     // The charge is idempotent by key: a duplicate run racing this one gets the same result.

@@ -27,6 +27,7 @@ import {
 import {
   adoptPaymentMethod,
   cardExpired,
+  cryptogramOf,
   limitsOf,
   nextPaymentMethod,
   paymentMethodChanged,
@@ -130,7 +131,6 @@ export class PaymentMethodsService {
     if (!target) return null;
     await adoptPaymentMethod(
       m,
-      this.config.cardKeys,
       txn.merchantId,
       txn.id,
       (await PaymentMethodsRepository.get(m, txn.merchantId, target.id))!,
@@ -217,10 +217,15 @@ export class PaymentMethodsService {
       } else if (update) {
         await PaymentMethodsRepository.applyUpdate(m, txn.merchantId, pm.id, update);
         const fresh = await PaymentMethodsRepository.get(m, txn.merchantId, pm.id);
-        if (fresh) await adoptPaymentMethod(m, this.config.cardKeys, txn.merchantId, txn.id, fresh);
+        if (fresh) await adoptPaymentMethod(m, txn.merchantId, txn.id, fresh);
       }
     });
     this.logger.log({ answer: answer.kind }, 'account updater asked');
+  }
+
+  /** Puts the cryptogram to send into the (unsaved) entity: it is stored only sealed (payment_methods). */
+  async fillCryptogram(txn: TransactionEntity): Promise<void> {
+    txn.cryptogram = await cryptogramOf(this.db, this.config.cardKeys, txn);
   }
 
   private async next(m: EntityManager, txn: TransactionEntity, now: Date) {
@@ -239,7 +244,7 @@ export class PaymentMethodsService {
   private async adopt(m: EntityManager, attempt: AttemptEntity, txn: TransactionEntity, pmId: string): Promise<void> {
     const pm = await PaymentMethodsRepository.get(m, txn.merchantId, pmId);
     if (!pm) return;
-    await adoptPaymentMethod(m, this.config.cardKeys, txn.merchantId, txn.id, pm);
+    await adoptPaymentMethod(m, txn.merchantId, txn.id, pm);
     await reloadTransaction(m, txn);
     await PaymentMethodsRepository.retargetAttempt(m, attempt.id, {
       cardHmac: txn.cardHmac,

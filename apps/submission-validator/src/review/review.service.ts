@@ -303,7 +303,7 @@ export class ReviewService {
       updaterOn: (await PaymentMethodsRepository.updaterKey(m, merchantId)) !== null,
     });
     if (!next) return null;
-    await adoptPaymentMethod(m, this.config.cardKeys, merchantId, row.id, next.pm);
+    await adoptPaymentMethod(m, merchantId, row.id, next.pm);
     this.logger.log({ reason }, 'submitted payment method cannot be retried: the account has another');
     return next.at;
   }

@@ -92,11 +92,9 @@ export class PaymentMethodsRepository {
          eci_indicator = EXCLUDED.eci_indicator, payment_method = EXCLUDED.payment_method,
          last_seen_at = EXCLUDED.last_seen_at,
          ended_at = CASE WHEN p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
-                          OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date
-                          OR p.cryptogram_enc IS DISTINCT FROM EXCLUDED.cryptogram_enc THEN NULL ELSE p.ended_at END,
+                          OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date THEN NULL ELSE p.ended_at END,
          ended_reason = CASE WHEN p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
-                          OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date
-                          OR p.cryptogram_enc IS DISTINCT FROM EXCLUDED.cryptogram_enc THEN NULL ELSE p.ended_reason END,
+                          OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date THEN NULL ELSE p.ended_reason END,
          -- New card data from the merchant supersedes what the account updater had found.
          account_updated = CASE WHEN p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
                           OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date THEN false ELSE p.account_updated END,
@@ -128,7 +126,7 @@ export class PaymentMethodsRepository {
       .getOne();
   }
 
-  /** The cryptogram submitted with a transaction (sealed into the payment method by the caller). */
+  /** The clear cryptogram the intake stored with a transaction (sealed into the payment method by the caller). */
   static async cryptogramOf(m: Sql, merchantId: string, transactionId: string): Promise<string | null> {
     const [row]: { cryptogram: string | null }[] = await m.query(
       `SELECT cryptogram FROM transactions WHERE id = $1 AND merchant_id = $2`,
@@ -236,25 +234,20 @@ export class PaymentMethodsRepository {
 
   /**
    * The transaction charges this payment method from now on: its card columns become the payment
-   * method's (the attempts read them), with the cryptogram opened by the caller.
+   * method's (the attempts read them). The clear cryptogram the intake stored is dropped: from now
+   * on it exists only sealed in the payment method.
    */
-  static async adopt(
-    m: EntityManager,
-    merchantId: string,
-    transactionId: string,
-    pmId: string,
-    cryptogram: string | null,
-  ): Promise<void> {
+  static async adopt(m: EntityManager, merchantId: string, transactionId: string, pmId: string): Promise<void> {
     await m.query(
       `UPDATE transactions t SET payment_method_ref = p.id, card_kind = p.card_kind, card_enc = p.card_enc,
          card_key_id = p.card_key_id, card_hmac = p.card_hmac, card_hmac_key_id = p.card_hmac_key_id,
          card_bin = p.card_bin, card_last4 = p.card_last4, card_network = p.card_network,
          account_hash = p.account_hash, expiration_date = p.expiration_date, is_network_token = p.is_network_token,
-         cryptogram = $4, eci_indicator = p.eci_indicator, payment_method = p.payment_method,
+         cryptogram = NULL, eci_indicator = p.eci_indicator, payment_method = p.payment_method,
          account_updated = p.account_updated, account_update_jwe = p.account_update_jwe, updated_at = now()
        FROM payment_methods p
        WHERE t.id = $1 AND t.merchant_id = $2 AND p.id = $3 AND p.merchant_id = $2`,
-      [transactionId, merchantId, pmId, cryptogram],
+      [transactionId, merchantId, pmId],
     );
   }
 
