@@ -157,6 +157,17 @@ describe('payment methods of an account, account updater, network tokens (end to
     expect(JSON.stringify(push.body)).not.toContain('4000000000000341');
   });
 
+  it('an expired card is renewed by the updater before it is charged: approved on the first attempt', async () => {
+    const id = await submit(keyedApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202501'));
+    const [t, ...attempts] = await untilFinal(keyedApi, id);
+    expect(t.status).toBe('Captured');
+    const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
+    expect(attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])).toEqual([
+      ['00', String(month + 300)],
+    ]);
+    expect(t.payment_method.credit_card.account_updated).toBe(true);
+  });
+
   it('4000000000000341 without a registered key: no updater, only masked values, the card ends', async () => {
     const id = await submit(plainApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202701'));
     const [t, ...attempts] = await untilFinal(plainApi, id);
