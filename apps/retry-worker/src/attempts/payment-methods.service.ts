@@ -22,6 +22,7 @@ import {
   NO_ACCOUNT_UPDATER,
   encryptCardUpdate,
   type AccountUpdater,
+  type AccountUpdaterAnswer,
   type ChargeResult,
 } from '@retain/processor';
 import {
@@ -180,7 +181,14 @@ export class PaymentMethodsService {
     const version = cardDataVersion(pm.expiration_date);
     if (pm.updater_checked_version !== null && pm.updater_checked_version === version) return;
     const pan = open(this.config.cardKeys, { keyId: pm.card_key_id, value: pm.card_enc }, 'card');
-    const answer = await this.updater.lookup({ pan, expiration: pm.expiration_date }, now);
+    let answer: AccountUpdaterAnswer;
+    try {
+      answer = await this.updater.lookup({ pan, expiration: pm.expiration_date }, now);
+    } catch (err) {
+      // An updater that does not answer leaves the card as it is (asked again on the next occasion).
+      this.logger.warn({ err: (err as Error).name }, 'account updater did not answer');
+      return;
+    }
     let update: CardDataUpdate | null = null;
     if (answer.kind === 'updated') {
       const jwe = await encryptCardUpdate(key, { account: answer.pan, expiration_date: answer.expiration });
