@@ -4,6 +4,7 @@ import { ConfigError, loadConfig } from '@retain/config';
 import { MerchantsRepository, createDataSource } from '@retain/db';
 import type { DataSource } from 'typeorm';
 import { registerExtraCommands } from './commands';
+import { registerUpdaterKeyCommands } from './updater-key.commands';
 
 /**
  * The operator CLI (decisions §11): `npm run retain -- <command>`. Every command prints one JSON
@@ -71,6 +72,7 @@ async function main(argv: string[]): Promise<void> {
     .action(async (o: { login: string }) => {
       print(await (await merchants()).setDisabled(o.login, false));
     });
+  registerUpdaterKeyCommands(merchant, { db, print, config });
   registerExtraCommands(program, { db, print, config });
 
   try {

@@ -3,6 +3,7 @@ import type { RetainConfig } from '@retain/config';
 import { PlatformModule, ProcessorProviders, registerQueues } from '@retain/platform';
 import { AttemptProcessor } from './attempts/attempt.processor';
 import { AttemptService } from './attempts/attempt.service';
+import { PaymentMethodsService } from './attempts/payment-methods.service';
 import { ReconcileService } from './reconcile/reconcile.service';
 import { AttemptSchedulerService } from './scheduler/attempt-scheduler.service';
 import { TickProcessor } from './scheduler/tick.processor';
@@ -18,6 +19,7 @@ export class RetryWorkerModule {
         ...ProcessorProviders,
         AttemptSchedulerService,
         TickProcessor,
+        PaymentMethodsService,
         AttemptService,
         ReconcileService,
         AttemptProcessor,

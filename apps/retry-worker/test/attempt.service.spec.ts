@@ -27,6 +27,7 @@ import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AttemptService } from '../src/attempts/attempt.service';
+import { PaymentMethodsService } from '../src/attempts/payment-methods.service';
 import { ReconcileService } from '../src/reconcile/reconcile.service';
 import { AttemptSchedulerService } from '../src/scheduler/attempt-scheduler.service';
 import { TickProcessor } from '../src/scheduler/tick.processor';
@@ -91,6 +92,7 @@ describe('attempt service: every branch of prepare and record', () => {
     metrics = new RetainMetrics('retry-worker');
     mod = await Test.createTestingModule({
       providers: [
+        PaymentMethodsService,
         AttemptService,
         AttemptSchedulerService,
         AttemptScheduleRepository,

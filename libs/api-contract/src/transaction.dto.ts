@@ -67,6 +67,15 @@ export class CreditCardDto {
 
   @ReadOnlyField({ type: Boolean, description: 'Card details were updated by an account updater' })
   account_updated?: boolean;
+
+  @ReadOnlyField({
+    nullable: true,
+    description:
+      'Extension: the updated card ({"account","expiration_date"}) as a compact JWE encrypted to the ' +
+      "merchant's account-updater public key; present only when the updater changed the card and the " +
+      'merchant has registered a key',
+  })
+  account_update_jwe?: string | null;
 }
 
 export class PaymentMethodDto {

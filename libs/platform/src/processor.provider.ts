@@ -2,7 +2,10 @@ import type { Provider } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import { ProcessorAccountsRepository } from '@retain/db';
 import {
+  ACCOUNT_UPDATER,
+  NO_ACCOUNT_UPDATER,
   PAYMENT_PROCESSOR,
+  SandboxAccountUpdater,
   PgSandboxLedger,
   ProcessorResolver,
   TRANSACTION_PROCESSORS,
@@ -38,5 +41,21 @@ export const TransactionProcessorsProvider: Provider = {
     }),
 };
 
-/** Both providers: what the retry worker and the refund batcher register. */
-export const ProcessorProviders: Provider[] = [PaymentProcessorProvider, TransactionProcessorsProvider];
+/**
+ * The account updater (decisions §15): the sandbox's with PROCESSOR=sandbox (its answers are
+ * recorded in the sandbox ledger, which the sandbox processor reads); none otherwise until a real
+ * updater service is connected (every card: nothing new).
+ */
+export const AccountUpdaterProvider: Provider = {
+  provide: ACCOUNT_UPDATER,
+  inject: [DataSource, RETAIN_CONFIG],
+  useFactory: (db: DataSource, config: RetainConfig) =>
+    config.processor === 'sandbox' ? new SandboxAccountUpdater(new PgSandboxLedger(db)) : NO_ACCOUNT_UPDATER,
+};
+
+/** The providers the retry worker and the refund batcher register. */
+export const ProcessorProviders: Provider[] = [
+  PaymentProcessorProvider,
+  TransactionProcessorsProvider,
+  AccountUpdaterProvider,
+];

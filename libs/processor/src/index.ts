@@ -8,3 +8,6 @@ export * from './wire';
 export * from './sandbox/sandbox-ledger';
 export * from './sandbox/sandbox-model';
 export * from './sandbox/sandbox.processor';
+export * from './account-updater/account-updater.port';
+export * from './account-updater/sandbox-account-updater';
+export * from './account-updater/updater-key';

@@ -4,3 +4,4 @@ export * from './stop-closure';
 export * from './transaction-events';
 // The status and push names stay in libs/domain (pure); re-exported so a reader of the rules finds them here.
 export { AuthCodeDescription, EventName, RefundStatus, TransactionStatus } from '@retain/domain';
+export * from './payment-methods';

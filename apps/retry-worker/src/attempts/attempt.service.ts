@@ -5,8 +5,10 @@ import {
   AttemptsRepository,
   ProcessorThrottlesRepository,
   RefundEntity,
+  PaymentMethodsRepository,
   TransactionEntity,
   attemptView,
+  chargedPaymentMethodFields,
 } from '@retain/db';
 import {
   AuthCodeDescription,
@@ -48,6 +50,7 @@ import {
 } from '@retain/recovery';
 import { UnrecoverableError } from 'bullmq';
 import { DataSource, type EntityManager, type EntityTarget } from 'typeorm';
+import { PaymentMethodsService } from './payment-methods.service';
 
 /**
  * Sets fields of a row this transaction has loaded and locked: one UPDATE of those columns
@@ -117,6 +120,8 @@ export class AttemptService {
     private readonly metrics: RetainMetrics,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
     @Inject(TRANSACTION_PROCESSORS) private readonly processors: TransactionProcessors,
+    /** The customer's payment methods: card choice, fallback, account updater (decisions §15). */
+    private readonly paymentMethods: PaymentMethodsService,
   ) {}
 
   /**
@@ -130,6 +135,7 @@ export class AttemptService {
     if (!attempt) return null;
     const txn = await this.db.getRepository(TransactionEntity).findOne({ where: { id: attempt.transactionId } });
     if (!txn) return null;
+    await this.paymentMethods.fillCryptogram(txn);
     return { processor: await this.processorOf(txn), request: this.chargeRequest(attempt, txn) };
   }
 
@@ -167,12 +173,15 @@ export class AttemptService {
       const late = await this.lateCapture(attemptId, row.errored);
       if (late) return late;
     }
+    // decisions §15: an expired card is renewed by the account updater before it is charged.
+    if (!existing && !row.prepared_at) await this.paymentMethods.refreshCard(attemptId, null);
     const prepared = await this.db.transaction((m) => this.prepare(m, attemptId, existing !== null));
     if (prepared.kind === 'done') {
       await this.publish(prepared.outbox);
       return prepared.result;
     }
     const { attempt, txn } = prepared;
+    await this.paymentMethods.fillCryptogram(txn);
     const processor = await this.processorOf(txn);
     const request = this.chargeRequest(attempt, txn);
     // The charge is idempotent by key: a duplicate run racing this one gets the same result.
@@ -186,6 +195,8 @@ export class AttemptService {
       const lookedUp = await processor.lookupCharge(request.idempotencyKey, request);
       if (lookedUp && lookedUp.outcome !== 'error') result = lookedUp;
     }
+    // decisions §15: a data-quality decline asks the account updater before the next step is planned.
+    if (result.outcome === 'declined') await this.paymentMethods.refreshCard(attemptId, result);
     const recorded = result;
     const { outbox } = await this.db.transaction((m) => this.record(m, attemptId, recorded, AttemptState.Pending));
     await this.publish(outbox);
@@ -224,10 +235,10 @@ export class AttemptService {
     const locked = await AttemptsRepository.lock(m, attemptId);
     if (!locked || locked.attempt.state !== AttemptState.Pending) return done();
     const { attempt, txn } = locked;
-    const dataVersion = cardDataVersion(txn.expirationDate);
+    let dataVersion = cardDataVersion(txn.expirationDate);
     // Already decided at the processor by an earlier run of this attempt (crash after the call): record it.
     if (alreadyDecided) {
-      await this.markInFlight(m, attempt, dataVersion);
+      await this.markInFlight(m, attempt, txn, dataVersion);
       return this.toCharge(attempt, txn);
     }
     if (txn.stopRequestedAt) {
@@ -254,19 +265,32 @@ export class AttemptService {
       this.logger.log({ merchant: txn.merchantId }, 'attempt deferred: the processor rate-limits this merchant');
       return done();
     }
+    // decisions §15: one charge at a time per customer; the card to charge (newer data, or the account's next).
+    const choice = await this.paymentMethods.chooseCard(m, attempt, txn);
+    if (choice.kind !== 'charge') {
+      await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
+      if (choice.kind === 'wait') await AttemptsRepository.deferTransaction(m, txn.id, choice.until);
+      return done(choice.kind === 'none' ? await this.cancel(m, txn, choice.reason, null) : []);
+    }
+    dataVersion = cardDataVersion(txn.expirationDate);
     // One limit check at a time per card and merchant: the check and the in-flight mark below commit
     // together, so the next attempt on the card (any transaction, any worker) counts this one.
     if (txn.cardHmac) await AttemptsRepository.lockCard(m, txn.merchantId, txn.cardHmac);
     const history = txn.cardHmac
       ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, attempt.id)
       : [];
-    const check = checkNetworkLimits(
+    let check = checkNetworkLimits(
       { network: txn.cardNetwork, cardDataVersion: dataVersion },
       history,
       new Date(),
       BigInt(attempt.amountMinor),
       { timeScale: this.config.retryTimeScale },
     );
+    // decisions §15: a card the limits forbid now gives way to another payment method they allow.
+    if (!check.allowed && (await this.paymentMethods.alternativeNow(m, attempt, txn))) {
+      dataVersion = cardDataVersion(txn.expirationDate);
+      check = { allowed: true };
+    }
     if (!check.allowed) {
       await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
       let outbox: string[] = [];
@@ -275,16 +299,30 @@ export class AttemptService {
       this.logger.log({ rule: check.rule }, 'attempt not made: network limit');
       return done(outbox);
     }
-    await this.markInFlight(m, attempt, dataVersion);
+    await this.markInFlight(m, attempt, txn, dataVersion);
     return this.toCharge(attempt, txn);
   }
 
   /** The attempt goes to the processor: from now on it counts in the card's history until recorded. */
-  private async markInFlight(m: EntityManager, attempt: AttemptEntity, dataVersion: string | null): Promise<void> {
+  private async markInFlight(
+    m: EntityManager,
+    attempt: AttemptEntity,
+    txn: TransactionEntity,
+    dataVersion: string | null,
+  ): Promise<void> {
     if (attempt.preparedAt) return;
     attempt.preparedAt = new Date();
     attempt.cardDataVersion = dataVersion;
     await AttemptsRepository.markPrepared(m, attempt.id, attempt.preparedAt, dataVersion);
+    // The attempt shows the payment method it charged (decisions §15), whatever the transaction charges later.
+    attempt.paymentMethodRef = txn.paymentMethodRef;
+    attempt.paymentMethodView = chargedPaymentMethodFields(txn);
+    await PaymentMethodsRepository.markAttemptPaymentMethod(
+      m,
+      attempt.id,
+      txn.paymentMethodRef,
+      attempt.paymentMethodView,
+    );
   }
 
   /** Ready to charge; a transaction that can never be charged fails the job for good. */
@@ -300,6 +338,9 @@ export class AttemptService {
         token: txn.paymentMethod.id,
         isNetworkToken: txn.isNetworkToken === 1,
         cryptogram: txn.cryptogram,
+        // Network tokens: the token's expiry and the ECI go with the cryptogram (decisions §15).
+        expiration: txn.expirationDate,
+        eci: txn.eciIndicator,
       };
     }
     // Permanent: retrying the job cannot make a card appear (BullMQ does not retry it).
@@ -429,7 +470,7 @@ export class AttemptService {
       return { outbox: (await closeStopIfSettled(m, txn)) ?? [], lateRefund: null };
     }
     if (!canTransition(txn.status, 'retryScheduled', { unresolvedAttempts: 0 })) return none;
-    const plan = planNextAttempt({
+    let plan = planNextAttempt({
       attemptsMade: attempt.retryNumber,
       startedAt: txn.submittedTs,
       now,
@@ -443,6 +484,9 @@ export class AttemptService {
       cardDataVersion: cardDataVersion(txn.expirationDate),
       timeScale: this.config.retryTimeScale,
     });
+    // decisions §15: a card that can no longer be retried ends that card, not the transaction.
+    if (plan.kind === 'stop')
+      plan = (await this.paymentMethods.fallbackPlan(m, txn, attempt, declined ? result : null, now)) ?? plan;
     if (plan.kind === 'retry') {
       await setFields(m, TransactionEntity, txn, {
         status: transition(txn.status, 'retryScheduled', { unresolvedAttempts: 0 }).to,

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import {
+  PaymentMethodsRepository,
   ProcessorAccountsRepository,
   SubmissionsRepository,
   inTransactionWithRetry,
@@ -25,7 +26,7 @@ import {
   type ErrorEntry,
 } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
-import { announceTransaction } from '@retain/recovery';
+import { adoptPaymentMethod, announceTransaction, nextPaymentMethod, rememberPaymentMethod } from '@retain/recovery';
 import {
   PAYMENT_PROCESSOR,
   ProcessorResolver,
@@ -150,7 +151,9 @@ export class ReviewService {
       } else {
         passed++;
         if (verdict.card) await this.storeCard(m, sub.merchant_id, row, verdict.card, fingerprints.get(row.id) ?? null);
-        cancelled.push(...(await this.schedule(m, sub.merchant_id, row)));
+        // decisions §15: the account remembers this payment method (the transaction charges the stored one).
+        const pmRef = await rememberPaymentMethod(m, this.config.cardKeys, sub.merchant_id, row.id);
+        cancelled.push(...(await this.schedule(m, sub.merchant_id, row, pmRef)));
       }
     }
     await this.submissions.markReviewed(m, submissionId, rejected.length);
@@ -278,12 +281,45 @@ export class ReviewService {
   }
 
   /**
+   * The submitted payment method can never be retried (decisions §15): it ends, and the account's
+   * next eligible payment method is adopted. Returns when its first attempt is due, or null.
+   */
+  private async fallback(
+    m: EntityManager,
+    merchantId: string,
+    row: PendingRow,
+    pmRef: string,
+    reason: string,
+  ): Promise<Date | null> {
+    const txn = await this.submissions.transaction(m, merchantId, row.id);
+    await PaymentMethodsRepository.end(m, merchantId, pmRef, reason);
+    const next = await nextPaymentMethod(m, {
+      merchantId,
+      accountId: txn.accountId,
+      except: [pmRef],
+      now: new Date(),
+      amountMinor: BigInt(row.amount_minor),
+      timeScale: this.config.retryTimeScale,
+      updaterOn: (await PaymentMethodsRepository.updaterKey(m, merchantId)) !== null,
+    });
+    if (!next) return null;
+    await adoptPaymentMethod(m, merchantId, row.id, next.pm);
+    this.logger.log({ reason }, 'submitted payment method cannot be retried: the account has another');
+    return next.at;
+  }
+
+  /**
    * First retry per the policy; an original decline that must never be retried ends at once:
    * `Cancelled` with a `retry failed` push (decisions §7, content = the submitted transaction),
    * announced in this database transaction. A transaction stopped meanwhile (refund call before
    * the review) is left to its stop. Returns outbox ids to publish after commit.
    */
-  private async schedule(m: EntityManager, merchantId: string, row: PendingRow): Promise<string[]> {
+  private async schedule(
+    m: EntityManager,
+    merchantId: string,
+    row: PendingRow,
+    pmRef: string | null,
+  ): Promise<string[]> {
     const plan = firstAttemptAt({
       startedAt: new Date(row.submitted_ts),
       now: new Date(),
@@ -298,6 +334,12 @@ export class ReviewService {
       // service's interpretation of the provider response); each attempt then updates it.
       const { description } = classifyDecline({ network: row.card_network, responseCode: row.auth_code });
       await this.submissions.passWithFirstAttempt(m, merchantId, row.id, plan.at, description);
+      return [];
+    }
+    const fallback = pmRef ? await this.fallback(m, merchantId, row, pmRef, plan.reason) : null;
+    if (fallback) {
+      const { description } = classifyDecline({ network: row.card_network, responseCode: row.auth_code });
+      await this.submissions.passWithFirstAttempt(m, merchantId, row.id, fallback, description);
       return [];
     }
     if (!(await this.submissions.passWithoutAttempts(m, merchantId, row.id, TransactionStatus.Cancelled))) return [];

@@ -34,6 +34,11 @@ export class AttemptEntity {
   @Column({ name: 'prepared_at', type: 'timestamptz', nullable: true }) preparedAt: Date | null;
   /** Fingerprint of the card data sent (a hash of the expiry): card blocks lift when it changes. */
   @Column({ name: 'card_data_version', type: 'varchar', length: 64, nullable: true }) cardDataVersion: string | null;
+  /** The account's payment method this attempt charged (payment_methods row), when known. */
+  @Column({ name: 'payment_method_ref', type: 'uuid', nullable: true }) paymentMethodRef: string | null;
+  /** The API's payment_method (masked) and is_network_token of the card charged, frozen when the attempt went out. */
+  @Column({ name: 'payment_method_view', type: 'jsonb', nullable: true })
+  paymentMethodView: Record<string, unknown> | null;
   @Column({ name: 'processed_at', type: 'timestamptz', nullable: true }) processedAt: Date | null;
   /** Next reconciliation lookup of an unknown attempt (or of an error watched for a late capture). */
   @Column({ name: 'lookup_after', type: 'timestamptz', nullable: true }) lookupAfter: Date | null;

@@ -10,6 +10,16 @@ export class MerchantEntity {
   @Column({ name: 'webhook_secret_enc', type: 'text', nullable: true }) webhookSecretEnc: string | null;
   @Column({ name: 'webhook_secret_key_id', type: 'varchar', length: 32, nullable: true })
   webhookSecretKeyId: string | null;
+  /**
+   * The merchant's public key (JWK) for the account updater: updated card numbers are offered back
+   * only as a JWE encrypted to it. Registering it enables the updater (service-spec: "Enabling it
+   * needs a public encryption key supplied to the service operator").
+   */
+  @Column({ name: 'updater_public_key', type: 'jsonb', nullable: true }) updaterPublicKey: {
+    [k: string]: string;
+  } | null;
+  /** JWE key management algorithm for that key: RSA-OAEP-256 or ECDH-ES. */
+  @Column({ name: 'updater_key_alg', type: 'varchar', length: 32, nullable: true }) updaterKeyAlg: string | null;
   @Column({ name: 'disabled_at', type: 'timestamptz', nullable: true }) disabledAt: Date | null;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;

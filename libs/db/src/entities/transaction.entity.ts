@@ -91,6 +91,16 @@ export class TransactionEntity {
   @Column({ name: 'next_attempt_at', type: 'timestamptz', nullable: true }) nextAttemptAt: Date | null;
   @Column({ name: 'captured_amount_minor', type: 'bigint', nullable: true }) capturedAmountMinor: string | null;
   @Column({ name: 'stop_requested_at', type: 'timestamptz', nullable: true }) stopRequestedAt: Date | null;
+  /**
+   * The account's payment method this transaction charges now (payment_methods row): the submitted
+   * one, or another of the account's after a fallback (decisions §15). Its card columns are copied
+   * into this row's card columns, which every attempt reads. Null: rows from before the table.
+   */
+  @Column({ name: 'payment_method_ref', type: 'uuid', nullable: true }) paymentMethodRef: string | null;
+  /** The account updater changed the card data of the payment method this transaction shows. */
+  @Column({ name: 'account_updated', type: 'boolean', default: false }) accountUpdated: boolean;
+  /** The updated card as a compact JWE to the merchant's updater key (extension), else null. */
+  @Column({ name: 'account_update_jwe', type: 'text', nullable: true }) accountUpdateJwe: string | null;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;
 }

@@ -17,9 +17,38 @@ export function refundView(r: RefundEntity, merchantTxnId: string): Record<strin
   };
 }
 
+/**
+ * The payment_method of a transaction as the API shows it: the one it charges now (after a
+ * fallback: another of the account's payment methods), card number masked. The updated card's
+ * full number appears only inside `account_update_jwe`, encrypted to the merchant's key.
+ */
+export function paymentMethodView(t: TransactionEntity): Record<string, unknown> {
+  const pm = t.paymentMethod;
+  return {
+    id: pm.id,
+    vid: pm.vid,
+    account_holder: pm.account_holder ?? null,
+    billing_address: pm.billing_address ?? null,
+    is_tokenized: pm.is_tokenized,
+    type: 'CreditCard',
+    primary: pm.primary,
+    credit_card: {
+      account: pm.card_account_display ?? null,
+      account_hash: t.accountHash,
+      expiration_date: t.expirationDate,
+      account_updated: t.accountUpdated === true,
+      ...(t.accountUpdateJwe ? { account_update_jwe: t.accountUpdateJwe } : {}),
+    },
+  };
+}
+
+/** The fields an attempt freezes when it goes out: the payment method it charges. */
+export function chargedPaymentMethodFields(t: TransactionEntity): Record<string, unknown> {
+  return { payment_method: paymentMethodView(t), is_network_token: t.isNetworkToken, eci_indicator: t.eciIndicator };
+}
+
 /** The merchant-submitted transaction (retry_number 0). */
 export function transactionView(t: TransactionEntity, refunds: RefundEntity[] = []): TransactionView {
-  const pm = t.paymentMethod;
   return {
     vid: t.vid,
     id: t.merchantTxnId,
@@ -45,21 +74,7 @@ export function transactionView(t: TransactionEntity, refunds: RefundEntity[] = 
       sub_affiliate: t.subscription.sub_affiliate ?? null,
     },
     previous_billing_count: t.previousBillingCount,
-    payment_method: {
-      id: pm.id,
-      vid: pm.vid,
-      account_holder: pm.account_holder ?? null,
-      billing_address: pm.billing_address ?? null,
-      is_tokenized: pm.is_tokenized,
-      type: 'CreditCard',
-      primary: pm.primary,
-      credit_card: {
-        account: pm.card_account_display ?? null,
-        account_hash: t.accountHash,
-        expiration_date: t.expirationDate,
-        account_updated: false,
-      },
-    },
+    payment_method: paymentMethodView(t),
     metadata: t.metadata,
     next_activity: dateOnly(t.nextAttemptAt),
     billing_descriptor: t.billingDescriptor,
@@ -92,5 +107,7 @@ export function attemptView(t: TransactionEntity, a: AttemptEntity): Transaction
     auth_code: a.responseCode ?? (a.state === 'error' || a.state === 'unknown' ? '96' : null),
     auth_code_description: a.authCodeDescription,
     retry_number: a.retryNumber,
+    // The payment method this attempt charged (decisions §15: attempts show the one they used).
+    ...(a.paymentMethodView ?? {}),
   };
 }

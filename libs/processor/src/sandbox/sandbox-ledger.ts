@@ -3,7 +3,8 @@
  * twice, and an attempt whose outcome is unknown can be looked up. Results are stored as JSON;
  * bigint values are written as `{"$bigint":"<digits>"}` so they come back as bigint.
  */
-export type StoredOpKind = 'charge' | 'refund';
+/** `update`: an expiry the sandbox account updater issued (the sandbox processor approves it). */
+export type StoredOpKind = 'charge' | 'refund' | 'update';
 
 export interface StoredOp {
   key: string;

@@ -10,6 +10,7 @@ import type {
   RefundRequest,
   RefundResult,
 } from '../processor.port';
+import { SANDBOX_UPDATER_NEW_EXPIRY_CARD, sandboxUpdateKey } from '../account-updater/sandbox-account-updater';
 import type { SandboxLedger } from './sandbox-ledger';
 import { modelOutcome, type ModelOutcome } from './sandbox-model';
 
@@ -28,9 +29,14 @@ export const SANDBOX_TEST_CARDS: Readonly<Record<string, (attempt: number) => Mo
   '4000000000000119': (n) => (n === 1 ? { kind: 'error' } : approve),
   '4100000000000019': () => ({ kind: 'decline', code: '41' }),
   '5100000000000008': () => ({ kind: 'decline', code: '51', mac: '03' }),
+  // decisions §15. 0341 is approved once the sandbox account updater has given it new data (charge()).
+  '4000000000000341': () => ({ kind: 'decline', code: '54' }),
+  '4000000000000259': () => ({ kind: 'decline', code: '54' }),
+  '4000000000000507': () => ({ kind: 'decline', code: '46' }),
 };
 
-const TOKEN_RE = /^tok_sandbox_(\d{4})$/;
+/** Processor tokens (decisions §12) and network tokens (§15) of the sandbox. */
+const TOKEN_RE = /^n?tok_sandbox_(\d{4})$/;
 
 const MESSAGES: Readonly<Record<string, string>> = {
   '00': 'Approved',
@@ -38,6 +44,7 @@ const MESSAGES: Readonly<Record<string, string>> = {
   '14': 'Invalid card number',
   '41': 'Lost card, pick up',
   '51': 'Insufficient funds',
+  '46': 'Closed account',
   '54': 'Expired card',
   '59': 'Suspected fraud',
   '61': 'Exceeds withdrawal amount limit',
@@ -66,7 +73,7 @@ export class SandboxProcessor implements PaymentProcessor {
     // The same key returns what was stored, whatever else the request says: never a second charge.
     const stored = await this.ledger.get(req.idempotencyKey);
     if (stored) return stored.result as ChargeResult;
-    const result = this.decide(req);
+    const result = (await this.updatedCardApproves(req)) ? this.approved(req) : this.decide(req);
     return (await this.ledger.putIfAbsent(req.idempotencyKey, 'charge', result)).result as ChargeResult;
   }
 
@@ -92,6 +99,22 @@ export class SandboxProcessor implements PaymentProcessor {
   async detokenize(token: string): Promise<DetokenizeResult> {
     const pan = panOfToken(token);
     return pan ? { ok: true, pan } : { ok: false, message: 'Unknown sandbox token' };
+  }
+
+  /**
+   * 4000000000000341 is declined `54` until the sandbox account updater has run for it: approved
+   * when sent with an expiry the updater issued (recorded in the sandbox's ledger).
+   */
+  private async updatedCardApproves(req: ChargeRequest): Promise<boolean> {
+    if (req.instrument.kind !== 'pan') return false;
+    const pan = req.instrument.pan.replace(/[\s-]/g, '');
+    if (pan !== SANDBOX_UPDATER_NEW_EXPIRY_CARD || !req.instrument.expiration) return false;
+    return (await this.ledger.get(sandboxUpdateKey(pan, req.instrument.expiration))) !== null;
+  }
+
+  private approved(req: ChargeRequest): ChargeResult {
+    const processorTransactionId = `sbx_${opaqueId(req.idempotencyKey)}`;
+    return { outcome: 'approved', responseCode: '00', processorTransactionId, message: MESSAGES['00']! };
   }
 
   private decide(req: ChargeRequest): ChargeResult {
@@ -153,7 +176,7 @@ export function endsInPoint13(amountMinor: bigint, currency: string): boolean {
   return abs % scale === 13n * 10n ** BigInt(exponent - 2);
 }
 
-/** `tok_sandbox_<last4>` stands for the scripted card ending in those digits. */
+/** `tok_sandbox_<last4>` (and the network token `ntok_sandbox_<last4>`) stands for the scripted card ending in those digits. */
 function panOfToken(token: string): string | null {
   const m = TOKEN_RE.exec(token);
   if (!m) return null;

@@ -1,0 +1,272 @@
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import type { RetainConfig } from '@retain/config';
+import {
+  AttemptEntity,
+  PaymentMethodsRepository,
+  TransactionEntity,
+  settleCardFingerprints,
+  type CardDataUpdate,
+} from '@retain/db';
+import {
+  DEFAULT_RETRY_POLICY,
+  cardColumnsFromPan,
+  cardDataVersion,
+  classifyDecline,
+  open,
+  planNextAttempt,
+  type Plan,
+} from '@retain/domain';
+import { RETAIN_CONFIG } from '@retain/platform';
+import {
+  ACCOUNT_UPDATER,
+  NO_ACCOUNT_UPDATER,
+  encryptCardUpdate,
+  type AccountUpdater,
+  type AccountUpdaterAnswer,
+  type ChargeResult,
+} from '@retain/processor';
+import {
+  adoptPaymentMethod,
+  cardExpired,
+  cryptogramOf,
+  limitsOf,
+  nextPaymentMethod,
+  paymentMethodChanged,
+  reloadTransaction,
+} from '@retain/recovery';
+import { DataSource, type EntityManager } from 'typeorm';
+
+const DAY = 86_400_000;
+/** How long an attempt waits while another charge of the same customer is at the processor. */
+const CUSTOMER_BUSY_WAIT_MS = 2_000;
+
+export type CardChoice = { kind: 'charge' } | { kind: 'wait'; until: Date } | { kind: 'none'; reason: string };
+
+/**
+ * The customer's payment methods in the retry worker (decisions §15): one charge at a time per
+ * customer, the card each attempt charges (the transaction's, newer data of it, or the account's
+ * next one), the account updater for data-quality declines and expired cards. Transactions from
+ * before the payment_methods table (payment_method_ref null) keep their own card only.
+ */
+@Injectable()
+export class PaymentMethodsService {
+  private readonly logger = new Logger(PaymentMethodsService.name);
+
+  constructor(
+    private readonly db: DataSource,
+    @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
+    @Optional() @Inject(ACCOUNT_UPDATER) private readonly updater: AccountUpdater = NO_ACCOUNT_UPDATER,
+  ) {}
+
+  /**
+   * Under the attempt's locks, before the network-limit check: waits while another charge of this
+   * customer is in flight (the account lock makes the check and the in-flight mark one step), and
+   * puts the card to charge into the transaction row.
+   */
+  async chooseCard(m: EntityManager, attempt: AttemptEntity, txn: TransactionEntity): Promise<CardChoice> {
+    if (!txn.paymentMethodRef) return { kind: 'charge' };
+    await PaymentMethodsRepository.lockAccount(m, txn.merchantId, txn.accountId);
+    if (await PaymentMethodsRepository.chargeInFlight(m, txn.merchantId, txn.accountId, attempt.id)) {
+      return { kind: 'wait', until: new Date(Date.now() + CUSTOMER_BUSY_WAIT_MS) };
+    }
+    const pm = await PaymentMethodsRepository.get(m, txn.merchantId, txn.paymentMethodRef);
+    if (pm && !pm.ended_at) {
+      if (paymentMethodChanged(txn, pm)) await this.adopt(m, attempt, txn, pm.id);
+      return { kind: 'charge' };
+    }
+    const next = await this.next(m, txn, new Date());
+    if (!next) return { kind: 'none', reason: pm?.ended_reason ?? 'payment method ended' };
+    await this.adopt(m, attempt, txn, next.pm.id);
+    return next.at.getTime() <= Date.now() ? { kind: 'charge' } : { kind: 'wait', until: next.at };
+  }
+
+  /**
+   * The network limits forbid the transaction's card now: another payment method of the account
+   * that they allow at once is adopted for this attempt. True when one was.
+   */
+  async alternativeNow(m: EntityManager, attempt: AttemptEntity, txn: TransactionEntity): Promise<boolean> {
+    if (!txn.paymentMethodRef) return false;
+    const now = new Date();
+    const next = await this.next(m, txn, now);
+    if (!next || next.at.getTime() > now.getTime()) return false;
+    this.logger.log('network limit on the card: charging the account’s next payment method');
+    await this.adopt(m, attempt, txn, next.pm.id);
+    return true;
+  }
+
+  /**
+   * The transaction's card can no longer be retried (its plan stopped though the transaction's own
+   * budget and window are not used up): the card itself with new data (the updater's), else the
+   * account's next payment method, with its first attempt planned. A permanent card block ends the
+   * payment method. Null when no payment method is left.
+   */
+  async fallbackPlan(
+    m: EntityManager,
+    txn: TransactionEntity,
+    attempt: AttemptEntity,
+    result: ChargeResult | null,
+    now: Date,
+  ): Promise<Plan | null> {
+    if (!txn.paymentMethodRef || this.transactionExhausted(txn, attempt, now)) return null;
+    const ref = txn.paymentMethodRef;
+    if (result?.outcome === 'declined') {
+      const c = classifyDecline({
+        network: txn.cardNetwork ?? result.network,
+        responseCode: result.responseCode,
+        merchantAdviceCode: result.merchantAdviceCode,
+      });
+      if (c.cardBlock === 'permanent') await PaymentMethodsRepository.end(m, txn.merchantId, ref, c.reason);
+    }
+    const amount = BigInt(txn.amountMinor);
+    const current = await PaymentMethodsRepository.get(m, txn.merchantId, ref);
+    let target: { id: string; at: Date } | null = null;
+    // Updated data lifts a "new card data" block for this card (a new card data version).
+    if (current && !current.ended_at && cardDataVersion(current.expiration_date) !== attempt.cardDataVersion) {
+      const check = await limitsOf(m, txn.merchantId, current, now, amount, this.config.retryTimeScale);
+      if (check.allowed) target = { id: current.id, at: now };
+    }
+    if (!target) {
+      const next = await this.next(m, txn, now);
+      if (next) target = { id: next.pm.id, at: next.at };
+    }
+    if (!target) return null;
+    await adoptPaymentMethod(
+      m,
+      txn.merchantId,
+      txn.id,
+      (await PaymentMethodsRepository.get(m, txn.merchantId, target.id))!,
+    );
+    await reloadTransaction(m, txn);
+    // A fresh card is retried soon (like a cleared outage), within the transaction's budget and window.
+    const plan = planNextAttempt({
+      attemptsMade: attempt.retryNumber,
+      startedAt: txn.submittedTs,
+      now: target.at > now ? target.at : now,
+      lastDecline: { technical: true },
+      network: txn.cardNetwork,
+      amountMinor: amount,
+      cardHistory: [],
+      cardDataVersion: cardDataVersion(txn.expirationDate),
+      timeScale: this.config.retryTimeScale,
+    });
+    return plan.kind === 'retry' ? plan : null;
+  }
+
+  /**
+   * Outside any database transaction: asks the account updater about the attempt's card when it is
+   * expired (before charging it) or was just declined for its data (Visa category 3, Mastercard
+   * advice 01, ISO data codes), once per card data version, only for merchants who registered an
+   * updater key. Applies the answer: new data (sealed, masked, JWE to the merchant's key) or the
+   * payment method's end ("account closed").
+   */
+  async refreshCard(attemptId: string, decline: ChargeResult | null): Promise<void> {
+    const txn = await PaymentMethodsRepository.transactionOfAttempt(this.db, attemptId);
+    if (!txn?.paymentMethodRef || txn.cardKind === 'token') return;
+    const now = new Date();
+    if (decline) {
+      if (decline.outcome !== 'declined') return;
+      const c = classifyDecline({
+        network: txn.cardNetwork ?? decline.network,
+        responseCode: decline.responseCode,
+        merchantAdviceCode: decline.merchantAdviceCode,
+      });
+      if (c.cardBlock !== 'new-card-data') return;
+    } else if (!cardExpired(txn.expirationDate, now)) {
+      return;
+    }
+    const key = await PaymentMethodsRepository.updaterKey(this.db, txn.merchantId);
+    if (!key) return;
+    const pm = await PaymentMethodsRepository.get(this.db, txn.merchantId, txn.paymentMethodRef);
+    if (!pm || pm.ended_at || !pm.card_enc || !pm.card_key_id) return;
+    const version = cardDataVersion(pm.expiration_date);
+    if (pm.updater_checked_version !== null && pm.updater_checked_version === version) return;
+    const pan = open(this.config.cardKeys, { keyId: pm.card_key_id, value: pm.card_enc }, 'card');
+    let answer: AccountUpdaterAnswer;
+    try {
+      answer = await this.updater.lookup({ pan, expiration: pm.expiration_date }, now);
+    } catch (err) {
+      // An updater that does not answer leaves the card as it is (asked again on the next occasion).
+      this.logger.warn({ err: (err as Error).name }, 'account updater did not answer');
+      return;
+    }
+    let update: CardDataUpdate | null = null;
+    if (answer.kind === 'updated') {
+      const jwe = await encryptCardUpdate(key, { account: answer.pan, expiration_date: answer.expiration });
+      const c =
+        answer.pan !== pan
+          ? cardColumnsFromPan(this.config.cardKeys, this.config.cardFingerprintKeys, answer.pan)
+          : null;
+      update = {
+        expirationDate: answer.expiration,
+        jwe,
+        card: c
+          ? {
+              cardEnc: c.cardEnc,
+              cardKeyId: c.cardKeyId,
+              cardHmac: null,
+              cardHmacKeyId: null,
+              cardBin: c.cardBin,
+              cardLast4: c.cardLast4,
+              accountHash: c.accountHash,
+              display: c.display,
+            }
+          : null,
+      };
+      if (c && update.card) {
+        const [fp] = await settleCardFingerprints(this.db, txn.merchantId, [c.fingerprints]);
+        update.card.cardHmac = fp?.value ?? null;
+        update.card.cardHmacKeyId = fp?.keyId ?? null;
+      }
+    }
+    await this.db.transaction(async (m) => {
+      await PaymentMethodsRepository.markUpdaterChecked(m, txn.merchantId, pm.id, version);
+      if (answer.kind === 'closed') {
+        await PaymentMethodsRepository.end(m, txn.merchantId, pm.id, `account updater: ${answer.message}`);
+      } else if (update) {
+        await PaymentMethodsRepository.applyUpdate(m, txn.merchantId, pm.id, update);
+        const fresh = await PaymentMethodsRepository.get(m, txn.merchantId, pm.id);
+        if (fresh) await adoptPaymentMethod(m, txn.merchantId, txn.id, fresh);
+      }
+    });
+    this.logger.log({ answer: answer.kind }, 'account updater asked');
+  }
+
+  /** Puts the cryptogram to send into the (unsaved) entity: it is stored only sealed (payment_methods). */
+  async fillCryptogram(txn: TransactionEntity): Promise<void> {
+    txn.cryptogram = await cryptogramOf(this.db, this.config.cardKeys, txn);
+  }
+
+  private async next(m: EntityManager, txn: TransactionEntity, now: Date) {
+    return nextPaymentMethod(m, {
+      merchantId: txn.merchantId,
+      accountId: txn.accountId,
+      except: txn.paymentMethodRef ? [txn.paymentMethodRef] : [],
+      now,
+      amountMinor: BigInt(txn.amountMinor),
+      timeScale: this.config.retryTimeScale,
+      updaterOn: (await PaymentMethodsRepository.updaterKey(m, txn.merchantId)) !== null,
+    });
+  }
+
+  /** Adopts a payment method for the transaction and retargets the not-yet-sent attempt to its card. */
+  private async adopt(m: EntityManager, attempt: AttemptEntity, txn: TransactionEntity, pmId: string): Promise<void> {
+    const pm = await PaymentMethodsRepository.get(m, txn.merchantId, pmId);
+    if (!pm) return;
+    await adoptPaymentMethod(m, txn.merchantId, txn.id, pm);
+    await reloadTransaction(m, txn);
+    await PaymentMethodsRepository.retargetAttempt(m, attempt.id, {
+      cardHmac: txn.cardHmac,
+      cardNetwork: txn.cardNetwork,
+    });
+    attempt.cardHmac = txn.cardHmac;
+    attempt.cardNetwork = txn.cardNetwork;
+  }
+
+  /** The transaction's own attempt budget or recovery window is used up: no card helps. */
+  private transactionExhausted(txn: TransactionEntity, attempt: AttemptEntity, now: Date): boolean {
+    if (attempt.retryNumber >= DEFAULT_RETRY_POLICY.maxAttempts) return true;
+    const anchor = txn.submittedTs.getTime();
+    const virtualNow = anchor + Math.max(0, now.getTime() - anchor) * this.config.retryTimeScale;
+    return virtualNow > anchor + DEFAULT_RETRY_POLICY.windowDays * DAY;
+  }
+}

@@ -1,0 +1,135 @@
+import { AttemptsRepository, PaymentMethodsRepository, TransactionEntity, type PaymentMethodRow } from '@retain/db';
+import { cardDataVersion, checkNetworkLimits, newVid, open, seal, type DataKey, type LimitCheck } from '@retain/domain';
+import type { EntityManager } from 'typeorm';
+
+/**
+ * The payment methods of a customer (decisions §15): each transaction charges one payment method
+ * of its account (payment_method_ref, its card columns copied into the transaction row, which the
+ * attempts read). When that one can no longer be retried, the account's next eligible one is
+ * adopted: `primary: 1` first, then the most recently seen. Sealing: cryptograms are stored sealed
+ * in payment_methods (aad `cryptogram`) and never logged.
+ */
+
+/** A card whose expiry month is over (YYYYMM; an unknown expiry is not expired). */
+export function cardExpired(expiration: string | null | undefined, now: Date): boolean {
+  if (!expiration || !/^\d{6}$/.test(expiration)) return false;
+  const month = now.getUTCFullYear() * 100 + now.getUTCMonth() + 1;
+  return Number(expiration) < month;
+}
+
+/**
+ * Remembers the reviewed transaction's payment method for its account and makes the transaction
+ * charge the stored one (latest data wins: an older submission charges the newer data).
+ */
+export async function rememberPaymentMethod(
+  m: EntityManager,
+  keys: readonly DataKey[],
+  merchantId: string,
+  transactionId: string,
+): Promise<string | null> {
+  const cryptogram = await PaymentMethodsRepository.cryptogramOf(m, merchantId, transactionId);
+  const sealed = cryptogram ? seal(keys, cryptogram, 'cryptogram') : null;
+  const id = await PaymentMethodsRepository.remember(m, merchantId, transactionId, newVid(), sealed);
+  if (id) {
+    const pm = await PaymentMethodsRepository.get(m, merchantId, id);
+    if (pm) await adoptPaymentMethod(m, merchantId, transactionId, pm);
+  }
+  return id;
+}
+
+/** The transaction charges `pm` from now on (its card columns; the cryptogram stays sealed in `pm`). */
+export async function adoptPaymentMethod(
+  m: EntityManager,
+  merchantId: string,
+  transactionId: string,
+  pm: PaymentMethodRow,
+): Promise<void> {
+  await PaymentMethodsRepository.adopt(m, merchantId, transactionId, pm.id);
+}
+
+/** The cryptogram to send with a charge: the transaction's payment method's, opened; else the transaction's own. */
+export async function cryptogramOf(
+  m: Pick<EntityManager, 'query'>,
+  keys: readonly DataKey[],
+  txn: TransactionEntity,
+): Promise<string | null> {
+  if (txn.cryptogram || !txn.paymentMethodRef || txn.isNetworkToken !== 1) return txn.cryptogram;
+  const pm = await PaymentMethodsRepository.get(m, txn.merchantId, txn.paymentMethodRef);
+  if (!pm?.cryptogram_enc || !pm.cryptogram_key_id) return null;
+  return open(keys, { keyId: pm.cryptogram_key_id, value: pm.cryptogram_enc }, 'cryptogram');
+}
+
+/** Reloads the transaction's columns into the locked entity after an adopt. */
+export async function reloadTransaction(m: EntityManager, txn: TransactionEntity): Promise<void> {
+  const fresh = await m.getRepository(TransactionEntity).findOneByOrFail({ id: txn.id });
+  Object.assign(txn, fresh);
+}
+
+/** Whether the transaction's card columns lag behind its payment method's (newer data arrived). */
+export function paymentMethodChanged(txn: TransactionEntity, pm: PaymentMethodRow): boolean {
+  return (
+    txn.cardEnc !== pm.card_enc ||
+    txn.cardHmac !== pm.card_hmac ||
+    txn.expirationDate !== pm.expiration_date ||
+    txn.eciIndicator !== pm.eci_indicator ||
+    txn.accountUpdated !== pm.account_updated ||
+    txn.accountUpdateJwe !== pm.account_update_jwe
+  );
+}
+
+export interface NextPaymentMethod {
+  pm: PaymentMethodRow;
+  /** Earliest time the network limits allow an attempt on it. */
+  at: Date;
+}
+
+/**
+ * The account's next payment method to charge, in order (primary first, then most recently seen),
+ * skipping ended ones, ones without chargeable card data, expired cards (unless the updater may
+ * renew them) and cards the network rules block for good. The first one allowed at once wins;
+ * otherwise the one allowed soonest. Null when none is left.
+ */
+export async function nextPaymentMethod(
+  m: EntityManager,
+  input: {
+    merchantId: string;
+    accountId: string;
+    except: string[];
+    now: Date;
+    amountMinor: bigint;
+    timeScale: number;
+    updaterOn: boolean;
+  },
+): Promise<NextPaymentMethod | null> {
+  const candidates = await PaymentMethodsRepository.alternatives(m, input.merchantId, input.accountId, input.except);
+  let soonest: NextPaymentMethod | null = null;
+  for (const pm of candidates) {
+    const chargeable = pm.card_kind === 'token' || (pm.card_enc !== null && pm.card_key_id !== null);
+    if (!chargeable) continue;
+    if (cardExpired(pm.expiration_date, input.now) && !input.updaterOn) continue;
+    const check = await limitsOf(m, input.merchantId, pm, input.now, input.amountMinor, input.timeScale);
+    if (check.allowed) return { pm, at: input.now };
+    if (check.permanently) continue;
+    if (!soonest || check.notBefore < soonest.at) soonest = { pm, at: check.notBefore };
+  }
+  return soonest;
+}
+
+/** The network limits for an attempt on this payment method's card now. */
+export async function limitsOf(
+  m: EntityManager,
+  merchantId: string,
+  pm: PaymentMethodRow,
+  at: Date,
+  amountMinor: bigint,
+  timeScale: number,
+): Promise<LimitCheck> {
+  const history = pm.card_hmac ? await AttemptsRepository.cardHistory(m, merchantId, pm.card_hmac, null) : [];
+  return checkNetworkLimits(
+    { network: pm.card_network, cardDataVersion: cardDataVersion(pm.expiration_date) },
+    history,
+    at,
+    amountMinor,
+    { timeScale },
+  );
+}

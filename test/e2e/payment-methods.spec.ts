@@ -1,0 +1,359 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { compactDecrypt, exportSPKI, generateKeyPair, type CryptoKey } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ApiClient,
+  WebhookReceiver,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  testDb,
+  txn,
+  uniqueId,
+  waitFor,
+  type AppName,
+  type RunningApp,
+  type TestMerchant,
+} from '@retain/testing';
+
+// Issue 12 parts 1-3 / decisions §15: a customer's other payment methods, the account updater with
+// the merchant's public key, network tokens; through the real apps and the sandbox's cards.
+const cliMain = path.resolve(__dirname, '../../dist/apps/cli/src/main.js');
+const FINAL = ['Captured', 'Cancelled', 'Stopped'];
+const CRYPTOGRAM = 'AgAAAAAABk4DWZ4C28yUQAAAAAA=';
+// Every attempt stays in flight this long after the processor answered (TEST_PAUSE_AFTER_PROCESSOR_MS):
+// two charges of one customer at once would overlap.
+const PAUSE_MS = 400;
+
+describe('payment methods of an account, account updater, network tokens (end to end)', () => {
+  const apps = new Map<AppName, RunningApp>();
+  let receiver: WebhookReceiver;
+  let keyed: TestMerchant;
+  let plain: TestMerchant;
+  let keyedApi: ApiClient;
+  let plainApi: ApiClient;
+  let privateKey: CryptoKey;
+  let dir = '';
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'retain-e2e-pm-'));
+    receiver = await new WebhookReceiver().start();
+    const env = { RETRY_TIME_SCALE: '1000000', TEST_PAUSE_AFTER_PROCESSOR_MS: String(PAUSE_MS) };
+    for (const app of ['intake-api', 'submission-validator', 'retry-worker', 'webhook-dispatcher'] as AppName[]) {
+      apps.set(app, await startApp(app, { env }));
+    }
+    keyed = await createMerchant(receiver.url);
+    plain = await createMerchant(receiver.url);
+    keyedApi = new ApiClient(apps.get('intake-api')!.url, keyed.api_key);
+    plainApi = new ApiClient(apps.get('intake-api')!.url, plain.api_key);
+    // The merchant's key pair: the operator only ever gets the public half (PEM), through the CLI.
+    const pair = await generateKeyPair('RSA-OAEP-256', { modulusLength: 2048, extractable: true });
+    privateKey = pair.privateKey;
+    const pem = path.join(dir, 'updater.pem');
+    writeFileSync(pem, await exportSPKI(pair.publicKey));
+    const r = spawnSync(
+      process.execPath,
+      [cliMain, 'merchant', 'set-updater-key', '--login', keyed.login, '--public-key-file', pem],
+      { encoding: 'utf8' },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      login: keyed.login,
+      account_updater: 'enabled',
+      updater_key: { alg: 'RSA-OAEP-256', kty: 'RSA' },
+    });
+  });
+  afterAll(async () => {
+    for (const a of apps.values()) await a.stop();
+    await receiver.stop();
+    await closeTestDb();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const related = async (api: ApiClient, id: string): Promise<any[]> =>
+    (await api.request('GET', `/v1/retain/transactions/${id}?related=true`)).json.data;
+  const untilFinal = async (api: ApiClient, id: string): Promise<any[]> => {
+    await waitFor(async () => FINAL.includes((await related(api, id))[0]?.status), {
+      timeoutMs: 60_000,
+      what: `${id} final`,
+    });
+    return related(api, id);
+  };
+  const submit = async (api: ApiClient, t: Record<string, unknown>): Promise<string> => {
+    const r = await api.submit([t]);
+    expect(r.status, r.text).toBe(200);
+    return t['id'] as string;
+  };
+  /** A transaction of `accountId` paid with `card` under payment method id `pmId`. */
+  const ofAccount = (
+    accountId: string,
+    pmId: string,
+    card: string,
+    expiry = '202912',
+    extra: Record<string, unknown> = {},
+  ): Record<string, unknown> => {
+    const t = txn({}, card);
+    return {
+      ...t,
+      account: { id: accountId },
+      payment_method: {
+        ...(t['payment_method'] as object),
+        id: pmId,
+        credit_card: { account: card, expiration_date: expiry },
+      },
+      ...extra,
+    };
+  };
+  const networkToken = (accountId: string, last4: string): Record<string, unknown> => {
+    const t = txn();
+    return {
+      ...t,
+      account: { id: accountId },
+      is_network_token: 1,
+      cryptogram: CRYPTOGRAM,
+      eci_indicator: '05',
+      payment_method: {
+        ...(t['payment_method'] as object),
+        id: `ntok_sandbox_${last4}`,
+        is_tokenized: true,
+        credit_card: { account: '400000', expiration_date: '202912' },
+      },
+    };
+  };
+  const decrypt = async (jwe: string): Promise<unknown> =>
+    JSON.parse(new TextDecoder().decode((await compactDecrypt(jwe, privateKey)).plaintext));
+
+  it('4000000000000341: the updater renews the expiry, the next attempt is approved, the JWE opens with the private key', async () => {
+    const id = await submit(keyedApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202701'));
+    const [t, ...attempts] = await untilFinal(keyedApi, id);
+    expect(t.status).toBe('Captured');
+    expect(attempts.map((a) => [a.auth_code, a.status])).toEqual([
+      ['54', 'Failed'],
+      ['00', 'Captured'],
+    ]);
+    const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
+    const renewed = String(Math.max(202701, month) + 300);
+    for (const shown of [t.payment_method.credit_card, attempts[1].payment_method.credit_card]) {
+      expect(shown).toMatchObject({ account: '400000******0341', expiration_date: renewed, account_updated: true });
+      expect(await decrypt(shown.account_update_jwe)).toEqual({
+        account: '4000000000000341',
+        expiration_date: renewed,
+      });
+    }
+    // The declined attempt shows the card as it was charged then.
+    expect(attempts[0].payment_method.credit_card).toMatchObject({ expiration_date: '202701', account_updated: false });
+    expect(attempts[0].payment_method.credit_card.account_update_jwe).toBeUndefined();
+    // The push carries the JWE too, never the clear number.
+    await waitFor(() => receiver.byEvent('retry succeeded').some((p) => p.body.header['transaction_id'] === id), {
+      what: 'retry succeeded push',
+    });
+    const push = receiver.byEvent('retry succeeded').find((p) => p.body.header['transaction_id'] === id)!;
+    const card = (push.body.content as any).payment_method.credit_card;
+    expect(card.account_updated).toBe(true);
+    expect(await decrypt(card.account_update_jwe)).toMatchObject({ account: '4000000000000341' });
+    expect(JSON.stringify(push.body)).not.toContain('4000000000000341');
+  });
+
+  it('an expired card is renewed by the updater before it is charged: approved on the first attempt', async () => {
+    const id = await submit(keyedApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202501'));
+    const [t, ...attempts] = await untilFinal(keyedApi, id);
+    expect(t.status).toBe('Captured');
+    const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
+    expect(attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])).toEqual([
+      ['00', String(month + 300)],
+    ]);
+    expect(t.payment_method.credit_card.account_updated).toBe(true);
+  });
+
+  it('4000000000000341 without a registered key: no updater, only masked values, the card ends', async () => {
+    const id = await submit(plainApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202701'));
+    const [t, ...attempts] = await untilFinal(plainApi, id);
+    expect(t.status).toBe('Cancelled');
+    expect(attempts.map((a) => a.auth_code)).toEqual(['54']);
+    expect(t.payment_method.credit_card).toMatchObject({
+      account: '400000******0341',
+      expiration_date: '202701',
+      account_updated: false,
+    });
+    expect(t.payment_method.credit_card.account_update_jwe).toBeUndefined();
+  });
+
+  it('4000000000000259: the updater answers "account closed": no further attempt on the card', async () => {
+    const id = await submit(keyedApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000259'));
+    const [t, ...attempts] = await untilFinal(keyedApi, id);
+    expect(t.status).toBe('Cancelled');
+    expect(attempts.map((a) => a.auth_code)).toEqual(['54']);
+    expect(t.payment_method.credit_card.account_updated).toBe(false);
+    const db = await testDb();
+    const [pm] = await db.query(
+      `SELECT p.ended_reason FROM payment_methods p JOIN transactions t ON t.payment_method_ref = p.id
+        WHERE t.merchant_txn_id = $1`,
+      [id],
+    );
+    expect(pm.ended_reason).toMatch(/account closed/i);
+  });
+
+  it('4000000000000507 (46, Visa category 1) ends that card, not the transaction: the account’s other card is charged', async () => {
+    const account = uniqueId('acct');
+    const backup = uniqueId('pm');
+    const first = await submit(plainApi, ofAccount(account, backup, '5555555555554444'));
+    expect((await untilFinal(plainApi, first))[0].status).toBe('Captured');
+    const closed = uniqueId('pm');
+    const id = await submit(plainApi, ofAccount(account, closed, '4000000000000507'));
+    const [t, ...attempts] = await untilFinal(plainApi, id);
+    expect(t.status).toBe('Captured');
+    expect(attempts.map((a) => [a.auth_code, a.auth_code_description, a.payment_method.id])).toEqual([
+      ['46', 'Hard Failure', closed],
+      ['00', null, backup],
+    ]);
+    expect(attempts[0].payment_method.credit_card.account).toBe('400000******0507');
+    expect(attempts[1].payment_method.credit_card.account).toBe('555555******4444');
+  });
+
+  it('a hard decline (41) on the primary card falls back to the account’s most recently seen card', async () => {
+    const account = uniqueId('acct');
+    const older = uniqueId('pm');
+    const newer = uniqueId('pm');
+    for (const [pm, card] of [
+      [older, '5555555555554444'],
+      [newer, '4111111111111111'],
+    ] as const) {
+      expect((await untilFinal(plainApi, await submit(plainApi, ofAccount(account, pm, card))))[0].status).toBe(
+        'Captured',
+      );
+    }
+    const lost = uniqueId('pm');
+    const id = await submit(plainApi, ofAccount(account, lost, '4100000000000019'));
+    const [t, ...attempts] = await untilFinal(plainApi, id);
+    expect(t.status).toBe('Captured');
+    expect(attempts.map((a) => a.payment_method.id)).toEqual([lost, newer]);
+  });
+
+  it('the primary payment method is tried before a more recently seen one', async () => {
+    const account = uniqueId('acct');
+    const primary = uniqueId('pm');
+    const recent = uniqueId('pm');
+    const withPrimary = (t: Record<string, unknown>, flag: number): Record<string, unknown> => ({
+      ...t,
+      payment_method: { ...(t['payment_method'] as object), primary: flag },
+    });
+    for (const [pm, card, flag] of [
+      [primary, '5555555555554444', 1],
+      [recent, '4111111111111111', 0],
+    ] as const) {
+      const id = await submit(plainApi, withPrimary(ofAccount(account, pm, card), flag));
+      expect((await untilFinal(plainApi, id))[0].status).toBe('Captured');
+    }
+    const lost = uniqueId('pm');
+    // Another expiry than the earlier test's 0019 card: its block for this merchant binds that card data only.
+    const id = await submit(plainApi, withPrimary(ofAccount(account, lost, '4100000000000019', '202811'), 0));
+    const [t, ...attempts] = await untilFinal(plainApi, id);
+    expect(t.status).toBe('Captured');
+    expect(attempts.map((a) => [a.payment_method.id, a.payment_method.primary])).toEqual([
+      [lost, 0],
+      [primary, 1],
+    ]);
+  });
+
+  it('an original auth_code that is never retried moves to the account’s other card at review', async () => {
+    const account = uniqueId('acct');
+    const backup = uniqueId('pm');
+    expect(
+      (await untilFinal(plainApi, await submit(plainApi, ofAccount(account, backup, '4111111111111111'))))[0].status,
+    ).toBe('Captured');
+    const id = await submit(
+      plainApi,
+      ofAccount(account, uniqueId('pm'), '4000000000000002', '202912', { auth_code: '41' }),
+    );
+    const [t, ...attempts] = await untilFinal(plainApi, id);
+    expect(t.status).toBe('Captured');
+    expect(attempts.map((a) => [a.auth_code, a.payment_method.id])).toEqual([['00', backup]]);
+  });
+
+  it('a network token is charged with its cryptogram and ECI as the card of its last 4 digits', async () => {
+    const id = await submit(plainApi, networkToken(uniqueId('acct'), '1111'));
+    const [t, ...attempts] = await untilFinal(plainApi, id);
+    expect(t.status).toBe('Captured');
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]).toMatchObject({
+      is_network_token: 1,
+      eci_indicator: '05',
+      payment_method: { id: 'ntok_sandbox_1111' },
+    });
+    // The cryptogram is a secret: never in a response or a push.
+    expect(JSON.stringify([t, ...attempts])).not.toContain(CRYPTOGRAM);
+    // Stored only sealed, in the payment method (the transaction's clear copy from the intake is dropped at review).
+    const db = await testDb();
+    const [row] = await db.query(
+      `SELECT t.cryptogram, p.cryptogram_enc FROM transactions t JOIN payment_methods p ON p.id = t.payment_method_ref
+        WHERE t.merchant_txn_id = $1`,
+      [id],
+    );
+    expect(row.cryptogram).toBeNull();
+    expect(row.cryptogram_enc).toMatch(/\./);
+    expect(row.cryptogram_enc).not.toContain(CRYPTOGRAM);
+  });
+
+  it('a 46 on a network token ends that token and falls back to the account’s other payment method', async () => {
+    // Another merchant than the 0507 card's test: network limits count per card per merchant, and a
+    // token shares its card's history (the card ending 0507 is blocked for good at that merchant).
+    const account = uniqueId('acct');
+    const card = uniqueId('pm');
+    const first = await submit(keyedApi, ofAccount(account, card, '4111111111111111'));
+    expect((await untilFinal(keyedApi, first))[0].status).toBe('Captured');
+    const id = await submit(keyedApi, networkToken(account, '0507'));
+    const [t, ...attempts] = await untilFinal(keyedApi, id);
+    expect(t.status).toBe('Captured');
+    expect(attempts.map((a) => [a.auth_code, a.payment_method.id, a.is_network_token])).toEqual([
+      ['46', 'ntok_sandbox_0507', 1],
+      ['00', card, null],
+    ]);
+    const db = await testDb();
+    const [token] = await db.query(
+      `SELECT p.ended_at IS NOT NULL AS ended FROM payment_methods p JOIN merchants m ON m.id = p.merchant_id
+        WHERE m.login = $1 AND p.account_id = $2 AND p.pm_id = 'ntok_sandbox_0507'`,
+      [keyed.login, account],
+    );
+    expect(token.ended).toBe(true);
+  });
+
+  it('never charges one customer for two transactions at the same time', async () => {
+    const account = uniqueId('acct');
+    const cards = ['4111111111111111', '5555555555554444', '4111111111111111', '5555555555554444'];
+    const batch = cards.map((c) =>
+      ofAccount(account, uniqueId('pm'), c, '202912', { subscription: { id: uniqueId('sub') } }),
+    );
+    const r = await plainApi.submit(batch);
+    expect(r.status, r.text).toBe(200);
+    for (const t of batch) expect((await untilFinal(plainApi, t['id'] as string))[0].status).toBe('Captured');
+    const db = await testDb();
+    const spans: { prepared_at: Date; processed_at: Date }[] = await db.query(
+      `SELECT a.prepared_at, a.processed_at FROM attempts a JOIN transactions t ON t.id = a.transaction_id
+        JOIN merchants m ON m.id = t.merchant_id WHERE m.login = $1 AND t.account_id = $2 ORDER BY a.prepared_at`,
+      [plain.login, account],
+    );
+    expect(spans).toHaveLength(4);
+    // Each charge of the customer starts after the previous one was recorded (paused PAUSE_MS after the processor).
+    for (let i = 1; i < spans.length; i++) {
+      expect(new Date(spans[i]!.prepared_at).getTime()).toBeGreaterThanOrEqual(
+        new Date(spans[i - 1]!.processed_at).getTime(),
+      );
+    }
+  });
+
+  it('never writes a card number, a cryptogram or an updated card to any log or job payload', async () => {
+    const logs = [...apps.values()].map((a) => a.logs()).join('\n');
+    expect(logs.length).toBeGreaterThan(1000);
+    for (const secret of [CRYPTOGRAM, '4000000000000341', '4000000000000259', '4000000000000507', '4111111111111111']) {
+      expect(logs.includes(secret), `a log contains ${secret.slice(0, 6)}…`).toBe(false);
+    }
+    const db = await testDb();
+    const [{ n }] = await db.query(`SELECT count(*)::int AS n FROM outbox WHERE payload::text LIKE $1`, [
+      `%${CRYPTOGRAM}%`,
+    ]);
+    expect(n).toBe(0);
+  });
+});
