@@ -55,6 +55,26 @@ describe('POST /retain/transactions', () => {
     expect(outbox[0].queue).toBe('submission.review');
   });
 
+  it("stores a network token's cryptogram sealed, never in clear, from the moment it is accepted", async () => {
+    const cryptogram = 'AgAAAAAAAIR8CQrXcIhbQAAAAAA=';
+    const t = txn({
+      is_network_token: 1,
+      cryptogram,
+      eci_indicator: '05',
+      payment_method: {
+        ...(txn()['payment_method'] as object),
+        id: 'ntok_sandbox_1111',
+        is_tokenized: true,
+        credit_card: { account: '400000', expiration_date: '202912' },
+      },
+    });
+    const r = await client.submit([t]);
+    expect(r.status).toBe(200);
+    const [row] = await rowsOf([t['id'] as string]);
+    expect(row.cryptogram).toBeTruthy();
+    expect(JSON.stringify(row)).not.toContain(cryptogram);
+  });
+
   it('reads back a submitted transaction with a masked card and the computed account_hash', async () => {
     const t = txn();
     expect((await client.submit([t])).status).toBe(200);

@@ -38,6 +38,32 @@ export function open(keys: readonly DataKey[], sealed: Sealed, aad = 'retain'): 
 }
 
 /**
+ * A sealed value in ONE text column (`sealed:<key id>:<iv>.<tag>.<ciphertext>`), for secrets that
+ * have no key-id column of their own (a network token's cryptogram on the transaction row).
+ */
+export function sealText(keys: readonly DataKey[], plaintext: string, aad: string): string {
+  const s = seal(keys, plaintext, aad);
+  return `${SEALED_TEXT}${s.keyId}:${s.value}`;
+}
+
+/** The Sealed inside a sealText column, or null for a value written before sealing (clear). */
+export function parseSealedText(text: string): Sealed | null {
+  if (!text.startsWith(SEALED_TEXT)) return null;
+  const rest = text.slice(SEALED_TEXT.length);
+  const cut = rest.lastIndexOf(':');
+  if (cut <= 0) throw new Error('malformed sealed value');
+  return { keyId: rest.slice(0, cut), value: rest.slice(cut + 1) };
+}
+
+/** Opens a sealText column; a clear value of a row written before sealing is returned as it is. */
+export function openText(keys: readonly DataKey[], text: string, aad: string): string {
+  const sealed = parseSealedText(text);
+  return sealed ? open(keys, sealed, aad) : text;
+}
+
+const SEALED_TEXT = 'sealed:';
+
+/**
  * A card fingerprint: keyed HMAC-SHA256 of the card number, for lookups (per-card network limits).
  * Stored with the id of the key that made it, since fingerprint keys rotate too.
  */

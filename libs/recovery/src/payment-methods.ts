@@ -1,5 +1,15 @@
 import { AttemptsRepository, PaymentMethodsRepository, TransactionEntity, type PaymentMethodRow } from '@retain/db';
-import { cardDataVersion, checkNetworkLimits, newVid, open, seal, type DataKey, type LimitCheck } from '@retain/domain';
+import {
+  cardDataVersion,
+  checkNetworkLimits,
+  newVid,
+  open,
+  openText,
+  parseSealedText,
+  seal,
+  type DataKey,
+  type LimitCheck,
+} from '@retain/domain';
 import type { EntityManager } from 'typeorm';
 
 /**
@@ -27,8 +37,9 @@ export async function rememberPaymentMethod(
   merchantId: string,
   transactionId: string,
 ): Promise<string | null> {
-  const cryptogram = await PaymentMethodsRepository.cryptogramOf(m, merchantId, transactionId);
-  const sealed = cryptogram ? seal(keys, cryptogram, 'cryptogram') : null;
+  // The intake stored it sealed (sealText); rows accepted before that hold it in clear.
+  const stored = await PaymentMethodsRepository.cryptogramOf(m, merchantId, transactionId);
+  const sealed = stored ? (parseSealedText(stored) ?? seal(keys, stored, 'cryptogram')) : null;
   const id = await PaymentMethodsRepository.remember(m, merchantId, transactionId, newVid(), sealed);
   if (id) {
     const pm = await PaymentMethodsRepository.get(m, merchantId, id);
@@ -53,7 +64,8 @@ export async function cryptogramOf(
   keys: readonly DataKey[],
   txn: TransactionEntity,
 ): Promise<string | null> {
-  if (txn.cryptogram || !txn.paymentMethodRef || txn.isNetworkToken !== 1) return txn.cryptogram;
+  if (txn.cryptogram) return openText(keys, txn.cryptogram, 'cryptogram');
+  if (!txn.paymentMethodRef || txn.isNetworkToken !== 1) return null;
   const pm = await PaymentMethodsRepository.get(m, txn.merchantId, txn.paymentMethodRef);
   if (!pm?.cryptogram_enc || !pm.cryptogram_key_id) return null;
   return open(keys, { keyId: pm.cryptogram_key_id, value: pm.cryptogram_enc }, 'cryptogram');

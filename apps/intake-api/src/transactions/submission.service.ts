@@ -8,6 +8,7 @@ import {
   cardBrand,
   cardColumnsFromPan,
   newVid,
+  sealText,
   type CardFingerprint,
   type ErrorEntry,
 } from '@retain/domain';
@@ -231,7 +232,8 @@ export class SubmissionService {
       payment_network_transaction_id: t.payment_network_transaction_id ?? null,
       previous_billing_count: t.previous_billing_count ?? null,
       is_network_token: t.is_network_token ?? null,
-      cryptogram: t.cryptogram ?? null,
+      // A one-time secret: sealed like card data from the first write (decisions §10).
+      cryptogram: t.cryptogram ? sealText(this.config.cardKeys, t.cryptogram, 'cryptogram') : null,
       eci_indicator: t.eci_indicator ?? null,
       billing_descriptor: t.billing_descriptor ?? null,
       processor_transaction_id: t.processor_transaction_id ?? null,
