@@ -1,5 +1,5 @@
 import { AuthCodeDescription } from '../statuses';
-import { normalizeCode, ruleSetAt, visaDeclineCategory } from './network-rules.config';
+import { normalizeCode, ruleSetAt, visaCodeAsRead, visaDeclineCategory } from './network-rules.config';
 
 /** Card network as the policy sees it; anything unknown is 'other' (ISO groups only). */
 export type Network = 'visa' | 'mastercard' | 'amex' | 'discover' | 'other';
@@ -84,9 +84,10 @@ const SOFT_WAIT: Record<DeclineGroup, WaitClass> = {
  * ISO group decides the wait. `at` selects the dated rule set (the decline's time).
  */
 export function classifyDecline(input: DeclineInput, at: Date = new Date()): DeclineClassification {
-  const code = normalizeCode(input.responseCode);
-  const mac = input.merchantAdviceCode ? normalizeCode(input.merchantAdviceCode) : null;
   const network = normalizeNetwork(input.network);
+  // A Visa code is read as the rules of its day read it (57 arrived as 05 until 25 Oct 2026).
+  const code = network === 'visa' ? visaCodeAsRead(input.responseCode, at) : normalizeCode(input.responseCode);
+  const mac = input.merchantAdviceCode ? normalizeCode(input.merchantAdviceCode) : null;
   const rules = ruleSetAt(at);
   const group = declineGroup(code);
   const visaCategory = network === 'visa' ? visaDeclineCategory(code, at) : null;

@@ -71,7 +71,8 @@ describe('Visa', () => {
       false,
     );
   });
-  it.each(['04', '07', '12', '14', '15', '41', '43', '46', '57', 'R0', 'R1', 'R3'])(
+  // 57 is category 1 only outside Oct 2025 - 25 Oct 2026 (T0 is inside): network-rules-dated.spec.ts.
+  it.each(['04', '07', '12', '14', '15', '41', '43', '46', 'R0', 'R1', 'R3'])(
     'never after a category 1 decline (%s), however long ago and whatever approval follows, until the card data changes',
     (code) => {
       const h = attempts(1, 0, { responseCode: code, cardDataVersion: 'exp-202901' });
@@ -178,8 +179,9 @@ describe('Mastercard', () => {
 });
 
 describe('other networks and the time scale', () => {
-  it('other brands have no counting limits, but hard declines block the card', () => {
-    expect(checkNetworkLimits('amex', attempts(40, HOUR), at(2 * DAY), 1000n).allowed).toBe(true);
+  it("other brands: Retain's rule of 20 declines in 30 days, and hard declines block the card", () => {
+    expect(checkNetworkLimits('amex', attempts(19, HOUR), at(2 * DAY), 1000n).allowed).toBe(true);
+    expect(checkNetworkLimits('amex', attempts(20, HOUR), at(2 * DAY), 1000n).allowed).toBe(false);
     expect(checkNetworkLimits('amex', attempts(1, 0, { responseCode: '41' }), at(DAY), 1000n).allowed).toBe(false);
     expect(checkNetworkLimits(null, attempts(1, 0, { responseCode: '14' }), at(DAY), 1000n).allowed).toBe(false);
   });

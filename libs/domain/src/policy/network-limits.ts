@@ -92,6 +92,16 @@ export function checkNetworkLimits(
     );
   }
 
+  if (network !== 'visa' && network !== 'mastercard') {
+    const o = rules.others;
+    rolling(
+      counted,
+      o.maxAttempts,
+      (o.windowDays * DAY) / scale,
+      `${network === 'other' ? 'Other networks' : network === 'amex' ? 'American Express' : 'Discover'}: at most ${o.maxAttempts} declined attempts per card per merchant in ${o.windowDays} days (Retain's rule)`,
+    );
+  }
+
   if (network === 'mastercard') {
     const mc = rules.mastercard;
     rolling(

@@ -18,7 +18,18 @@ export interface NetworkRuleSet {
     windowDays: number;
     /** Decline categories by response code (Table 7-2); every code not listed is category 4. */
     categories: { 1: readonly string[]; 2: readonly string[]; 3: readonly string[] };
+    /**
+     * Codes that issuers sent meaning another code while this set was in force: the code is read as
+     * its alias, for the category and for the decline's class (57 arrived as 05 from Oct 2025 until
+     * 25 Oct 2026).
+     */
+    readAs?: Readonly<Record<string, string>>;
   };
+  /**
+   * American Express, Discover and every other network: no published excessive-retry program, so
+   * Retain's own rule (network-rules.md): declined attempts per card per merchant in a rolling window.
+   */
+  others: { maxAttempts: number; windowDays: number };
   mastercard: {
     /** Declined attempts per card per merchant in a rolling 24 hours. */
     maxDeclinesPerDay: number;
@@ -34,6 +45,7 @@ export interface NetworkRuleSet {
   };
 }
 
+/** Visa categories as of 25 Oct 2026 (network-rules.md, Table 7-2). */
 const VISA_CATEGORIES: NetworkRuleSet['visa']['categories'] = {
   1: ['04', '07', '12', '14', '15', '41', '43', '46', '57', 'R0', 'R1', 'R3'],
   2: [
@@ -44,24 +56,71 @@ const VISA_CATEGORIES: NetworkRuleSet['visa']['categories'] = {
   3: ['54', '55', '82', '6P', 'N7', '70', '1A'],
 };
 
-const MASTERCARD_ADVICE = {
+/** The categories of an earlier date: `codes` moved out of `category` (back to category 4). */
+const without = (
+  categories: NetworkRuleSet['visa']['categories'],
+  category: 1 | 2 | 3,
+  codes: readonly string[],
+): NetworkRuleSet['visa']['categories'] => ({
+  ...categories,
+  [category]: categories[category].filter((c) => !codes.includes(c)),
+});
+
+/** Before 25 Oct 2026: 83 was not yet category 2 (so category 4). */
+const VISA_CATEGORIES_2025_04 = without(VISA_CATEGORIES, 2, ['83']);
+/** Before 11 Apr 2025: 5C and 9G were not yet category 2 either. */
+const VISA_CATEGORIES_2025_01 = without(VISA_CATEGORIES_2025_04, 2, ['5C', '9G']);
+
+const MASTERCARD = {
+  maxDeclinesPerDay: 10,
+  maxSameAmount: 35,
+  sameAmountWindowDays: 30,
   stopAdviceCodes: ['03', '21'],
   newDataAdviceCodes: ['01', '04'],
   retryAfterHours: { '24': 1, '25': 24, '26': 48, '27': 96, '28': 144, '29': 192, '30': 240 },
 };
 
-/** Newest first. */
+/** Retain's own rule for American Express, Discover and others, unchanged since the start. */
+const OTHERS = { maxAttempts: 20, windowDays: 30 };
+
+/**
+ * Newest first. Dates from network-rules.md; "Oct 2025" (when issuers began sending 05 for 57)
+ * has no day, so its first day is taken.
+ */
 export const NETWORK_RULE_SETS: readonly NetworkRuleSet[] = [
   {
-    effectiveFrom: '2025-01-01T00:00:00Z',
+    // 57 is category 1 and 83 category 2.
+    effectiveFrom: '2026-10-25T00:00:00Z',
     visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES },
-    mastercard: { maxDeclinesPerDay: 10, maxSameAmount: 35, sameAmountWindowDays: 30, ...MASTERCARD_ADVICE },
+    mastercard: MASTERCARD,
+    others: OTHERS,
+  },
+  {
+    // Issuers' 57 arrives as 05: a 57 of this period is read as the generic 05.
+    effectiveFrom: '2025-10-01T00:00:00Z',
+    visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES_2025_04, readAs: { '57': '05' } },
+    mastercard: MASTERCARD,
+    others: OTHERS,
+  },
+  {
+    // 5C and 9G become category 2.
+    effectiveFrom: '2025-04-11T00:00:00Z',
+    visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES_2025_04 },
+    mastercard: MASTERCARD,
+    others: OTHERS,
+  },
+  {
+    effectiveFrom: '2025-01-01T00:00:00Z',
+    visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES_2025_01 },
+    mastercard: MASTERCARD,
+    others: OTHERS,
   },
   {
     // Before 2025 Visa allowed 15 reattempts in 30 days.
     effectiveFrom: '1970-01-01T00:00:00Z',
-    visa: { maxAttempts: 15, windowDays: 30, categories: VISA_CATEGORIES },
-    mastercard: { maxDeclinesPerDay: 10, maxSameAmount: 35, sameAmountWindowDays: 30, ...MASTERCARD_ADVICE },
+    visa: { maxAttempts: 15, windowDays: 30, categories: VISA_CATEGORIES_2025_01 },
+    mastercard: MASTERCARD,
+    others: OTHERS,
   },
 ];
 
@@ -80,7 +139,7 @@ export function ruleSetAt(at: Date, sets: readonly NetworkRuleSet[] = NETWORK_RU
 
 /** Visa decline category (1-4) of a response code under the rules in force at `at`. */
 export function visaDeclineCategory(responseCode: string, at: Date = new Date()): 1 | 2 | 3 | 4 {
-  const code = normalizeCode(responseCode);
+  const code = visaCodeAsRead(responseCode, at);
   const c = ruleSetAt(at).visa.categories;
   if (c[1].includes(code)) return 1;
   if (c[2].includes(code)) return 2;
@@ -90,3 +149,9 @@ export function visaDeclineCategory(responseCode: string, at: Date = new Date())
 
 /** Response and advice codes are compared trimmed and upper-case ('r1' is 'R1'). */
 export const normalizeCode = (code: string | null | undefined): string => (code ?? '').trim().toUpperCase();
+
+/** A Visa response code as the rules in force at `at` read it (see `readAs`), normalized. */
+export function visaCodeAsRead(responseCode: string | null | undefined, at: Date = new Date()): string {
+  const code = normalizeCode(responseCode);
+  return ruleSetAt(at).visa.readAs?.[code] ?? code;
+}
