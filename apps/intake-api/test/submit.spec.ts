@@ -267,6 +267,57 @@ describe('POST /retain/transactions', () => {
     }
   });
 
+  // service-spec: an account's external_id is unique within a merchant's data; creating an account
+  // with an existing external_id returns `Failed to update Account`.
+  describe('account external_id', () => {
+    const withAccount = (accountId: string, externalId: string | null) =>
+      txn({ account: { id: accountId, external_id: externalId, email: 'jane@example.com' } });
+    const clash = { code: 'RET012', message: 'Failed to update Account' };
+
+    it('refuses a second account with an external_id another account of the merchant holds; the holder may reuse it', async () => {
+      const ext = `ext_${uniqueId()}`;
+      const first = withAccount(`acct_a_${uniqueId()}`, ext);
+      expect((await client.submit([first])).status).toBe(200);
+
+      const other = withAccount(`acct_b_${uniqueId()}`, ext);
+      const r = await client.submit([other]);
+      expect(r.status).toBe(207);
+      expect(r.json).toEqual({
+        success_count: 0,
+        error_count: 1,
+        rejected: [{ id: other['id'], errors: [clash] }],
+      });
+      expect(await rowsOf([other['id'] as string])).toHaveLength(0);
+
+      // The same account with its own external_id again, and another merchant with the same value: fine.
+      const again = withAccount((first['account'] as { id: string }).id, ext);
+      expect((await client.submit([again])).status).toBe(200);
+      const elsewhere = await createMerchant();
+      const otherClient = new ApiClient(api.url, elsewhere.api_key);
+      expect((await otherClient.submit([withAccount(`acct_c_${uniqueId()}`, ext)])).status).toBe(200);
+    });
+
+    it('refuses the later of two accounts with one external_id in one call, and keeps the rest of the batch', async () => {
+      const ext = `ext_${uniqueId()}`;
+      const a = withAccount(`acct_a_${uniqueId()}`, ext);
+      const b = withAccount(`acct_b_${uniqueId()}`, ext);
+      const c = withAccount(`acct_c_${uniqueId()}`, null);
+      const r = await client.submit([a, b, c]);
+      expect(r.status).toBe(207);
+      expect(r.json).toEqual({ success_count: 2, error_count: 1, rejected: [{ id: b['id'], errors: [clash] }] });
+      expect((await rowsOf([a['id'] as string, b['id'] as string, c['id'] as string])).length).toBe(2);
+    });
+
+    it('lets exactly one of two concurrent calls give one external_id to two accounts', async () => {
+      const ext = `ext_${uniqueId()}`;
+      const a = withAccount(`acct_a_${uniqueId()}`, ext);
+      const b = withAccount(`acct_b_${uniqueId()}`, ext);
+      const [ra, rb] = await Promise.all([client.submit([a]), client.submit([b])]);
+      expect([ra.status, rb.status].sort()).toEqual([200, 207]);
+      expect(await rowsOf([a['id'] as string, b['id'] as string])).toHaveLength(1);
+    });
+  });
+
   it('answers 404 RET0404 for unknown routes and 405 for a wrong method', async () => {
     const r = await client.request('GET', '/v1/retain/nothing-here');
     expect(r.status).toBe(404);

@@ -10,6 +10,7 @@ import { CardFingerprintKeyId1796200000000 } from './migrations/1796200000000-Ca
 import { ProcessorAccounts1796400000000 } from './migrations/1796400000000-ProcessorAccounts';
 import { ProcessorThrottles1796500000000 } from './migrations/1796500000000-ProcessorThrottles';
 import { AccountPaymentMethods1797200000000 } from './migrations/1797200000000-AccountPaymentMethods';
+import { MerchantAccounts1797350000000 } from './migrations/1797350000000-MerchantAccounts';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -22,6 +23,7 @@ export const MIGRATIONS = [
   ProcessorAccounts1796400000000,
   ProcessorThrottles1796500000000,
   AccountPaymentMethods1797200000000,
+  MerchantAccounts1797350000000,
 ];
 
 export interface PoolTuning {

@@ -34,6 +34,8 @@ export interface ErrorEntry {
 }
 
 export const RetMessage = {
+  /** service-spec, Account.external_id: another account of the merchant holds it. */
+  accountUpdateFailed: 'Failed to update Account',
   duplicateInSubmission: 'Duplicate transaction within submission',
   duplicatePrior: 'Duplicate transaction from prior submission',
   subscriptionProcessing: 'A transaction for the same subscription is still processing',

@@ -128,6 +128,10 @@ export class SubmissionService {
         recoveringSubs.set(r.subscription_id, r.merchant_txn_id);
       }
     }
+    // external_id is unique within the merchant's accounts: its holder, as stored and as this call assigns.
+    const holders = await this.submissions.externalIdHolders(m, merchantId, [
+      ...new Set(candidates.flatMap((c) => (c.value.account.external_id ? [c.value.account.external_id] : []))),
+    ]);
     const accepted: NormalizedTransaction[] = [];
     for (const { index, value } of candidates) {
       const prior = byId.get(value.id);
@@ -146,9 +150,16 @@ export class SubmissionService {
         ok = false;
         addError(index, { code: RetCode.RET003, message: RetMessage.subscriptionProcessing });
       }
+      const ext = value.account.external_id;
+      const holder2 = ext ? holders.get(ext) : undefined;
+      if (ok && holder2 !== undefined && holder2 !== value.account.id) {
+        ok = false;
+        addError(index, { code: RetCode.RET012, message: RetMessage.accountUpdateFailed });
+      }
       if (ok) {
         accepted.push(value);
         recoveringSubs.set(value.subscription.id, value.id);
+        if (ext) holders.set(ext, value.account.id);
       }
     }
     return accepted;
@@ -176,6 +187,15 @@ export class SubmissionService {
         acceptedRows.map((t) => t.id),
       );
       await this.insertTransactions(m, merchant.id, submissionId, acceptedRows);
+      // Each account once (ON CONFLICT cannot touch a row twice), its latest external_id.
+      const accounts = new Map<string, string | null>();
+      for (const t of acceptedRows)
+        accounts.set(t.account.id, t.account.external_id ?? accounts.get(t.account.id) ?? null);
+      await this.submissions.rememberAccounts(
+        m,
+        merchant.id,
+        [...accounts].map(([accountId, externalId]) => ({ accountId, externalId })),
+      );
       const ids = await addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId } }]);
       return { accepted: acceptedRows, outboxIds: ids };
     });

@@ -67,6 +67,36 @@ export class SubmissionsRepository {
     await m.query(`SELECT pg_advisory_xact_lock(hashtextextended('retain-submit:' || $1, 0))`, [merchantId]);
   }
 
+  /** Which account of this merchant holds each of these external ids (external_id -> account id). */
+  async externalIdHolders(m: Sql, merchantId: string, externalIds: string[]): Promise<Map<string, string>> {
+    if (externalIds.length === 0) return new Map();
+    const rows: { external_id: string; account_id: string }[] = await m.query(
+      `SELECT external_id, account_id FROM merchant_accounts WHERE merchant_id = $1 AND external_id = ANY($2::text[])`,
+      [merchantId, externalIds],
+    );
+    return new Map(rows.map((r) => [r.external_id, r.account_id]));
+  }
+
+  /**
+   * Remembers the accounts of accepted transactions (one row per account: the caller passes each
+   * account once). A submission without an external_id keeps the one the account has.
+   */
+  async rememberAccounts(
+    m: Sql,
+    merchantId: string,
+    accounts: { accountId: string; externalId: string | null }[],
+  ): Promise<void> {
+    if (accounts.length === 0) return;
+    await m.query(
+      `INSERT INTO merchant_accounts (merchant_id, account_id, external_id)
+       SELECT $1, a.account_id, a.external_id FROM unnest($2::text[], $3::text[]) AS a(account_id, external_id)
+       ON CONFLICT (merchant_id, account_id) DO UPDATE
+         SET external_id = COALESCE(EXCLUDED.external_id, merchant_accounts.external_id), updated_at = now()
+       WHERE EXCLUDED.external_id IS NOT NULL AND EXCLUDED.external_id IS DISTINCT FROM merchant_accounts.external_id`,
+      [merchantId, accounts.map((a) => a.accountId), accounts.map((a) => a.externalId)],
+    );
+  }
+
   /** This merchant's stored transactions with one of these ids or on one of these subscriptions. */
   storedMatching(
     m: Sql,
