@@ -7,6 +7,7 @@ import {
 } from './decline-classifier';
 import { checkNetworkLimits, validScale, type CardAttempt } from './network-limits';
 import type { NetworkRuleSet } from './network-rules.config';
+import type { SlotStat } from './attempt-slots';
 import { isBusinessDay, isPayday, nextDayAt } from './payday-calendar';
 
 const HOUR = 3_600_000;
@@ -55,7 +56,30 @@ export const DEFAULT_RETRY_POLICY: RetryPolicyConfig = {
   riskyGapDays: [3, 7, 10],
 };
 
-export type Plan = { kind: 'retry'; at: Date; reason: string } | { kind: 'stop'; reason: string };
+/** Why a retry was planned where it is: the rule, the slot, the learned estimate behind it. */
+export interface PlanExplanation {
+  /** The rule that placed the attempt (e.g. 'learned slot', 'advice code delay', 'technical backoff'). */
+  rule: string;
+  slot: { dayAfterFailure: number; localHour: number; timeZone: string };
+  /** Approval estimate of the slot: from the prior only, or with this merchant's / all outcomes. */
+  estimate?: { mean: number; samples: number; source: 'prior' | 'merchant' | 'global' };
+}
+
+export type Plan =
+  { kind: 'retry'; at: Date; reason: string; explain?: PlanExplanation } | { kind: 'stop'; reason: string };
+
+/** Policy version of transactions planned before versions existed: the UTC heuristics below. */
+export const LEGACY_POLICY_VERSION = 'utc-heuristics-2026-10';
+/** The policy new transactions get (adaptive-policy.ts): cardholder-local, signal-aware, learning. */
+export const POLICY_VERSION = 'adaptive-2026-11';
+
+/** Which policy plans a transaction; recorded on the transaction so config changes never alter it. */
+export interface PolicyChoice {
+  version: string;
+  /** Use learned slot statistics (Thompson sampling); false: the prior (today's heuristics) only. */
+  learning: boolean;
+  config?: Partial<RetryPolicyConfig>;
+}
 
 /** The latest outcome: a decline's codes, or a processor error (no decision). */
 export type LastOutcome =
@@ -82,6 +106,36 @@ export interface PlanInput {
   timeScale?: number;
   config?: Partial<RetryPolicyConfig>;
   rules?: NetworkRuleSet | readonly NetworkRuleSet[];
+
+  // ---- Signals (all optional; without `policy` the legacy UTC schedule ignores them) ----
+  /**
+   * The policy that plans this transaction. Absent: LEGACY_POLICY_VERSION (what transactions in
+   * flight before versions existed were planned with). POLICY_VERSION selects the adaptive policy.
+   */
+  policy?: PolicyChoice;
+  /** Mastercard Merchant Advice Code of the ORIGINAL decline (network_advice_code, section 16). */
+  originalAdviceCode?: string | null;
+  /** Response code of the original decline (defaults to lastDecline's before the first attempt). */
+  originalResponseCode?: string | null;
+  /** Billing address of the cardholder, for the local time zone. */
+  cardholder?: { country?: string | null; postalCode?: string | null } | null;
+  /** Card facts: BIN (6-8 digits), issuing country, 'credit' | 'debit' | 'prepaid', expiry YYYYMM. */
+  card?: {
+    bin?: string | null;
+    binCountry?: string | null;
+    fundingType?: string | null;
+    expiry?: string | null;
+  } | null;
+  /** Merchant's country, the time-zone fallback before the default zone. */
+  merchantCountry?: string | null;
+  /** Instants of this subscription's earlier successful charges (its pay calendar). */
+  paidBefore?: readonly Date[];
+  /** The account's other transactions at this merchant: approvals and declines. */
+  accountOutcomes?: { approvals: number; declines: number } | null;
+  /** Learned slot statistics (merchant scope and global scope) for the learner. */
+  learned?: readonly SlotStat[];
+  /** Random source in [0, 1) for Thompson sampling; seeded in tests and benches (default Math.random). */
+  rng?: () => number;
 }
 
 /**
