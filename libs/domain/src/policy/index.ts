@@ -5,3 +5,6 @@ export * from './payday-calendar';
 export * from './retry-schedule';
 export * from './attempt-slots';
 export * from './cardholder-time';
+export * from './never-recover';
+export * from './pay-pattern';
+export * from './slot-learner';

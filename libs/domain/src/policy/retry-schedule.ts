@@ -7,7 +7,10 @@ import {
 } from './decline-classifier';
 import { checkNetworkLimits, validScale, type CardAttempt } from './network-limits';
 import type { NetworkRuleSet } from './network-rules.config';
+import { planAdaptive } from './adaptive-policy';
 import type { SlotStat } from './attempt-slots';
+import { DEFAULT_CARDHOLDER_TIME_ZONE } from './cardholder-time';
+import { DEFAULT_LEARNER, type LearnerConfig } from './slot-learner';
 import { isBusinessDay, isPayday, nextDayAt } from './payday-calendar';
 
 const HOUR = 3_600_000;
@@ -40,6 +43,27 @@ export interface RetryPolicyConfig {
   fundsMinGapHours: readonly number[];
   /** Suspicious declines: minimum days since the previous attempt, by attempt index. */
   riskyGapDays: readonly number[];
+
+  // ---- The adaptive policy (POLICY_VERSION, adaptive-policy.ts) ----
+  /** Attempt budget by the ORIGINAL decline's class (maxAttemptsByClass still caps risky). */
+  budgetByClass: Readonly<Record<string, number>>;
+  /**
+   * Latest cardholder-local day after the failure for attempt n (index n, last repeats): most
+   * attempts land in the first ~10 days, while cardholders still want the service.
+   */
+  attemptDeadlineDays: readonly number[];
+  /** Minimum hours between two attempts (funds and generic; at most one attempt per local day). */
+  minGapHours: number;
+  /** Score factor of a generic-calendar payday (Fridays, 1st, 15th, last business day). */
+  paydayBoost: number;
+  /** Score factor of a payday predicted from the subscription's earlier successful charges. */
+  patternPaydayBoost: number;
+  /** Score factor of the local hour at which earlier charges went through. */
+  paidHourBoost: number;
+  /** Time zone when neither the billing address, the BIN country nor the merchant tell one. */
+  fallbackTimeZone: string;
+  /** Thompson sampling: prior strength and the cap on global-scope evidence. */
+  learner: LearnerConfig;
 }
 
 export const DEFAULT_RETRY_POLICY: RetryPolicyConfig = {
@@ -54,6 +78,14 @@ export const DEFAULT_RETRY_POLICY: RetryPolicyConfig = {
   // Every payday morning (Fridays, 1st, 15th, last business day), the first one as soon as possible.
   fundsMinGapHours: [1, 20],
   riskyGapDays: [3, 7, 10],
+  budgetByClass: { funds: 10, generic: 8, technical: 8, risky: 3 },
+  attemptDeadlineDays: [1, 2, 4, 6, 8, 10, 13, 17, 22, 28],
+  minGapHours: 16,
+  paydayBoost: 1.6,
+  patternPaydayBoost: 2.5,
+  paidHourBoost: 1.25,
+  fallbackTimeZone: DEFAULT_CARDHOLDER_TIME_ZONE,
+  learner: DEFAULT_LEARNER,
 };
 
 /** Why a retry was planned where it is: the rule, the slot, the learned estimate behind it. */
@@ -146,6 +178,12 @@ export interface PlanInput {
  * card-network limits; a temporary limit pushes it to the next slot after `notBefore`.
  */
 export function planNextAttempt(input: PlanInput): Plan {
+  if (input.policy && input.policy.version !== LEGACY_POLICY_VERSION)
+    return planAdaptive(
+      input,
+      { ...DEFAULT_RETRY_POLICY, ...input.config, ...input.policy.config },
+      input.policy.learning,
+    );
   const config: RetryPolicyConfig = { ...DEFAULT_RETRY_POLICY, ...input.config };
   const scale = validScale(input.timeScale);
   const anchor = input.startedAt.getTime();
@@ -181,7 +219,7 @@ export function planNextAttempt(input: PlanInput): Plan {
       input.amountMinor,
       { timeScale: scale, rules: input.rules },
     );
-    if (check.allowed) return { kind: 'retry', at, reason: decline.reason };
+    if (check.allowed) return { kind: 'retry', at, reason: decline.reason, explain: utcExplanation(input, config, v) };
     if (check.permanently) return { kind: 'stop', reason: check.rule };
     v = align(config, waitClass, Math.max(toVirtual(check.notBefore.getTime()), v + 1));
   }
@@ -228,3 +266,14 @@ function align(config: RetryPolicyConfig, waitClass: WaitClass, from: number): n
 }
 
 const gapAt = (gaps: readonly number[], index: number): number => gaps[Math.min(index, gaps.length - 1)] ?? 0;
+
+/** The legacy schedule's explanation: its rule and the slot in UTC. */
+function utcExplanation(input: PlanInput, config: RetryPolicyConfig, virtualAt: number): PlanExplanation {
+  const failed = (input.firstFailedAt ?? input.startedAt).getTime();
+  const day = (t: number): number => Math.floor(t / DAY);
+  const hour = new Date(virtualAt).getUTCHours();
+  return {
+    rule: `${LEGACY_POLICY_VERSION}: paydays and business days at ${config.attemptHourUtc}:00 UTC`,
+    slot: { dayAfterFailure: Math.max(0, day(virtualAt) - day(failed)), localHour: hour, timeZone: 'UTC' },
+  };
+}
