@@ -78,12 +78,14 @@ export const DEFAULT_RETRY_POLICY: RetryPolicyConfig = {
   // Every payday morning (Fridays, 1st, 15th, last business day), the first one as soon as possible.
   fundsMinGapHours: [1, 20],
   riskyGapDays: [3, 7, 10],
-  budgetByClass: { funds: 10, generic: 8, technical: 8, risky: 3 },
-  attemptDeadlineDays: [1, 2, 4, 6, 8, 10, 13, 17, 22, 28],
+  // Near-daily for the first 11 days (money arrives on many calendars: weekly, biweekly, benefits,
+  // gig income), then sparser: about half of what daily retries spend, 2/3 of it by day 10.
+  budgetByClass: { funds: 16, generic: 13, technical: 8, risky: 3 },
+  attemptDeadlineDays: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 16, 20, 24, 28],
   minGapHours: 16,
   paydayBoost: 1.6,
   patternPaydayBoost: 2.5,
-  paidHourBoost: 1.25,
+  paidHourBoost: 1.5,
   fallbackTimeZone: DEFAULT_CARDHOLDER_TIME_ZONE,
   learner: DEFAULT_LEARNER,
 };
