@@ -153,7 +153,14 @@ export function planAdaptive(input: PlanInput, config: RetryPolicyConfig, learni
       for (let h = 0; h < HOUR_BUCKETS; h++) {
         const bucket = h * SLOT_HOURS;
         const hourFactor = pattern?.hour === bucket ? config.paidHourBoost : 1;
-        candidates.push({ day: d, bucket, payday, score: slotScore(model, draw, d, bucket) * dayFactor * hourFactor });
+        // Waiting costs: cardholders give up, and every later attempt moves later too.
+        const wait = Math.pow(1 - config.waitCostPerDay, d - firstDay);
+        candidates.push({
+          day: d,
+          bucket,
+          payday,
+          score: slotScore(model, draw, d, bucket) * dayFactor * hourFactor * wait,
+        });
       }
     }
     candidates.sort((a, b) => b.score - a.score || a.day - b.day || a.bucket - b.bucket);

@@ -52,6 +52,11 @@ export interface RetryPolicyConfig {
    * attempts land in the first ~10 days, while cardholders still want the service.
    */
   attemptDeadlineDays: readonly number[];
+  /**
+   * Score discount per day of waiting within an attempt's window: a later day must be clearly
+   * better (a payday) to be chosen, since cardholders give up and all later attempts move later.
+   */
+  waitCostPerDay: number;
   /** Minimum hours between two attempts (funds and generic; at most one attempt per local day). */
   minGapHours: number;
   /** Score factor of a generic-calendar payday (Fridays, 1st, 15th, last business day). */
@@ -82,6 +87,7 @@ export const DEFAULT_RETRY_POLICY: RetryPolicyConfig = {
   // gig income), then sparser: about half of what daily retries spend, 2/3 of it by day 10.
   budgetByClass: { funds: 16, generic: 13, technical: 8, risky: 3 },
   attemptDeadlineDays: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 16, 20, 24, 28],
+  waitCostPerDay: 0.15,
   minGapHours: 16,
   paydayBoost: 1.6,
   patternPaydayBoost: 2.5,

@@ -1,12 +1,12 @@
 /**
  * The learner: Thompson sampling over attempt slots (local day after the failure x local 2-hour
- * bucket), per decline class. Each slot's approval rate has a Beta posterior:
+ * bucket), per decline class. The approval rate of a slot is a day effect times a relative hour
+ * effect, rate(d, h) = day(d) * hour(h): the day rate has a Beta posterior, the hour ratio a Gamma
+ * posterior, each fitted with the other held at its estimate. 31 + 12 arms learn far faster than
+ * 372 cells, and the hour (when deposits post) is what differs most between populations. Evidence:
  *   prior (today's heuristics: mornings, front-loaded days) with a fixed strength
  *   + this merchant's counted outcomes (full weight)
  *   + all merchants' outcomes (the global scope), capped so a merchant's own data soon dominates.
- * The rate is modelled as a day effect times an hour effect (rate(d, h) = day(d) * hour(h) / mean
- * hour), each with its own posterior over the marginal counts: 31 + 12 arms learn far faster than
- * 372 cells, and the hour effect (when deposits post) is what differs most between populations.
  * To choose, one draw per arm is scored and the best candidate slot wins; with `learning` off the
  * posterior means of the prior alone are used (deterministic, the cold-start heuristics).
  */
@@ -15,13 +15,18 @@ import { MAX_SLOT_DAY, SLOT_HOURS, type SlotStat } from './attempt-slots';
 export const HOUR_BUCKETS = 24 / SLOT_HOURS;
 
 export interface LearnerConfig {
-  /** Pseudo-observations behind each prior day arm and hour arm. */
+  /** Pseudo-observations behind each prior hour arm. */
   priorStrength: number;
+  /**
+   * Pseudo-observations behind each prior day arm: stronger, since the day a retry lands on is
+   * mostly set by the front-loading deadlines, and day counts are confounded by who is still unpaid.
+   */
+  dayPriorStrength: number;
   /** At most this many global-scope observations per arm (scaled down beyond). */
   globalCap: number;
 }
 
-export const DEFAULT_LEARNER: LearnerConfig = { priorStrength: 30, globalCap: 300 };
+export const DEFAULT_LEARNER: LearnerConfig = { priorStrength: 60, dayPriorStrength: 100, globalCap: 300 };
 
 /**
  * Prior approval rate of a retry on local day `d` after the failure, per decline class: what the
@@ -48,74 +53,131 @@ export function priorDayRate(declineClass: string, day: number): number {
 const HOUR_SHAPE = [0.45, 0.45, 0.6, 1.0, 1.0, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5];
 export const priorHourShape = (bucketStart: number): number => HOUR_SHAPE[Math.floor(bucketStart / SLOT_HOURS)] ?? 0.5;
 
-interface Arm {
-  alpha: number;
-  beta: number;
+interface Evidence {
   merchant: number;
   global: number;
 }
 
+/** Day arm: the approval rate at an average hour, Beta(alpha, beta). */
+interface DayArm extends Evidence {
+  alpha: number;
+  beta: number;
+}
+
+/** Hour arm: the hour's rate relative to an average hour, Gamma(shape, rate). */
+interface HourArm extends Evidence {
+  shape: number;
+  rate: number;
+}
+
 export interface SlotModel {
   declineClass: string;
-  days: readonly Arm[];
-  hours: readonly Arm[];
-  /** Mean over hour arms of the posterior mean (the hour effect is relative to it). */
-  hourMean: number;
+  days: readonly DayArm[];
+  hours: readonly HourArm[];
 }
 
 export interface SlotDraw {
-  /** Day and hour effects drawn (Thompson) or their posterior means. */
+  /** Day rates and relative hour effects drawn (Thompson) or their posterior means. */
   day: readonly number[];
   hour: readonly number[];
 }
 
-/** Posterior arms of one decline class from the prior and the learned counts. */
+const HOUR_SHAPE_MEAN = HOUR_SHAPE.reduce((a, b) => a + b, 0) / HOUR_SHAPE.length;
+
+/**
+ * Posterior arms of one decline class from the prior and the learned counts. The model is
+ * approvals(d, h) ~ attempts(d, h) * day(d) * hour(h): each effect is estimated with the other one
+ * held at its estimate (two alternations), so the hours a policy happens to use on good days do
+ * not take credit for those days, and the reverse.
+ */
 export function buildSlotModel(
   declineClass: string,
   learned: readonly SlotStat[] | undefined,
   config: LearnerConfig = DEFAULT_LEARNER,
 ): SlotModel {
-  const dayCounts = Array.from({ length: MAX_SLOT_DAY + 1 }, () => ({ m: [0, 0], g: [0, 0] }));
-  const hourCounts = Array.from({ length: HOUR_BUCKETS }, () => ({ m: [0, 0], g: [0, 0] }));
+  const D = MAX_SLOT_DAY + 1;
+  const cells = Array.from({ length: D * HOUR_BUCKETS }, () => ({ n: 0, a: 0, gn: 0, ga: 0 }));
+  let globalTotal = 0;
   for (const s of learned ?? []) {
     if (s.declineClass !== declineClass || !(s.attempts > 0)) continue;
     const d = Math.max(0, Math.min(MAX_SLOT_DAY, Math.floor(s.dayAfterFailure)));
     const h = Math.max(0, Math.min(HOUR_BUCKETS - 1, Math.floor(s.localHour / SLOT_HOURS)));
     const approvals = Math.max(0, Math.min(s.attempts, s.approvals));
-    const key = s.scope === 'merchant' ? 'm' : 'g';
-    dayCounts[d]![key][0]! += s.attempts;
-    dayCounts[d]![key][1]! += approvals;
-    hourCounts[h]![key][0]! += s.attempts;
-    hourCounts[h]![key][1]! += approvals;
+    const c = cells[d * HOUR_BUCKETS + h]!;
+    if (s.scope === 'merchant') {
+      c.n += s.attempts;
+      c.a += approvals;
+    } else {
+      c.gn += s.attempts;
+      c.ga += approvals;
+      globalTotal += s.attempts;
+    }
   }
-  // The class's overall rate scales the hour prior: the hour arm's mean is that rate times the shape.
-  const base = priorDayRate(declineClass, 1);
-  const arm = (priorMean: number, c: { m: number[]; g: number[] }): Arm => {
-    const [gn, ga] = c.g as [number, number];
-    const shrink = gn > config.globalCap ? config.globalCap / gn : 1;
-    const [mn, ma] = c.m as [number, number];
-    const n0 = config.priorStrength;
-    const alpha = n0 * priorMean + ma + ga * shrink;
-    const beta = n0 * (1 - priorMean) + (mn - ma) + (gn - ga) * shrink;
-    return { alpha, beta, merchant: mn, global: gn };
-  };
-  const days = dayCounts.map((c, d) => arm(priorDayRate(declineClass, d), c));
-  const hours = hourCounts.map((c, h) => arm(Math.min(0.95, base * priorHourShape(h * SLOT_HOURS)), c));
-  const hourMean = hours.reduce((a, h) => a + h.alpha / (h.alpha + h.beta), 0) / hours.length;
-  return { declineClass, days, hours, hourMean };
+  // All merchants' evidence counts for at most globalCap observations per hour arm on average.
+  const w = globalTotal > config.globalCap * HOUR_BUCKETS ? (config.globalCap * HOUR_BUCKETS) / globalTotal : 1;
+  const n = (d: number, h: number) => cells[d * HOUR_BUCKETS + h]!.n + w * cells[d * HOUR_BUCKETS + h]!.gn;
+  const a = (d: number, h: number) => cells[d * HOUR_BUCKETS + h]!.a + w * cells[d * HOUR_BUCKETS + h]!.ga;
+  const dayEvidence: Evidence[] = Array.from({ length: D }, () => ({ merchant: 0, global: 0 }));
+  const hourEvidence: Evidence[] = Array.from({ length: HOUR_BUCKETS }, () => ({ merchant: 0, global: 0 }));
+  cells.forEach((c, i) => {
+    const d = Math.floor(i / HOUR_BUCKETS);
+    const h = i % HOUR_BUCKETS;
+    dayEvidence[d]!.merchant += c.n;
+    dayEvidence[d]!.global += c.gn;
+    hourEvidence[h]!.merchant += c.n;
+    hourEvidence[h]!.global += c.gn;
+  });
+
+  const shape0 = Array.from({ length: HOUR_BUCKETS }, (_, h) => priorHourShape(h * SLOT_HOURS) / HOUR_SHAPE_MEAN);
+  // Hour prior strength in expected approvals: the hour arms' pseudo-attempts at the class's rate.
+  const k0 = config.priorStrength * priorDayRate(declineClass, 1);
+  let hourMean = shape0;
+  let days: DayArm[] = [];
+  let hours: HourArm[] = [];
+  for (let round = 0; round < 2; round++) {
+    days = Array.from({ length: D }, (_, d) => {
+      let effective = 0;
+      let approvals = 0;
+      for (let h = 0; h < HOUR_BUCKETS; h++) {
+        effective += n(d, h) * hourMean[h]!;
+        approvals += a(d, h);
+      }
+      const m0 = priorDayRate(declineClass, d);
+      const n0 = config.dayPriorStrength;
+      return {
+        alpha: n0 * m0 + approvals,
+        beta: n0 * (1 - m0) + Math.max(0, effective - approvals),
+        ...dayEvidence[d]!,
+      };
+    });
+    const dayMean = days.map((x) => x.alpha / (x.alpha + x.beta));
+    hours = Array.from({ length: HOUR_BUCKETS }, (_, h) => {
+      let expected = 0;
+      let approvals = 0;
+      for (let d = 0; d < D; d++) {
+        expected += n(d, h) * dayMean[d]!;
+        approvals += a(d, h);
+      }
+      return { shape: k0 * shape0[h]! + approvals, rate: k0 + expected, ...hourEvidence[h]! };
+    });
+    hourMean = hours.map((x) => x.shape / x.rate);
+  }
+  return { declineClass, days, hours };
 }
 
 /** One Thompson draw of every arm (rng given), or the posterior means (rng null). */
 export function drawSlotModel(model: SlotModel, rng: (() => number) | null): SlotDraw {
-  const value = (a: Arm): number => (rng ? sampleBeta(a.alpha, a.beta, rng) : a.alpha / (a.alpha + a.beta));
-  return { day: model.days.map(value), hour: model.hours.map(value) };
+  return {
+    day: model.days.map((x) => (rng ? sampleBeta(x.alpha, x.beta, rng) : x.alpha / (x.alpha + x.beta))),
+    hour: model.hours.map((x) => (rng ? sampleGamma(Math.max(x.shape, 1e-3), rng) / x.rate : x.shape / x.rate)),
+  };
 }
 
-/** Score of slot (day, hour bucket start) under a draw: day effect times relative hour effect. */
-export function slotScore(model: SlotModel, draw: SlotDraw, day: number, bucketStart: number): number {
+/** Score of slot (day, hour bucket start) under a draw: day rate times relative hour effect. */
+export function slotScore(_model: SlotModel, draw: SlotDraw, day: number, bucketStart: number): number {
   const d = Math.max(0, Math.min(MAX_SLOT_DAY, day));
   const h = Math.floor(bucketStart / SLOT_HOURS);
-  return draw.day[d]! * (draw.hour[h]! / model.hourMean);
+  return draw.day[d]! * draw.hour[h]!;
 }
 
 /** Posterior mean of a slot and the evidence behind it, for the plan's explanation. */
@@ -126,7 +188,7 @@ export function slotEstimate(
 ): { mean: number; samples: number; source: 'prior' | 'merchant' | 'global' } {
   const d = model.days[Math.max(0, Math.min(MAX_SLOT_DAY, day))]!;
   const h = model.hours[Math.floor(bucketStart / SLOT_HOURS)]!;
-  const mean = (d.alpha / (d.alpha + d.beta)) * (h.alpha / (h.alpha + h.beta) / model.hourMean);
+  const mean = (d.alpha / (d.alpha + d.beta)) * (h.shape / h.rate);
   const merchant = Math.min(d.merchant, h.merchant);
   const global = Math.min(d.global, h.global);
   const source = merchant > 0 && merchant >= global ? 'merchant' : global > 0 ? 'global' : 'prior';
