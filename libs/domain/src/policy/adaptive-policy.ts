@@ -142,7 +142,7 @@ export function planAdaptive(input: PlanInput, config: RetryPolicyConfig, learni
     const firstDay = Math.max(minDay, localDaysBetween(new Date(failedAt), new Date(earliest), zone));
     const windowEndDay = localDaysBetween(new Date(failedAt), new Date(windowEnd), zone);
     // Advice delay: the first good hours after it, nothing more. Else up to the attempt's deadline.
-    const lastDay = Math.min(windowEndDay, adviceWait ? firstDay + 1 : Math.max(deadline, firstDay + 1));
+    const lastDay = Math.min(windowEndDay, adviceWait ? firstDay + 1 : Math.max(deadline, firstDay));
     const candidates: Candidate[] = [];
     for (let d = firstDay; d <= lastDay; d++) {
       const date = failDay.plus({ days: d });

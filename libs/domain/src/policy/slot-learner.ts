@@ -34,15 +34,17 @@ export const DEFAULT_LEARNER: LearnerConfig = { priorStrength: 60, dayPriorStren
  * cardholders give up or cancel, so earlier is better).
  */
 export function priorDayRate(declineClass: string, day: number): number {
+  // The day of the failure itself: money rarely arrives within the same day, issuers repeat themselves.
+  const sameDay = day === 0 ? 0.5 : 1;
   switch (declineClass) {
     case 'technical':
       return day === 0 ? 0.35 : 0.18 * Math.exp(-day / 10);
     case 'funds':
-      return 0.09 * Math.exp(-day / 18);
+      return sameDay * 0.09 * Math.exp(-day / 18);
     case 'risky':
-      return 0.04 * Math.exp(-day / 15);
+      return sameDay * 0.04 * Math.exp(-day / 15);
     default:
-      return 0.1 * Math.exp(-day / 12);
+      return sameDay * 0.1 * Math.exp(-day / 12);
   }
 }
 
