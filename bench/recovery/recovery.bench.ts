@@ -5,15 +5,38 @@
 // An independent checker (its own reading of network-rules.md, no policy code) counts network-rule
 // violations over every card's full attempt log.
 //
-// Run: node bench/run-ts.mjs bench/recovery/recovery.bench.ts [count] [seed]
+// Run: node bench/run-ts.mjs bench/recovery/recovery.bench.ts [--world <file.ts>] [--count N] [--seed S]
+// A world module's default export has transactions(count, seed) (submitted transactions, failure time
+// in `timestamp`, optional network_advice_code) and charge(tx, at, n) -> {approved, auth_code,
+// network_advice_code?}. Without --world: the sandbox processor's recovery model.
 import { checkNetworkLimits, classifyDecline, type CardAttempt, type Plan } from '@retain/domain';
 import { MemorySandboxLedger, SandboxProcessor, cardNetwork, type ChargeResult } from '@retain/processor';
-import { LearningPolicy, type SubmittedFields } from './learning-policy';
+import path from 'node:path';
+import { LearningPolicy, amountMinorOf, type SubmittedFields } from './learning-policy';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
-const N = Number(process.argv[2] ?? 10_000);
-const SEED = Number(process.argv[3] ?? 20_261_122);
+const argv = process.argv.slice(2);
+const flag = (name: string): string | undefined => {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const positional = argv.filter((a, i) => !a.startsWith('--') && !(i > 0 && argv[i - 1]!.startsWith('--')));
+const N = Number(flag('count') ?? positional[0] ?? 10_000);
+const SEED = Number(flag('seed') ?? positional[1] ?? 20_261_122);
+const WORLD_FILE = flag('world');
+
+/** A population plugged in with --world (issue 11): outcomes come from it, not from the sandbox. */
+interface RecoveryWorld {
+  transactions(count: number, seed: number): (SubmittedFields & Record<string, unknown>)[];
+  charge(
+    tx: SubmittedFields,
+    at: number,
+    n: number,
+  ): { approved: boolean; auth_code: string; network_advice_code?: string | null };
+}
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const world: RecoveryWorld | null = WORLD_FILE ? require(path.resolve(WORLD_FILE)).default : null;
 
 // ---------------------------------------------------------------- the failed transactions
 
@@ -59,8 +82,28 @@ interface Case {
   pan: string;
   network: ReturnType<typeof cardNetwork>;
   code: string;
+  /** Mastercard advice code of the original decline (network_advice_code). */
+  mac: string | null;
   amountMinor: bigint;
   failedAt: Date;
+  /** The world's submitted transaction (--world), else null (the sandbox cases). */
+  tx: SubmittedFields | null;
+}
+
+function worldCases(w: RecoveryWorld): Case[] {
+  return w.transactions(N, SEED).map((tx, index) => {
+    const pan = (tx.payment_method?.credit_card?.account ?? '').replace(/\D/g, '');
+    return {
+      index,
+      pan,
+      network: cardNetwork(pan),
+      code: tx.auth_code,
+      mac: tx.network_advice_code ?? null,
+      amountMinor: amountMinorOf(tx),
+      failedAt: new Date(tx.timestamp),
+      tx,
+    };
+  });
 }
 
 function luhnDigit(body: string): string {
@@ -90,7 +133,7 @@ function makeCases(): Case[] {
     const day = Math.floor(rnd() * 300);
     const hour = rnd() < 0.6 ? rnd() * 6 : rnd() * 24;
     const failedAt = new Date(start + day * DAY + Math.floor(hour * HOUR));
-    return { index, pan, network: cardNetwork(pan), code, amountMinor, failedAt };
+    return { index, pan, network: cardNetwork(pan), code, mac: null, amountMinor, failedAt, tx: null };
   });
 }
 
@@ -115,15 +158,16 @@ interface Strategy {
 const REVIEW_DELAY = 10 * 60_000; // submission and post-submission review after the failure
 
 /** What the merchant submitted for a case (the only thing the policy sees). */
-const submitted = (c: Case): SubmittedFields => ({
-  id: `bench-${c.index}`,
-  amount: Number(c.amountMinor) / 100,
-  timestamp: c.failedAt.toISOString(),
-  auth_code: c.code,
-  subscription: { id: `sub-${c.index}` },
-  account: { id: `acc-${c.index}` },
-  payment_method: { credit_card: { account: c.pan } },
-});
+const submitted = (c: Case): SubmittedFields =>
+  c.tx ?? {
+    id: `bench-${c.index}`,
+    amount: Number(c.amountMinor) / 100,
+    timestamp: c.failedAt.toISOString(),
+    auth_code: c.code,
+    subscription: { id: `sub-${c.index}` },
+    account: { id: `acc-${c.index}` },
+    payment_method: { credit_card: { account: c.pan } },
+  };
 
 function retainPolicy(learning: boolean): Strategy {
   const p = new LearningPolicy(SEED, learning);
@@ -153,7 +197,9 @@ const stop = (reason: string): Plan => ({ kind: 'stop', reason });
 const fixed: Strategy = {
   name: 'fixed 8 x 3 days',
   first: (c) =>
-    retryable(c, c.code) ? { kind: 'retry', at: new Date(c.failedAt.getTime() + 3 * DAY), reason: '' } : stop('hard'),
+    retryable(c, c.code, c.mac)
+      ? { kind: 'retry', at: new Date(c.failedAt.getTime() + 3 * DAY), reason: '' }
+      : stop('hard'),
   next: (c, s) => {
     if (s.last.outcome === 'declined' && !retryable(c, s.last.responseCode, s.last.merchantAdviceCode))
       return stop('hard');
@@ -166,7 +212,9 @@ const fixed: Strategy = {
 const daily: Strategy = {
   name: 'daily until limit',
   first: (c) =>
-    retryable(c, c.code) ? { kind: 'retry', at: new Date(c.failedAt.getTime() + DAY), reason: '' } : stop('hard'),
+    retryable(c, c.code, c.mac)
+      ? { kind: 'retry', at: new Date(c.failedAt.getTime() + DAY), reason: '' }
+      : stop('hard'),
   next: (c, s) => {
     if (s.last.outcome === 'declined' && !retryable(c, s.last.responseCode, s.last.merchantAdviceCode))
       return stop('hard');
@@ -197,7 +245,7 @@ interface LoggedAttempt {
 function violations(c: Case, log: readonly LoggedAttempt[]): string[] {
   const found: string[] = [];
   // The merchant's original decline binds like any other (it is not counted as a reattempt).
-  const original: LoggedAttempt = { at: c.failedAt.getTime(), outcome: 'declined', code: c.code, mac: null };
+  const original: LoggedAttempt = { at: c.failedAt.getTime(), outcome: 'declined', code: c.code, mac: c.mac };
   log.forEach((a, i) => {
     const before = [original, ...log.slice(0, i)];
     for (const b of before) {
@@ -289,6 +337,15 @@ class Agenda {
  * Runs every case on one simulated clock, attempts in time order across cases: a learning policy
  * knows, when it plans, only the outcomes of attempts made before (as in the service).
  */
+/** A world's answer as a processor result. */
+function fromWorld(r: ReturnType<RecoveryWorld['charge']>): ChargeResult {
+  return (
+    r.approved
+      ? { outcome: 'approved', responseCode: r.auth_code || '00' }
+      : { outcome: 'declined', responseCode: r.auth_code, merchantAdviceCode: r.network_advice_code ?? null }
+  ) as ChargeResult;
+}
+
 async function simulate(strategy: Strategy, cases: readonly Case[]): Promise<Outcome> {
   const processor = new SandboxProcessor(new MemorySandboxLedger());
   const out: Outcome = {
@@ -325,17 +382,19 @@ async function simulate(strategy: Strategy, cases: readonly Case[]): Promise<Out
     if (log.length > 0 && plan.at.getTime() <= log[log.length - 1]!.at)
       throw new Error(`${strategy.name}: time went back`);
     const n = log.length + 1;
-    const result = await processor.charge({
-      idempotencyKey: `${c.index}:${n}`,
-      attemptNumber: n,
-      amountMinor: c.amountMinor,
-      currency: 'USD',
-      instrument: { kind: 'pan', pan: c.pan },
-      originalResponseCode: c.code,
-      divisionNumber: 'bench',
-      at: plan.at,
-      originalFailedAt: c.failedAt,
-    });
+    const result: ChargeResult = world
+      ? fromWorld(world.charge(c.tx!, plan.at.getTime(), n))
+      : await processor.charge({
+          idempotencyKey: `${c.index}:${n}`,
+          attemptNumber: n,
+          amountMinor: c.amountMinor,
+          currency: 'USD',
+          instrument: { kind: 'pan', pan: c.pan },
+          originalResponseCode: c.code,
+          divisionNumber: 'bench',
+          at: plan.at,
+          originalFailedAt: c.failedAt,
+        });
     const declined = result.outcome === 'declined';
     strategy.attempted?.(c, plan.at, result.outcome === 'approved');
     log.push({
@@ -375,7 +434,7 @@ const median = (xs: readonly number[]): number => {
 const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;
 
 async function main(): Promise<void> {
-  const cases = makeCases();
+  const cases = world ? worldCases(world) : makeCases();
   const started = Date.now();
   const results = [];
   for (const s of [retainPolicy(true), fixed, daily, retainPolicy(false)]) results.push(await simulate(s, cases));
@@ -384,7 +443,7 @@ async function main(): Promise<void> {
   const money = (minor: bigint): string => (Number(minor) / 100).toLocaleString('en-US', { maximumFractionDigits: 0 });
 
   console.log(
-    `\nbench/recovery: ${N} failed transactions (seed ${SEED}), ${cases.filter((c) => retryable(c, c.code)).length} with a retryable original decline\n`,
+    `\nbench/recovery: ${N} failed transactions (seed ${SEED}, world ${WORLD_FILE ?? 'sandbox processor'}), ${cases.filter((c) => retryable(c, c.code)).length} with a retryable original decline\n`,
   );
   console.table(
     results.map((o) => ({
