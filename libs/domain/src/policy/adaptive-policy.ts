@@ -153,14 +153,12 @@ export function planAdaptive(input: PlanInput, config: RetryPolicyConfig, learni
       for (let h = 0; h < HOUR_BUCKETS; h++) {
         const bucket = h * SLOT_HOURS;
         const hourFactor = pattern?.hour === bucket ? config.paidHourBoost : 1;
+        const rate = slotScore(model, draw, d, bucket) * dayFactor * hourFactor;
+        // Not worth an attempt (a fee, and a decline on the card's record) below this rate.
+        if (rate < config.minSlotRate) continue;
         // Waiting costs: cardholders give up, and every later attempt moves later too.
         const wait = Math.pow(1 - config.waitCostPerDay, d - firstDay);
-        candidates.push({
-          day: d,
-          bucket,
-          payday,
-          score: slotScore(model, draw, d, bucket) * dayFactor * hourFactor * wait,
-        });
+        candidates.push({ day: d, bucket, payday, score: rate * wait });
       }
     }
     candidates.sort((a, b) => b.score - a.score || a.day - b.day || a.bucket - b.bucket);
@@ -190,6 +188,8 @@ export function planAdaptive(input: PlanInput, config: RetryPolicyConfig, learni
       };
       return { kind: 'retry', at, reason: decline.reason, explain };
     }
+    if (candidates.length === 0 && lastDay >= windowEndDay)
+      return { kind: 'stop', reason: `no slot left with an approval rate of ${config.minSlotRate * 100}% or more` };
     if (!moved) {
       // No candidate fits before the deadline (e.g. it is late in the day): look a day further.
       if (lastDay >= windowEndDay) return windowStop;

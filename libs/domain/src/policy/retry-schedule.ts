@@ -57,6 +57,8 @@ export interface RetryPolicyConfig {
    * better (a payday) to be chosen, since cardholders give up and all later attempts move later.
    */
   waitCostPerDay: number;
+  /** Slots whose (drawn) approval rate is below this are not tried: late days that never pay. */
+  minSlotRate: number;
   /** Minimum hours between two attempts (funds and generic; at most one attempt per local day). */
   minGapHours: number;
   /** Score factor of a generic-calendar payday (Fridays, 1st, 15th, last business day). */
@@ -88,6 +90,7 @@ export const DEFAULT_RETRY_POLICY: RetryPolicyConfig = {
   budgetByClass: { funds: 16, generic: 13, technical: 8, risky: 3 },
   attemptDeadlineDays: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 16, 20, 24, 28],
   waitCostPerDay: 0.15,
+  minSlotRate: 0.01,
   minGapHours: 16,
   paydayBoost: 1.6,
   patternPaydayBoost: 2.5,
