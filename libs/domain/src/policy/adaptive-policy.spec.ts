@@ -306,6 +306,34 @@ describe('adaptive policy: the learner', () => {
     expect(hits(chosen.slice(-300))).toBeGreaterThan(0.7);
   });
 
+  it('stops when the learned rates of the remaining slots are under 1% (late days that never pay)', () => {
+    const learned: SlotStat[] = [];
+    for (let d = 0; d <= 30; d++)
+      for (let h = 0; h < 24; h += 2)
+        learned.push({
+          scope: 'merchant',
+          declineClass: 'funds',
+          country: null,
+          binPrefix: null,
+          dayAfterFailure: d,
+          localHour: h,
+          attempts: 200,
+          approvals: d < 8 ? 20 : 0,
+        });
+    const failedAt = new Date('2026-06-01T14:00:00Z');
+    const { plans, reason } = schedule(
+      failedAt,
+      { responseCode: '51' },
+      {
+        learned,
+        rng: seededRng(5),
+        policy: { version: POLICY_VERSION, learning: true },
+      },
+    );
+    expect(reason).toMatch(/no slot left/);
+    for (const p of plans) expect(p.explain!.slot.dayAfterFailure).toBeLessThan(8);
+  });
+
   it('is deterministic with a seeded rng', () => {
     expect(bandit(2, 10, 200, 7)).toEqual(bandit(2, 10, 200, 7));
   });

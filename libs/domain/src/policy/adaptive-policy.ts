@@ -137,12 +137,15 @@ export function planAdaptive(input: PlanInput, config: RetryPolicyConfig, learni
   const failDay = DateTime.fromMillis(failedAt, { zone }).startOf('day');
   const deadline = gapAt(config.attemptDeadlineDays, input.attemptsMade);
 
+  let extend = false;
   for (let round = 0; round < 20; round++) {
     if (earliest > windowEnd) return windowStop;
     const firstDay = Math.max(minDay, localDaysBetween(new Date(failedAt), new Date(earliest), zone));
     const windowEndDay = localDaysBetween(new Date(failedAt), new Date(windowEnd), zone);
     // Advice delay: the first good hours after it, nothing more. Else up to the attempt's deadline.
-    const lastDay = Math.min(windowEndDay, adviceWait ? firstDay + 1 : Math.max(deadline, firstDay));
+    const lastDay = extend
+      ? windowEndDay
+      : Math.min(windowEndDay, adviceWait ? firstDay + 1 : Math.max(deadline, firstDay));
     const candidates: Candidate[] = [];
     for (let d = firstDay; d <= lastDay; d++) {
       const date = failDay.plus({ days: d });
@@ -188,8 +191,14 @@ export function planAdaptive(input: PlanInput, config: RetryPolicyConfig, learni
       };
       return { kind: 'retry', at, reason: decline.reason, explain };
     }
-    if (candidates.length === 0 && lastDay >= windowEndDay)
-      return { kind: 'stop', reason: `no slot left with an approval rate of ${config.minSlotRate * 100}% or more` };
+    if (candidates.length === 0) {
+      if (lastDay >= windowEndDay)
+        return { kind: 'stop', reason: `no slot left with an approval rate of ${config.minSlotRate * 100}% or more` };
+      // Nothing worth trying before the deadline: the best slot of the rest of the window, if any.
+      extend = true;
+      minDay = lastDay + 1;
+      continue;
+    }
     if (!moved) {
       // No candidate fits before the deadline (e.g. it is late in the day): look a day further.
       if (lastDay >= windowEndDay) return windowStop;
