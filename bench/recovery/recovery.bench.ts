@@ -170,7 +170,11 @@ const submitted = (c: Case): SubmittedFields =>
   };
 
 function retainPolicy(learning: boolean): Strategy {
-  const p = new LearningPolicy(SEED, learning);
+  const p = new LearningPolicy(
+    SEED,
+    learning,
+    process.env.POLICY_CONFIG ? JSON.parse(process.env.POLICY_CONFIG) : undefined,
+  );
   return {
     name: p.name,
     first: (c) => p.first(submitted(c), new Date(c.failedAt.getTime() + REVIEW_DELAY)),

@@ -85,10 +85,10 @@ export const DEFAULT_RETRY_POLICY: RetryPolicyConfig = {
   // Every payday morning (Fridays, 1st, 15th, last business day), the first one as soon as possible.
   fundsMinGapHours: [1, 20],
   riskyGapDays: [3, 7, 10],
-  // Near-daily for the first 11 days (money arrives on many calendars: weekly, biweekly, benefits,
-  // gig income), then sparser: about half of what daily retries spend, 2/3 of it by day 10.
-  budgetByClass: { funds: 16, generic: 13, technical: 8, risky: 3 },
-  attemptDeadlineDays: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 16, 20, 24, 28],
+  // Near-daily for the first 13 days (money arrives on many calendars: weekly, biweekly, benefits,
+  // gig income), then every 3 days: about half of what daily retries spend, most of it by day 10.
+  budgetByClass: { funds: 18, generic: 15, technical: 8, risky: 3 },
+  attemptDeadlineDays: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16, 19, 22, 25, 28],
   waitCostPerDay: 0.15,
   minSlotRate: 0.01,
   minGapHours: 16,
