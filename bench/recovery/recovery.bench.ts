@@ -9,6 +9,7 @@
 // A world module's default export has transactions(count, seed) (submitted transactions, failure time
 // in `timestamp`, optional network_advice_code) and charge(tx, at, n) -> {approved, auth_code,
 // network_advice_code?}. Without --world: the sandbox processor's recovery model.
+// POLICY_CONFIG='<JSON>' overrides the policy's config (Partial<RetryPolicyConfig>) to try a variant.
 import { checkNetworkLimits, classifyDecline, type CardAttempt, type Plan } from '@retain/domain';
 import { MemorySandboxLedger, SandboxProcessor, cardNetwork, type ChargeResult } from '@retain/processor';
 import path from 'node:path';
