@@ -3,3 +3,8 @@ export * from './network-limits';
 export * from './network-rules.config';
 export * from './payday-calendar';
 export * from './retry-schedule';
+export * from './attempt-slots';
+export * from './cardholder-time';
+export * from './never-recover';
+export * from './pay-pattern';
+export * from './slot-learner';

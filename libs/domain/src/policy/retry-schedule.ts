@@ -7,6 +7,10 @@ import {
 } from './decline-classifier';
 import { checkNetworkLimits, validScale, type CardAttempt } from './network-limits';
 import type { NetworkRuleSet } from './network-rules.config';
+import { planAdaptive } from './adaptive-policy';
+import type { SlotStat } from './attempt-slots';
+import { DEFAULT_CARDHOLDER_TIME_ZONE } from './cardholder-time';
+import { DEFAULT_LEARNER, type LearnerConfig } from './slot-learner';
 import { isBusinessDay, isPayday, nextDayAt } from './payday-calendar';
 
 const HOUR = 3_600_000;
@@ -39,6 +43,34 @@ export interface RetryPolicyConfig {
   fundsMinGapHours: readonly number[];
   /** Suspicious declines: minimum days since the previous attempt, by attempt index. */
   riskyGapDays: readonly number[];
+
+  // ---- The adaptive policy (POLICY_VERSION, adaptive-policy.ts) ----
+  /** Attempt budget by the ORIGINAL decline's class (maxAttemptsByClass still caps risky). */
+  budgetByClass: Readonly<Record<string, number>>;
+  /**
+   * Latest cardholder-local day after the failure for attempt n (index n, last repeats): most
+   * attempts land in the first ~10 days, while cardholders still want the service.
+   */
+  attemptDeadlineDays: readonly number[];
+  /**
+   * Score discount per day of waiting within an attempt's window: a later day must be clearly
+   * better (a payday) to be chosen, since cardholders give up and all later attempts move later.
+   */
+  waitCostPerDay: number;
+  /** Slots whose (drawn) approval rate is below this are not tried: late days that never pay. */
+  minSlotRate: number;
+  /** Minimum hours between two attempts (funds and generic; at most one attempt per local day). */
+  minGapHours: number;
+  /** Score factor of a generic-calendar payday (Fridays, 1st, 15th, last business day). */
+  paydayBoost: number;
+  /** Score factor of a payday predicted from the subscription's earlier successful charges. */
+  patternPaydayBoost: number;
+  /** Score factor of the local hour at which earlier charges went through. */
+  paidHourBoost: number;
+  /** Time zone when neither the billing address, the BIN country nor the merchant tell one. */
+  fallbackTimeZone: string;
+  /** Thompson sampling: prior strength and the cap on global-scope evidence. */
+  learner: LearnerConfig;
 }
 
 export const DEFAULT_RETRY_POLICY: RetryPolicyConfig = {
@@ -53,9 +85,44 @@ export const DEFAULT_RETRY_POLICY: RetryPolicyConfig = {
   // Every payday morning (Fridays, 1st, 15th, last business day), the first one as soon as possible.
   fundsMinGapHours: [1, 20],
   riskyGapDays: [3, 7, 10],
+  // Near-daily for the first 13 days (money arrives on many calendars: weekly, biweekly, benefits,
+  // gig income), then every 3 days: about half of what daily retries spend, most of it by day 10.
+  budgetByClass: { funds: 18, generic: 15, technical: 8, risky: 3 },
+  attemptDeadlineDays: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16, 19, 22, 25, 28],
+  waitCostPerDay: 0.15,
+  minSlotRate: 0.01,
+  minGapHours: 16,
+  paydayBoost: 1.6,
+  patternPaydayBoost: 2.5,
+  paidHourBoost: 1.5,
+  fallbackTimeZone: DEFAULT_CARDHOLDER_TIME_ZONE,
+  learner: DEFAULT_LEARNER,
 };
 
-export type Plan = { kind: 'retry'; at: Date; reason: string } | { kind: 'stop'; reason: string };
+/** Why a retry was planned where it is: the rule, the slot, the learned estimate behind it. */
+export interface PlanExplanation {
+  /** The rule that placed the attempt (e.g. 'learned slot', 'advice code delay', 'technical backoff'). */
+  rule: string;
+  slot: { dayAfterFailure: number; localHour: number; timeZone: string };
+  /** Approval estimate of the slot: from the prior only, or with this merchant's / all outcomes. */
+  estimate?: { mean: number; samples: number; source: 'prior' | 'merchant' | 'global' };
+}
+
+export type Plan =
+  { kind: 'retry'; at: Date; reason: string; explain?: PlanExplanation } | { kind: 'stop'; reason: string };
+
+/** Policy version of transactions planned before versions existed: the UTC heuristics below. */
+export const LEGACY_POLICY_VERSION = 'utc-heuristics-2026-10';
+/** The policy new transactions get (adaptive-policy.ts): cardholder-local, signal-aware, learning. */
+export const POLICY_VERSION = 'adaptive-2026-11';
+
+/** Which policy plans a transaction; recorded on the transaction so config changes never alter it. */
+export interface PolicyChoice {
+  version: string;
+  /** Use learned slot statistics (Thompson sampling); false: the prior (today's heuristics) only. */
+  learning: boolean;
+  config?: Partial<RetryPolicyConfig>;
+}
 
 /** The latest outcome: a decline's codes, or a processor error (no decision). */
 export type LastOutcome =
@@ -82,6 +149,36 @@ export interface PlanInput {
   timeScale?: number;
   config?: Partial<RetryPolicyConfig>;
   rules?: NetworkRuleSet | readonly NetworkRuleSet[];
+
+  // ---- Signals (all optional; without `policy` the legacy UTC schedule ignores them) ----
+  /**
+   * The policy that plans this transaction. Absent: LEGACY_POLICY_VERSION (what transactions in
+   * flight before versions existed were planned with). POLICY_VERSION selects the adaptive policy.
+   */
+  policy?: PolicyChoice;
+  /** Mastercard Merchant Advice Code of the ORIGINAL decline (network_advice_code, section 16). */
+  originalAdviceCode?: string | null;
+  /** Response code of the original decline (defaults to lastDecline's before the first attempt). */
+  originalResponseCode?: string | null;
+  /** Billing address of the cardholder, for the local time zone. */
+  cardholder?: { country?: string | null; postalCode?: string | null } | null;
+  /** Card facts: BIN (6-8 digits), issuing country, 'credit' | 'debit' | 'prepaid', expiry YYYYMM. */
+  card?: {
+    bin?: string | null;
+    binCountry?: string | null;
+    fundingType?: string | null;
+    expiry?: string | null;
+  } | null;
+  /** Merchant's country, the time-zone fallback before the default zone. */
+  merchantCountry?: string | null;
+  /** Instants of this subscription's earlier successful charges (its pay calendar). */
+  paidBefore?: readonly Date[];
+  /** The account's other transactions at this merchant: approvals and declines. */
+  accountOutcomes?: { approvals: number; declines: number } | null;
+  /** Learned slot statistics (merchant scope and global scope) for the learner. */
+  learned?: readonly SlotStat[];
+  /** Random source in [0, 1) for Thompson sampling; seeded in tests and benches (default Math.random). */
+  rng?: () => number;
 }
 
 /**
@@ -92,6 +189,12 @@ export interface PlanInput {
  * card-network limits; a temporary limit pushes it to the next slot after `notBefore`.
  */
 export function planNextAttempt(input: PlanInput): Plan {
+  if (input.policy && input.policy.version !== LEGACY_POLICY_VERSION)
+    return planAdaptive(
+      input,
+      { ...DEFAULT_RETRY_POLICY, ...input.config, ...input.policy.config },
+      input.policy.learning,
+    );
   const config: RetryPolicyConfig = { ...DEFAULT_RETRY_POLICY, ...input.config };
   const scale = validScale(input.timeScale);
   const anchor = input.startedAt.getTime();
@@ -127,7 +230,7 @@ export function planNextAttempt(input: PlanInput): Plan {
       input.amountMinor,
       { timeScale: scale, rules: input.rules },
     );
-    if (check.allowed) return { kind: 'retry', at, reason: decline.reason };
+    if (check.allowed) return { kind: 'retry', at, reason: decline.reason, explain: utcExplanation(input, config, v) };
     if (check.permanently) return { kind: 'stop', reason: check.rule };
     v = align(config, waitClass, Math.max(toVirtual(check.notBefore.getTime()), v + 1));
   }
@@ -174,3 +277,14 @@ function align(config: RetryPolicyConfig, waitClass: WaitClass, from: number): n
 }
 
 const gapAt = (gaps: readonly number[], index: number): number => gaps[Math.min(index, gaps.length - 1)] ?? 0;
+
+/** The legacy schedule's explanation: its rule and the slot in UTC. */
+function utcExplanation(input: PlanInput, config: RetryPolicyConfig, virtualAt: number): PlanExplanation {
+  const failed = (input.firstFailedAt ?? input.startedAt).getTime();
+  const day = (t: number): number => Math.floor(t / DAY);
+  const hour = new Date(virtualAt).getUTCHours();
+  return {
+    rule: `${LEGACY_POLICY_VERSION}: paydays and business days at ${config.attemptHourUtc}:00 UTC`,
+    slot: { dayAfterFailure: Math.max(0, day(virtualAt) - day(failed)), localHour: hour, timeZone: 'UTC' },
+  };
+}
