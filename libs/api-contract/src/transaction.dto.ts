@@ -161,6 +161,16 @@ export class TransactionDto {
   @ReadOnlyField({ type: String, format: 'date', nullable: true, description: 'Date of the next retry' })
   next_activity?: string | null;
 
+  @ReadOnlyField({
+    type: Object,
+    nullable: true,
+    description:
+      'Extension: why the next retry (on the submitted transaction) or this attempt (on an attempt) was planned ' +
+      'where it is: the rule, the slot (day after the failure, local hour, time zone), the learned estimate when ' +
+      'there is one, and the policy version',
+  })
+  retry_plan?: Record<string, unknown> | null;
+
   @ContractField('billing_descriptor') billing_descriptor?: string;
   @ContractField('auth_code', { description: "Payment provider's response code" }) auth_code: string;
   @ContractField('avs_code') avs_code?: string;

@@ -45,6 +45,8 @@ export interface RetainConfig {
   healthPort: number;
   processor: 'sandbox';
   retryTimeScale: number;
+  /** Retry policy version new transactions record (planning always uses a transaction's own). */
+  retryPolicy: (typeof RETRY_POLICIES)[number];
   refundBatchCron: string;
   webhookRetryScheduleMs: number[];
   webhookAllowPrivate: boolean;
@@ -238,6 +240,8 @@ const variable = <T>(v: ConfigVariable<T>): ConfigVariable<T> => v;
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export const PROCESSORS = ['sandbox'] as const;
+/** Retry policy versions (libs/domain: LEGACY_POLICY_VERSION, POLICY_VERSION). */
+export const RETRY_POLICIES = ['utc-heuristics-2026-10', 'adaptive-2026-11'] as const;
 const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/retain';
 
 /** Every variable an app reads, with this app's defaults. The README table lists the same. */
@@ -287,6 +291,12 @@ export function configSchema(app: AppName) {
       },
       default: '1',
       desc: 'runs the retry schedule N times faster',
+    }),
+    RETRY_POLICY: variable({
+      parse: oneOf(RETRY_POLICIES),
+      default: 'utc-heuristics-2026-10',
+      choices: RETRY_POLICIES,
+      desc: 'retry policy version new transactions record',
     }),
     REFUND_BATCH_CRON: variable({ parse: cron, default: '0 2 * * *', desc: 'refund batch schedule (UTC)' }),
     WEBHOOK_RETRY_SCHEDULE: variable({
@@ -496,6 +506,7 @@ export function loadConfig(
     healthPort: v.HEALTH_PORT!,
     processor: v.PROCESSOR!,
     retryTimeScale: v.RETRY_TIME_SCALE!,
+    retryPolicy: v.RETRY_POLICY!,
     refundBatchCron: v.REFUND_BATCH_CRON!,
     webhookRetryScheduleMs: v.WEBHOOK_RETRY_SCHEDULE!,
     webhookAllowPrivate: v.WEBHOOK_ALLOW_PRIVATE!,

@@ -9,6 +9,7 @@ import { FailedJobs1796100000000 } from './migrations/1796100000000-FailedJobs';
 import { CardFingerprintKeyId1796200000000 } from './migrations/1796200000000-CardFingerprintKeyId';
 import { ProcessorAccounts1796400000000 } from './migrations/1796400000000-ProcessorAccounts';
 import { ProcessorThrottles1796500000000 } from './migrations/1796500000000-ProcessorThrottles';
+import { PolicyVersions1797060000000 } from './migrations/1797060000000-PolicyVersions';
 import { AccountPaymentMethods1797200000000 } from './migrations/1797200000000-AccountPaymentMethods';
 import { MerchantAccounts1797350000000 } from './migrations/1797350000000-MerchantAccounts';
 
@@ -22,6 +23,7 @@ export const MIGRATIONS = [
   CardFingerprintKeyId1796200000000,
   ProcessorAccounts1796400000000,
   ProcessorThrottles1796500000000,
+  PolicyVersions1797060000000,
   AccountPaymentMethods1797200000000,
   MerchantAccounts1797350000000,
 ];

@@ -5,3 +5,4 @@ export * from './transaction-events';
 // The status and push names stay in libs/domain (pure); re-exported so a reader of the rules finds them here.
 export { AuthCodeDescription, EventName, RefundStatus, TransactionStatus } from '@retain/domain';
 export * from './payment-methods';
+export * from './policy-inputs';

@@ -229,7 +229,8 @@ export class SubmissionService {
       cards.map((c) => c.fingerprints),
     );
     const records = rows.map((t, i) => this.toRecord(t, now, cards[i]!, fingerprints[i] ?? null));
-    await this.submissions.insertTransactions(m, merchantId, submissionId, records);
+    // The policy version is fixed per transaction at intake: a later RETRY_POLICY change never alters it.
+    await this.submissions.insertTransactions(m, merchantId, submissionId, records, this.config.retryPolicy);
   }
 
   private toRecord(

@@ -42,6 +42,9 @@ import {
   canDropAttempt,
   canTransition,
   closeStopIfSettled,
+  countAttemptOutcome,
+  policyInputsFor,
+  storedExplanation,
   recordRefundAnswer,
   stopToRefund,
   transition,
@@ -406,6 +409,7 @@ export class AttemptService {
         message: result.message,
         lookupAfter: null,
       });
+      await countAttemptOutcome(m, txn.merchantId, txn.id, attempt.preparedAt ?? attempt.scheduledFor, true);
       const captured = {
         capturedAmountMinor: attempt.amountMinor,
         processorTransactionId: result.processorTransactionId,
@@ -464,13 +468,18 @@ export class AttemptService {
       // Settled as not charged: the late-capture watch keeps looking it up for the processor's window.
       lookupAfter: declined ? null : now,
     });
+    if (declined)
+      await countAttemptOutcome(m, txn.merchantId, txn.id, attempt.preparedAt ?? attempt.scheduledFor, false);
     if (txn.stopRequestedAt) {
       // The stop waited for this attempt; it did not capture, so the transaction ends Stopped
       // (unless another attempt is still unresolved: then that one's resolution closes it).
       return { outbox: (await closeStopIfSettled(m, txn)) ?? [], lateRefund: null };
     }
     if (!canTransition(txn.status, 'retryScheduled', { unresolvedAttempts: 0 })) return none;
+    // The transaction's own policy version and signals (nothing extra for the UTC heuristics).
+    const policyInputs = await policyInputsFor(m, txn.merchantId, txn.id);
     let plan = planNextAttempt({
+      ...policyInputs,
       attemptsMade: attempt.retryNumber,
       startedAt: txn.submittedTs,
       now,
@@ -491,6 +500,7 @@ export class AttemptService {
       await setFields(m, TransactionEntity, txn, {
         status: transition(txn.status, 'retryScheduled', { unresolvedAttempts: 0 }).to,
         nextAttemptAt: plan.at,
+        nextAttemptPlan: storedExplanation(plan.explain, txn.policyVersion),
         authCodeDescription: attempt.authCodeDescription,
         statusChangedAt: txn.status === TransactionStatus.InRetry ? txn.statusChangedAt : now,
       });

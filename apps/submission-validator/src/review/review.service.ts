@@ -26,7 +26,14 @@ import {
   type ErrorEntry,
 } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
-import { adoptPaymentMethod, announceTransaction, nextPaymentMethod, rememberPaymentMethod } from '@retain/recovery';
+import {
+  adoptPaymentMethod,
+  announceTransaction,
+  nextPaymentMethod,
+  policyInputsFor,
+  rememberPaymentMethod,
+  storedExplanation,
+} from '@retain/recovery';
 import {
   PAYMENT_PROCESSOR,
   ProcessorResolver,
@@ -320,7 +327,9 @@ export class ReviewService {
     row: PendingRow,
     pmRef: string | null,
   ): Promise<string[]> {
+    const policyInputs = await policyInputsFor(m, merchantId, row.id);
     const plan = firstAttemptAt({
+      ...policyInputs,
       startedAt: new Date(row.submitted_ts),
       now: new Date(),
       lastDecline: { responseCode: row.auth_code },
@@ -333,7 +342,8 @@ export class ReviewService {
       // auth_code_description is our reading of the response code the merchant sent (spec: the
       // service's interpretation of the provider response); each attempt then updates it.
       const { description } = classifyDecline({ network: row.card_network, responseCode: row.auth_code });
-      await this.submissions.passWithFirstAttempt(m, merchantId, row.id, plan.at, description);
+      const explanation = storedExplanation(plan.explain, policyInputs.policy?.version);
+      await this.submissions.passWithFirstAttempt(m, merchantId, row.id, plan.at, description, explanation);
       return [];
     }
     const fallback = pmRef ? await this.fallback(m, merchantId, row, pmRef, plan.reason) : null;

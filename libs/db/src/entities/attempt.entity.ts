@@ -44,6 +44,8 @@ export class AttemptEntity {
   @Column({ name: 'lookup_after', type: 'timestamptz', nullable: true }) lookupAfter: Date | null;
   /** When the reconciliation raised its alert for this attempt (once). */
   @Column({ name: 'alerted_at', type: 'timestamptz', nullable: true }) alertedAt: Date | null;
+  /** Why this attempt was planned where it is (copied from the transaction's next_attempt_plan). */
+  @Column({ name: 'plan', type: 'jsonb', nullable: true }) plan: Record<string, unknown> | null;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;
 }

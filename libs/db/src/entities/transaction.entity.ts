@@ -89,6 +89,10 @@ export class TransactionEntity {
   @Column({ name: 'expiration_date', type: 'char', length: 6, nullable: true }) expirationDate: string | null;
   @Column({ name: 'attempt_count', type: 'int' }) attemptCount: number;
   @Column({ name: 'next_attempt_at', type: 'timestamptz', nullable: true }) nextAttemptAt: Date | null;
+  /** Retry policy version planning this transaction (NULL: the UTC heuristics of before versions). */
+  @Column({ name: 'policy_version', type: 'varchar', length: 64, nullable: true }) policyVersion: string | null;
+  /** Why the next attempt was planned where it is (the policy's explanation). */
+  @Column({ name: 'next_attempt_plan', type: 'jsonb', nullable: true }) nextAttemptPlan: Record<string, unknown> | null;
   @Column({ name: 'captured_amount_minor', type: 'bigint', nullable: true }) capturedAmountMinor: string | null;
   @Column({ name: 'stop_requested_at', type: 'timestamptz', nullable: true }) stopRequestedAt: Date | null;
   /**

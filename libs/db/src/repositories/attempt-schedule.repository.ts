@@ -10,6 +10,7 @@ interface DueRow {
   currency: string;
   card_hmac: string | null;
   card_network: string | null;
+  next_attempt_plan: unknown;
 }
 
 /**
@@ -26,7 +27,8 @@ export class AttemptScheduleRepository {
    */
   async claimDue(m: EntityManager, limit: number): Promise<string[]> {
     const due: DueRow[] = await m.query(
-      `SELECT id, merchant_id, attempt_count, next_attempt_at, amount_minor, currency, card_hmac, card_network
+      `SELECT id, merchant_id, attempt_count, next_attempt_at, amount_minor, currency, card_hmac, card_network,
+              next_attempt_plan
          FROM transactions
         WHERE next_attempt_at <= now() AND review_status = 'passed' AND status IN ('Failed', 'In Retry')
           AND stop_requested_at IS NULL
@@ -45,20 +47,22 @@ export class AttemptScheduleRepository {
       currency: t.currency,
       card_hmac: t.card_hmac,
       card_network: t.card_network,
+      // Why this attempt is where it is (the policy's explanation), kept on the attempt.
+      plan: t.next_attempt_plan ?? null,
     }));
     const inserted: { id: string }[] = await m.query(
       `INSERT INTO attempts (vid, retain_transaction_id, transaction_id, merchant_id, retry_number, state,
-         scheduled_for, amount_minor, currency, card_hmac, card_network)
+         scheduled_for, amount_minor, currency, card_hmac, card_network, plan)
        SELECT x.vid, x.rtid, x.transaction_id, x.merchant_id, x.retry_number, 'pending', x.scheduled_for,
-              x.amount_minor, x.currency, x.card_hmac, x.card_network
+              x.amount_minor, x.currency, x.card_hmac, x.card_network, x.plan
          FROM jsonb_to_recordset($1::jsonb) AS x(vid text, rtid text, transaction_id uuid, merchant_id uuid,
            retry_number int, scheduled_for timestamptz, amount_minor bigint, currency text, card_hmac text,
-           card_network text)
+           card_network text, plan jsonb)
        RETURNING id`,
       [JSON.stringify(attempts)],
     );
     await m.query(
-      `UPDATE transactions SET next_attempt_at = NULL, attempt_count = attempt_count + 1, updated_at = now()
+      `UPDATE transactions SET next_attempt_at = NULL, next_attempt_plan = NULL, attempt_count = attempt_count + 1, updated_at = now()
         WHERE id = ANY($1::uuid[])`,
       [due.map((t) => t.id)],
     );

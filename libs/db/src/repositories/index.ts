@@ -9,3 +9,4 @@ export * from './attempt-schedule.repository';
 export * from './submissions.repository';
 export * from './webhook-messages.repository';
 export * from './payment-methods.repository';
+export * from './policy-stats.repository';

@@ -143,15 +143,16 @@ export class SubmissionsRepository {
     merchantId: string,
     submissionId: string,
     records: Record<string, unknown>[],
+    policyVersion: string | null = null,
   ): Promise<void> {
     await m.query(
-      `INSERT INTO transactions (vid, merchant_id, submission_id, merchant_txn_id, status, review_status,
+      `INSERT INTO transactions (policy_version, vid, merchant_id, submission_id, merchant_txn_id, status, review_status,
          amount_minor, currency, failed_at, submitted_ts, status_changed_at, division_number, auth_code,
          avs_code, cvn_code, payment_network_transaction_id, previous_billing_count, is_network_token,
          cryptogram, eci_indicator, billing_descriptor, processor_transaction_id, subscription_id, account_id,
          account, subscription, payment_method, metadata, card_kind, card_jwe, card_enc, card_key_id,
          card_hmac, card_hmac_key_id, card_bin, card_last4, card_network, account_hash, expiration_date)
-       SELECT x.vid, $1::uuid, $2::uuid, x.id, 'Failed', 'pending', x.amount_minor, x.currency, x.failed_at,
+       SELECT $4::text, x.vid, $1::uuid, $2::uuid, x.id, 'Failed', 'pending', x.amount_minor, x.currency, x.failed_at,
          x.submitted_ts, x.submitted_ts, x.division_number, x.auth_code, x.avs_code, x.cvn_code,
          x.payment_network_transaction_id, x.previous_billing_count, x.is_network_token, x.cryptogram,
          x.eci_indicator, x.billing_descriptor, x.processor_transaction_id, x.subscription_id, x.account_id,
@@ -165,7 +166,7 @@ export class SubmissionsRepository {
          subscription_id text, account_id text, account jsonb, subscription jsonb, payment_method jsonb,
          metadata jsonb, card_kind text, card_jwe text, card_enc text, card_key_id text, card_hmac text,
          card_hmac_key_id text, card_bin text, card_last4 text, card_network text, account_hash text, expiration_date text)`,
-      [merchantId, submissionId, JSON.stringify(records)],
+      [merchantId, submissionId, JSON.stringify(records), policyVersion],
     );
   }
 
@@ -285,12 +286,13 @@ export class SubmissionsRepository {
     transactionId: string,
     at: Date,
     authCodeDescription: string,
+    plan: Record<string, unknown> | null = null,
   ): Promise<void> {
     await m.query(
       `UPDATE transactions SET review_status = 'passed', updated_at = now(), auth_code_description = $3,
-         next_attempt_at = CASE WHEN stop_requested_at IS NULL THEN $2::timestamptz END
+         next_attempt_at = CASE WHEN stop_requested_at IS NULL THEN $2::timestamptz END, next_attempt_plan = $5
        WHERE id = $1 AND merchant_id = $4`,
-      [transactionId, at, authCodeDescription, merchantId],
+      [transactionId, at, authCodeDescription, merchantId, plan === null ? null : JSON.stringify(plan)],
     );
   }
 

@@ -77,6 +77,7 @@ export function transactionView(t: TransactionEntity, refunds: RefundEntity[] = 
     payment_method: paymentMethodView(t),
     metadata: t.metadata,
     next_activity: dateOnly(t.nextAttemptAt),
+    retry_plan: t.nextAttemptAt ? (t.nextAttemptPlan ?? null) : null,
     billing_descriptor: t.billingDescriptor,
     auth_code: t.authCode,
     avs_code: t.avsCode,
@@ -103,6 +104,7 @@ export function attemptView(t: TransactionEntity, a: AttemptEntity): Transaction
     retain_transaction_id: a.retainTransactionId,
     processor_transaction_id: a.processorTransactionId,
     next_activity: null,
+    retry_plan: a.plan ?? null,
     // decisions §16: a processor error without a response code shows 96 (rows recorded before it was stored).
     auth_code: a.responseCode ?? (a.state === 'error' || a.state === 'unknown' ? '96' : null),
     auth_code_description: a.authCodeDescription,

@@ -1,0 +1,94 @@
+import type { DataSource, EntityManager } from 'typeorm';
+
+type Sql = Pick<EntityManager, 'query'> | Pick<DataSource, 'query'>;
+
+/** Scope of the counts across all merchants (a merchant's own scope is its id). */
+export const GLOBAL_SCOPE = '';
+
+export interface SlotCountRow {
+  scope: string;
+  decline_class: string;
+  day_after_failure: number;
+  local_hour: number;
+  attempts: number;
+  approvals: number;
+}
+
+/** What the adaptive retry policy reads about a transaction (libs/recovery policy-inputs.ts). */
+export interface PolicyTransactionRow {
+  id: string;
+  merchant_id: string;
+  policy_version: string | null;
+  auth_code: string | null;
+  account_id: string | null;
+  failed_at: Date;
+  card_bin: string | null;
+  card_network: string | null;
+  expiration_date: string | null;
+  country: string | null;
+  postal_code: string | null;
+}
+
+/**
+ * The adaptive policy's evidence: attempts and approvals per slot, per merchant and across all
+ * merchants, and what a transaction's planning reads (its account's earlier charges and outcomes).
+ */
+export class PolicyStatsRepository {
+  static async transaction(m: Sql, merchantId: string, transactionId: string): Promise<PolicyTransactionRow | null> {
+    const [row]: PolicyTransactionRow[] = await m.query(
+      `SELECT id, merchant_id, policy_version, auth_code, account_id, failed_at, card_bin, card_network,
+              expiration_date, payment_method->'billing_address'->>'country' AS country,
+              payment_method->'billing_address'->>'postal_code' AS postal_code
+         FROM transactions WHERE id = $1 AND merchant_id = $2`,
+      [transactionId, merchantId],
+    );
+    return row ?? null;
+  }
+
+  /** The merchant's counts and the global counts of one decline class. */
+  static async slots(m: Sql, merchantId: string, declineClass: string): Promise<SlotCountRow[]> {
+    return m.query(
+      `SELECT scope, decline_class, day_after_failure, local_hour, attempts, approvals
+         FROM policy_slot_stats WHERE scope = ANY($1::text[]) AND decline_class = $2`,
+      [[merchantId, GLOBAL_SCOPE], declineClass],
+    );
+  }
+
+  /** Counts one attempt outcome in its slot, for the merchant and for all merchants. */
+  static async count(
+    m: Sql,
+    merchantId: string,
+    slot: { declineClass: string; dayAfterFailure: number; localHour: number },
+    approved: boolean,
+  ): Promise<void> {
+    await m.query(
+      `INSERT INTO policy_slot_stats AS s (scope, decline_class, day_after_failure, local_hour, attempts, approvals)
+       SELECT scope, $2, $3, $4, 1, $5 FROM unnest($1::text[]) AS scope
+       ON CONFLICT (scope, decline_class, day_after_failure, local_hour) DO UPDATE
+         SET attempts = s.attempts + 1, approvals = s.approvals + EXCLUDED.approvals, updated_at = now()`,
+      [[merchantId, GLOBAL_SCOPE], slot.declineClass, slot.dayAfterFailure, slot.localHour, approved ? 1 : 0],
+    );
+  }
+
+  /** When the account's other transactions at this merchant were charged (newest first), and its outcomes. */
+  static async accountHistory(
+    m: Sql,
+    merchantId: string,
+    accountId: string,
+    exceptTransactionId: string,
+  ): Promise<{ paidAt: Date[]; approvals: number; declines: number }> {
+    const rows: { state: string; at: Date }[] = await m.query(
+      `SELECT a.state, COALESCE(a.processed_at, a.scheduled_for) AS at
+         FROM transactions t JOIN attempts a ON a.transaction_id = t.id
+        WHERE t.merchant_id = $1 AND t.account_id = $2 AND t.id <> $3 AND a.state IN ('captured', 'declined')
+        ORDER BY at DESC LIMIT 200`,
+      [merchantId, accountId, exceptTransactionId],
+    );
+    const paid = rows.filter((r) => r.state === 'captured');
+    return {
+      paidAt: paid.slice(0, 24).map((r) => new Date(r.at)),
+      approvals: paid.length,
+      declines: rows.length - paid.length,
+    };
+  }
+}

@@ -1,0 +1,90 @@
+import { PolicyStatsRepository, type PolicyTransactionRow } from '@retain/db';
+import {
+  LEGACY_POLICY_VERSION,
+  declineClassOf,
+  slotKeyFor,
+  timeZoneFor,
+  type PlanInput,
+  type PlanExplanation,
+  type SlotStat,
+} from '@retain/domain';
+import type { DataSource, EntityManager } from 'typeorm';
+
+type Sql = Pick<EntityManager, 'query'> | Pick<DataSource, 'query'>;
+
+/** A transaction planned by the adaptive policy (any version but the UTC heuristics of before). */
+const adaptive = (row: Pick<PolicyTransactionRow, 'policy_version'>): boolean =>
+  !!row.policy_version && row.policy_version !== LEGACY_POLICY_VERSION;
+
+const cardholderOf = (row: PolicyTransactionRow) => ({ country: row.country, postalCode: row.postal_code });
+
+/**
+ * What the retry policy needs beyond the attempt history, read from the transaction's own rows: its
+ * recorded policy version (a RETRY_POLICY change never alters it), the original decline, the
+ * cardholder's billing address (local time), the card, the account's earlier charges at this
+ * merchant (its pay calendar) and outcomes, and the learned slot counts (this merchant's and all
+ * merchants'). Transactions of the UTC heuristics get nothing: they plan exactly as before.
+ */
+export async function policyInputsFor(m: Sql, merchantId: string, transactionId: string): Promise<Partial<PlanInput>> {
+  const row = await PolicyStatsRepository.transaction(m, merchantId, transactionId);
+  if (!row || !adaptive(row)) return {};
+  const declineClass = declineClassOf(row.card_network, row.auth_code, null, row.failed_at);
+  const [slots, history] = await Promise.all([
+    PolicyStatsRepository.slots(m, merchantId, declineClass),
+    row.account_id
+      ? PolicyStatsRepository.accountHistory(m, merchantId, row.account_id, row.id)
+      : Promise.resolve({ paidAt: [], approvals: 0, declines: 0 }),
+  ]);
+  const learned: SlotStat[] = slots.map((s) => ({
+    scope: s.scope === merchantId ? 'merchant' : 'global',
+    declineClass: s.decline_class,
+    country: null,
+    binPrefix: null,
+    dayAfterFailure: s.day_after_failure,
+    localHour: s.local_hour,
+    attempts: s.attempts,
+    approvals: s.approvals,
+  }));
+  return {
+    policy: { version: row.policy_version!, learning: true },
+    originalResponseCode: row.auth_code,
+    cardholder: cardholderOf(row),
+    card: { bin: row.card_bin, expiry: row.expiration_date },
+    paidBefore: history.paidAt,
+    accountOutcomes: { approvals: history.approvals, declines: history.declines },
+    learned,
+  };
+}
+
+/**
+ * Counts a decided attempt (captured or declined) in its slot, for the learner: called once per
+ * attempt, in the database transaction that records its outcome (the attempt's state change is the
+ * guard, so a redelivered job counts nothing). Only transactions of the adaptive policy are counted.
+ */
+export async function countAttemptOutcome(
+  m: Sql,
+  merchantId: string,
+  transactionId: string,
+  attemptAt: Date,
+  approved: boolean,
+): Promise<void> {
+  const row = await PolicyStatsRepository.transaction(m, merchantId, transactionId);
+  if (!row || !adaptive(row)) return;
+  const { timeZone } = timeZoneFor({ cardholder: cardholderOf(row) });
+  const key = slotKeyFor({
+    declineClass: declineClassOf(row.card_network, row.auth_code, null, row.failed_at),
+    country: null,
+    binPrefix: null,
+    failedAt: row.failed_at,
+    at: attemptAt,
+    timeZone,
+  });
+  await PolicyStatsRepository.count(m, merchantId, key, approved);
+}
+
+/** The plan's explanation as stored (transactions.next_attempt_plan, then attempts.plan). */
+export const storedExplanation = (
+  explain: PlanExplanation | undefined,
+  policyVersion: string | null | undefined,
+): Record<string, unknown> | null =>
+  explain ? { ...explain, policy_version: policyVersion ?? LEGACY_POLICY_VERSION } : null;
