@@ -8,6 +8,7 @@ import { SafeParamsPipe } from './http/safe-params.pipe';
 import { KeysController } from './keys/keys.controller';
 import { RefundRequestService } from './refunds/refund-request.service';
 import { RefundsController } from './refunds/refunds.controller';
+import { SessionController } from './session/session.controller';
 import { SubmissionService } from './transactions/submission.service';
 import { TransactionsController } from './transactions/transactions.controller';
 
@@ -18,7 +19,7 @@ export class IntakeApiModule {
     return {
       module: IntakeApiModule,
       imports: [PlatformModule.forApp('intake-api', config)],
-      controllers: [TransactionsController, RefundsController, KeysController],
+      controllers: [TransactionsController, RefundsController, KeysController, SessionController],
       providers: [
         SubmissionService,
         RefundRequestService,

@@ -9,6 +9,7 @@ import { FailedJobs1796100000000 } from './migrations/1796100000000-FailedJobs';
 import { CardFingerprintKeyId1796200000000 } from './migrations/1796200000000-CardFingerprintKeyId';
 import { ProcessorAccounts1796400000000 } from './migrations/1796400000000-ProcessorAccounts';
 import { ProcessorThrottles1796500000000 } from './migrations/1796500000000-ProcessorThrottles';
+import { PortalSessions1797400000000 } from './migrations/1797400000000-PortalSessions';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -20,6 +21,7 @@ export const MIGRATIONS = [
   CardFingerprintKeyId1796200000000,
   ProcessorAccounts1796400000000,
   ProcessorThrottles1796500000000,
+  PortalSessions1797400000000,
 ];
 
 export interface PoolTuning {

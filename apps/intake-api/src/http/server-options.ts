@@ -160,6 +160,7 @@ export function configureIntake(app: NestFastifyApplication, config: RetainConfi
       .setVersion('2024.06')
       .addBasicAuth()
       .addBearerAuth()
+      .addCookieAuth('cookie', { type: 'apiKey', in: 'cookie', name: 'cookie' }, 'cookie')
       .build(),
   );
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'openapi.json', raw: ['json'] });

@@ -8,3 +8,4 @@ export * from './processor-throttles.repository';
 export * from './attempt-schedule.repository';
 export * from './submissions.repository';
 export * from './webhook-messages.repository';
+export * from './portal-sessions.repository';

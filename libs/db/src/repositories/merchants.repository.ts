@@ -113,6 +113,9 @@ export class MerchantsRepository {
         keyHint: apiKey.slice(0, 8),
         revokedAt: null,
       });
+      // A rotation is a credential change: portal sessions opened with an older key end with it
+      // (decisions §14), also under keepOld, where only machine clients keep the old key a while.
+      await m.query(`DELETE FROM portal_sessions WHERE merchant_id = $1`, [merchant.id]);
     });
     return { merchant_vid: merchant.merchantVid, login, api_key: apiKey };
   }
