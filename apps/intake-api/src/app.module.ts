@@ -2,6 +2,7 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import type { RetainConfig } from '@retain/config';
 import { PlatformModule } from '@retain/platform';
+import { AnalyticsController } from './analytics/analytics.controller';
 import { MerchantAuthGuard } from './auth/merchant-auth.guard';
 import { ApiExceptionFilter } from './http/api-exception.filter';
 import { SafeParamsPipe } from './http/safe-params.pipe';
@@ -19,7 +20,7 @@ export class IntakeApiModule {
     return {
       module: IntakeApiModule,
       imports: [PlatformModule.forApp('intake-api', config)],
-      controllers: [TransactionsController, RefundsController, KeysController, SessionController],
+      controllers: [TransactionsController, RefundsController, KeysController, SessionController, AnalyticsController],
       providers: [
         SubmissionService,
         RefundRequestService,

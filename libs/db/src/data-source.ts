@@ -10,6 +10,7 @@ import { CardFingerprintKeyId1796200000000 } from './migrations/1796200000000-Ca
 import { ProcessorAccounts1796400000000 } from './migrations/1796400000000-ProcessorAccounts';
 import { ProcessorThrottles1796500000000 } from './migrations/1796500000000-ProcessorThrottles';
 import { PortalSessions1797400000000 } from './migrations/1797400000000-PortalSessions';
+import { AnalyticsRollup1797400000100 } from './migrations/1797400000100-AnalyticsRollup';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -22,6 +23,7 @@ export const MIGRATIONS = [
   ProcessorAccounts1796400000000,
   ProcessorThrottles1796500000000,
   PortalSessions1797400000000,
+  AnalyticsRollup1797400000100,
 ];
 
 export interface PoolTuning {

@@ -9,3 +9,4 @@ export * from './attempt-schedule.repository';
 export * from './submissions.repository';
 export * from './webhook-messages.repository';
 export * from './portal-sessions.repository';
+export * from './analytics.repository';
