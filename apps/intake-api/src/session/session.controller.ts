@@ -74,7 +74,7 @@ export class SessionController {
     summary: 'Portal login: 204 and Set-Cookie cookie=<session token>; HttpOnly; SameSite=Strict; Path=/',
     description:
       'Sessions end after 12 hours, after 30 minutes without a request, on logout and when the API key is rotated. ' +
-      'Ten failed logins for a login or from an address within 15 minutes: 429 until the window has passed.',
+      '10 failed logins for one login from one address, or 100 from one address, within 15 minutes: 429 until the window has passed.',
   })
   @ApiBody({ type: SessionLoginDto })
   @ApiResponse({ status: 204, description: 'Logged in; the session cookie is set' })
@@ -95,7 +95,12 @@ export class SessionController {
         );
       }
     }
-    const keys = [`login:${login as string}`, `ip:${req.ip}`];
+    // A login is braked per address (another address cannot lock its merchant out); an address
+    // trying many logins is braked on its own, with room for offices behind one NAT.
+    const keys = [
+      [`login:${req.ip}:${login as string}`, 10],
+      [`ip:${req.ip}`, 100],
+    ] as const;
     const wait = this.throttle.retryAfter(keys);
     if (wait > 0) {
       void reply.header('Retry-After', String(wait));
@@ -112,7 +117,7 @@ export class SessionController {
     if (merchant.disabledAt) {
       throw new HttpException({ code: RetCode.RET403, message: RetMessage.forbidden }, HttpStatus.FORBIDDEN);
     }
-    this.throttle.succeeded(keys[0]!);
+    this.throttle.succeeded(keys[0][0]);
     const token = await this.sessions.open(merchant.id);
     await reply.header('Set-Cookie', this.cookie(token)).status(204).send();
   }
