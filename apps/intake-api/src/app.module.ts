@@ -7,6 +7,7 @@ import { MerchantAuthGuard } from './auth/merchant-auth.guard';
 import { ApiExceptionFilter } from './http/api-exception.filter';
 import { SafeParamsPipe } from './http/safe-params.pipe';
 import { KeysController } from './keys/keys.controller';
+import { MerchantController, WebhookMessagesController } from './merchant/merchant.controller';
 import { RefundRequestService } from './refunds/refund-request.service';
 import { RefundsController } from './refunds/refunds.controller';
 import { SessionController } from './session/session.controller';
@@ -20,7 +21,15 @@ export class IntakeApiModule {
     return {
       module: IntakeApiModule,
       imports: [PlatformModule.forApp('intake-api', config)],
-      controllers: [TransactionsController, RefundsController, KeysController, SessionController, AnalyticsController],
+      controllers: [
+        TransactionsController,
+        RefundsController,
+        KeysController,
+        SessionController,
+        AnalyticsController,
+        MerchantController,
+        WebhookMessagesController,
+      ],
       providers: [
         SubmissionService,
         RefundRequestService,
