@@ -97,8 +97,8 @@ const attemptRows = (src: string, s: string): string => `
 /** Contribution of refund rows in `src` with sign `s`: completed refunds that gave money back. */
 const refundRows = (src: string, s: string): string => `
   SELECT t.merchant_id, (t.submitted_ts AT TIME ZONE 'UTC')::date AS day, t.currency, d.dim, d.key,
-         ${s} * (f.status = 'Completed' AND f.amount_minor > 0)::int AS refunded_count,
-         ${s} * CASE WHEN f.status = 'Completed' THEN f.amount_minor ELSE 0 END AS refunded_amount
+         ${s} * (f.kind = 'refund' AND f.status = 'Completed' AND f.amount_minor > 0)::int AS refunded_count,
+         ${s} * CASE WHEN f.kind = 'refund' AND f.status = 'Completed' THEN f.amount_minor ELSE 0 END AS refunded_amount
     FROM ${src} f JOIN transactions t ON t.id = f.transaction_id ${TXN_DIMS}`;
 
 const TABLES = {
