@@ -96,7 +96,7 @@ async function seedRefund(db: DataSource, txnId: string, kind: string, amount: s
   return r!.id;
 }
 
-const zeroFigures = {
+const zeroFigures: Record<string, number | null> = {
   failed_count: 0,
   failed_amount: 0,
   recovered_count: 0,
@@ -110,7 +110,7 @@ const zeroFigures = {
   stopped_count: 0,
   net_recovered_amount: 0,
 };
-const fig = (f: Partial<typeof zeroFigures>) => ({ ...zeroFigures, ...f });
+const fig = (f: Record<string, number | null>) => ({ ...zeroFigures, ...f });
 
 describe('analytics API', () => {
   let api: RunningApp;
