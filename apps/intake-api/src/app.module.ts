@@ -2,12 +2,15 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import type { RetainConfig } from '@retain/config';
 import { PlatformModule } from '@retain/platform';
+import { AnalyticsController } from './analytics/analytics.controller';
 import { MerchantAuthGuard } from './auth/merchant-auth.guard';
 import { ApiExceptionFilter } from './http/api-exception.filter';
 import { SafeParamsPipe } from './http/safe-params.pipe';
 import { KeysController } from './keys/keys.controller';
+import { MerchantController, WebhookMessagesController } from './merchant/merchant.controller';
 import { RefundRequestService } from './refunds/refund-request.service';
 import { RefundsController } from './refunds/refunds.controller';
+import { SessionController } from './session/session.controller';
 import { SubmissionService } from './transactions/submission.service';
 import { TransactionsController } from './transactions/transactions.controller';
 
@@ -18,7 +21,15 @@ export class IntakeApiModule {
     return {
       module: IntakeApiModule,
       imports: [PlatformModule.forApp('intake-api', config)],
-      controllers: [TransactionsController, RefundsController, KeysController],
+      controllers: [
+        TransactionsController,
+        RefundsController,
+        KeysController,
+        SessionController,
+        AnalyticsController,
+        MerchantController,
+        WebhookMessagesController,
+      ],
       providers: [
         SubmissionService,
         RefundRequestService,

@@ -12,6 +12,8 @@ import { ProcessorThrottles1796500000000 } from './migrations/1796500000000-Proc
 import { PolicyVersions1797060000000 } from './migrations/1797060000000-PolicyVersions';
 import { AccountPaymentMethods1797200000000 } from './migrations/1797200000000-AccountPaymentMethods';
 import { MerchantAccounts1797350000000 } from './migrations/1797350000000-MerchantAccounts';
+import { PortalSessions1797400000000 } from './migrations/1797400000000-PortalSessions';
+import { AnalyticsRollup1797400000100 } from './migrations/1797400000100-AnalyticsRollup';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -26,6 +28,8 @@ export const MIGRATIONS = [
   PolicyVersions1797060000000,
   AccountPaymentMethods1797200000000,
   MerchantAccounts1797350000000,
+  PortalSessions1797400000000,
+  AnalyticsRollup1797400000100,
 ];
 
 export interface PoolTuning {

@@ -50,5 +50,7 @@ export const EventName = {
   RefundCompleted: 'refund completed',
   RefundFailed: 'refund failed',
   ValidationFailed: 'validation failed',
+  /** A push the merchant asked for to check its endpoint (API/portal "send test push"); no state changed. */
+  Test: 'test',
 } as const;
 export type EventName = (typeof EventName)[keyof typeof EventName];

@@ -22,6 +22,8 @@ export interface PushEvent {
   errorCount?: number;
   /** Non-validation events: the merchant identifier of the failed transaction. */
   merchantTransactionId?: string;
+  /** A message_id chosen by the caller (to answer it, e.g. a test push); a new KSUID otherwise. */
+  messageId?: string;
 }
 
 /**
@@ -41,7 +43,7 @@ export async function announce(manager: EntityManager, events: PushEvent[]): Pro
   const rows = events.map((e) => {
     const m = byId.get(e.merchantId);
     if (!m) throw new Error('announce: unknown merchant');
-    const messageId = newMessageId();
+    const messageId = e.messageId ?? newMessageId();
     const header: Record<string, unknown> = {
       author_id: m.login,
       class_name: 'retain',

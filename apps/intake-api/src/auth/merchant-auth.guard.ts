@@ -8,7 +8,7 @@ import {
   type ExecutionContext,
 } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { MerchantsRepository } from '@retain/db';
+import { MerchantsRepository, PortalSessionsRepository } from '@retain/db';
 import { RetCode, RetMessage } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -18,7 +18,28 @@ export interface AuthenticatedMerchant {
   id: string;
   merchantVid: string;
   login: string;
+  /** How the request authenticated: an Authorization header or the portal's session cookie. */
+  via?: 'header' | 'session';
 }
+
+/** decisions §14: the session cookie's name, and the header a cookie-authenticated write must carry. */
+export const SESSION_COOKIE = 'cookie';
+export const PORTAL_HEADER = 'x-requested-with';
+export const PORTAL_HEADER_VALUE = 'retain-portal';
+
+/** The value of one cookie of a Cookie header (first occurrence), or undefined. */
+export function readCookie(header: string | undefined, name: string): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const idx = part.indexOf('=');
+    if (idx < 0) continue;
+    if (part.slice(0, idx).trim() === name) return part.slice(idx + 1).trim();
+  }
+  return undefined;
+}
+
+const forbidden = (message: string = RetMessage.forbidden): HttpException =>
+  new HttpException({ code: RetCode.RET403, message }, HttpStatus.FORBIDDEN);
 
 type RequestWithMerchant = FastifyRequest & { merchant?: AuthenticatedMerchant };
 
@@ -52,30 +73,47 @@ export function parseCredentials(header: string | undefined): { login?: string; 
  * joined to its merchant), no cache, so `merchant disable` (403) and `merchant rotate-key` (401 for
  * the old key) apply to the very next call. The key hash is a fast SHA-256 of a 32+ char random
  * key, so there is no expensive verification worth caching.
+ *
+ * Without an Authorization header, the portal's session cookie (decisions §14) authenticates
+ * instead: the session is looked up server-side (expired or ended: 401), and a cookie-authenticated
+ * request that may change something (not GET/HEAD) must carry `X-Requested-With: retain-portal`
+ * (403 otherwise): a cross-site form cannot set that header, so this is the CSRF check on top of
+ * SameSite=Strict. An Authorization header, when present, wins over the cookie.
  */
 @Injectable()
 export class MerchantAuthGuard implements CanActivate {
   private readonly merchants: MerchantsRepository;
+  private readonly sessions: PortalSessionsRepository;
 
   constructor(db: DataSource, @Inject(RETAIN_CONFIG) config: RetainConfig) {
     this.merchants = new MerchantsRepository(db, config.cardKeys);
+    this.sessions = new PortalSessionsRepository(db);
   }
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const req = context.switchToHttp().getRequest<RequestWithMerchant>();
     const reply = context.switchToHttp().getResponse<FastifyReply>();
-    const creds = parseCredentials(req.headers.authorization);
     const fail = (): never => {
       void reply.header('WWW-Authenticate', 'Basic realm="retain"');
       throw new UnauthorizedError();
     };
+    const token = req.headers.authorization ? undefined : readCookie(req.headers.cookie, SESSION_COOKIE);
+    if (token) {
+      const merchant = await this.sessions.resume(token);
+      if (!merchant) return fail();
+      if (merchant.disabledAt) throw forbidden();
+      if (req.method !== 'GET' && req.method !== 'HEAD' && req.headers[PORTAL_HEADER] !== PORTAL_HEADER_VALUE) {
+        throw forbidden(`A portal request that changes something must carry X-Requested-With: ${PORTAL_HEADER_VALUE}`);
+      }
+      req.merchant = { id: merchant.id, merchantVid: merchant.merchantVid, login: merchant.login, via: 'session' };
+      return true;
+    }
+    const creds = parseCredentials(req.headers.authorization);
     if (!creds || !creds.apiKey.startsWith('rk_')) return fail();
     const merchant = await this.merchants.findByApiKey(creds.apiKey);
     if (!merchant || (creds.login !== undefined && creds.login !== merchant.login)) return fail();
-    if (merchant.disabledAt) {
-      throw new HttpException({ code: RetCode.RET403, message: RetMessage.forbidden }, HttpStatus.FORBIDDEN);
-    }
-    req.merchant = { id: merchant.id, merchantVid: merchant.merchantVid, login: merchant.login };
+    if (merchant.disabledAt) throw forbidden();
+    req.merchant = { id: merchant.id, merchantVid: merchant.merchantVid, login: merchant.login, via: 'header' };
     return true;
   }
 }

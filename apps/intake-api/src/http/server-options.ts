@@ -8,6 +8,7 @@ import type { RetainConfig } from '@retain/config';
 import { RetCode, RetMessage, newRequestId } from '@retain/domain';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { hasDuplicateKey } from './json-body';
+import { addSecurityHeaders } from './security-headers';
 
 /**
  * A path parameter may be a merchant id of 128 characters (spec limit), each up to 9 characters
@@ -147,6 +148,7 @@ export function configureIntake(app: NestFastifyApplication, config: RetainConfi
     void reply.header('X-Request-Id', req.id);
     done(null, payload);
   });
+  addSecurityHeaders(fastify, config.nodeEnv === 'production');
   cutOffStalledBodies(app, config.httpRequestTimeoutMs);
   parseJsonStrictly(app, config.bodyLimitBytes);
   const document = SwaggerModule.createDocument(
@@ -160,6 +162,7 @@ export function configureIntake(app: NestFastifyApplication, config: RetainConfi
       .setVersion('2024.06')
       .addBasicAuth()
       .addBearerAuth()
+      .addCookieAuth('cookie', { type: 'apiKey', in: 'cookie', name: 'cookie' }, 'cookie')
       .build(),
   );
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'openapi.json', raw: ['json'] });

@@ -10,3 +10,5 @@ export * from './submissions.repository';
 export * from './webhook-messages.repository';
 export * from './payment-methods.repository';
 export * from './policy-stats.repository';
+export * from './portal-sessions.repository';
+export * from './analytics.repository';

@@ -97,6 +97,17 @@ export class MerchantsRepository {
     };
   }
 
+  /** A new webhook signing secret (the URL is kept); returned once, stored only sealed. */
+  async rotateWebhookSecret(login: string): Promise<MerchantCredentials> {
+    const merchant = await this.require(login);
+    const secret = newWebhookSecret();
+    const sealed = seal(this.keys, secret, 'webhook-secret');
+    await this.db
+      .getRepository(MerchantEntity)
+      .update({ id: merchant.id }, { webhookSecretEnc: sealed.value, webhookSecretKeyId: sealed.keyId });
+    return { merchant_vid: merchant.merchantVid, login, webhook_url: merchant.webhookUrl, webhook_secret: secret };
+  }
+
   /** Issues a new key; the old ones stop working unless keepOld (for a zero-downtime switch). */
   async rotateKey(login: string, keepOld = false): Promise<MerchantCredentials> {
     const merchant = await this.require(login);
@@ -113,6 +124,9 @@ export class MerchantsRepository {
         keyHint: apiKey.slice(0, 8),
         revokedAt: null,
       });
+      // A rotation is a credential change: portal sessions opened with an older key end with it
+      // (decisions §14), also under keepOld, where only machine clients keep the old key a while.
+      await m.query(`DELETE FROM portal_sessions WHERE merchant_id = $1`, [merchant.id]);
     });
     return { merchant_vid: merchant.merchantVid, login, api_key: apiKey };
   }

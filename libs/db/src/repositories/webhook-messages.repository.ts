@@ -149,4 +149,69 @@ export class WebhookMessagesRepository {
     );
     return Number(dead!.count);
   }
+
+  // --- A merchant's own view (the API and portal): every read and replay is scoped to merchantId.
+
+  /**
+   * The merchant's push messages, newest first (message_id is a KSUID, so its order is time order),
+   * optionally of one status or of one transaction (merchant transaction id); `startingAfter` is the
+   * message_id of the previous page's last row.
+   */
+  async listOfMerchant(
+    merchantId: string,
+    o: { status: string | null; transactionId: string | null; startingAfter: string | null; limit: number },
+  ): Promise<{ data: Record<string, unknown>[]; hasMore: boolean }> {
+    const rows: Record<string, unknown>[] = await this.db.query(
+      `SELECT w.message_id, w.event_name, w.payload_id, t.merchant_txn_id AS transaction_id, w.status,
+              w.attempt_count, w.replay_count, w.next_attempt_at, w.last_status_code, w.last_error,
+              w.delivered_at, w.dead_at, w.created_at
+         FROM webhook_messages w LEFT JOIN transactions t ON t.id = w.transaction_id
+        WHERE w.merchant_id = $1 AND ($2::text IS NULL OR w.status = $2)
+          AND ($3::text IS NULL OR w.transaction_id = (SELECT id FROM transactions
+                WHERE merchant_id = $1 AND merchant_txn_id = $3))
+          AND ($4::text IS NULL OR w.message_id < $4)
+        ORDER BY w.message_id DESC LIMIT $5`,
+      [merchantId, o.status, o.transactionId, o.startingAfter, o.limit + 1],
+    );
+    return { data: rows.slice(0, o.limit), hasMore: rows.length > o.limit };
+  }
+
+  /** One of the merchant's messages with its body and every delivery attempt; null if not theirs. */
+  async oneOfMerchant(merchantId: string, messageId: string): Promise<Record<string, unknown> | null> {
+    const [message]: Record<string, unknown>[] = await this.db.query(
+      `SELECT w.message_id, w.event_name, w.payload_id, t.merchant_txn_id AS transaction_id, w.status,
+              w.attempt_count, w.replay_count, w.next_attempt_at, w.last_status_code, w.last_error,
+              w.delivered_at, w.dead_at, w.created_at, w.body
+         FROM webhook_messages w LEFT JOIN transactions t ON t.id = w.transaction_id
+        WHERE w.merchant_id = $1 AND w.message_id = $2`,
+      [merchantId, messageId],
+    );
+    if (!message) return null;
+    const attempts: Record<string, unknown>[] = await this.db.query(
+      `SELECT attempt, attempted_at, url, status_code, latency_ms, error FROM webhook_deliveries
+        WHERE message_id = $1 ORDER BY id`,
+      [messageId],
+    );
+    return { ...message, attempts };
+  }
+
+  /**
+   * Replays one of the merchant's messages that is no longer being delivered (dead, gone,
+   * no_endpoint or delivered): back to pending, due now, as a new replay generation. 'missing' when
+   * the message is not theirs, 'pending' when it is still being delivered (nothing changed).
+   */
+  async replayOfMerchant(merchantId: string, messageId: string): Promise<'replayed' | 'pending' | 'missing'> {
+    const [rows]: [{ message_id: string }[], number] = await this.db.query(
+      `UPDATE webhook_messages SET status = 'pending', next_attempt_at = now(), attempt_count = 0,
+              replay_count = replay_count + 1, dead_at = NULL, updated_at = now()
+        WHERE merchant_id = $1 AND message_id = $2 AND status <> 'pending' RETURNING message_id`,
+      [merchantId, messageId],
+    );
+    if (rows.length > 0) return 'replayed';
+    const found: unknown[] = await this.db.query(
+      `SELECT 1 FROM webhook_messages WHERE merchant_id = $1 AND message_id = $2`,
+      [merchantId, messageId],
+    );
+    return found.length > 0 ? 'pending' : 'missing';
+  }
 }

@@ -1,0 +1,302 @@
+import {
+  Body,
+  Controller,
+  Get,
+  HttpCode,
+  HttpException,
+  HttpStatus,
+  Inject,
+  Logger,
+  Param,
+  Post,
+  Put,
+  Query,
+  Req,
+  Res,
+  UseGuards,
+} from '@nestjs/common';
+import {
+  ApiBasicAuth,
+  ApiBearerAuth,
+  ApiBody,
+  ApiCookieAuth,
+  ApiOperation,
+  ApiProperty,
+  ApiQuery,
+  ApiResponse,
+  ApiTags,
+} from '@nestjs/swagger';
+import { ErrorDto } from '@retain/api-contract';
+import type { RetainConfig } from '@retain/config';
+import { MerchantsRepository, WebhookMessagesRepository } from '@retain/db';
+import { EventName, RetCode, RetMessage, newMessageId, newVid } from '@retain/domain';
+import { RETAIN_CONFIG } from '@retain/platform';
+import { OutboxRelay, announce } from '@retain/queues';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { DataSource } from 'typeorm';
+import {
+  CurrentMerchant,
+  MerchantAuthGuard,
+  SESSION_COOKIE,
+  type AuthenticatedMerchant,
+} from '../auth/merchant-auth.guard';
+import { listEnvelope } from '../http/list-envelope';
+
+const badParam = (name: string, detail = ''): HttpException =>
+  new HttpException(
+    { code: RetCode.RET400, message: `${RetMessage.invalidParameter(name)}${detail}` },
+    HttpStatus.BAD_REQUEST,
+  );
+const notFound = (): HttpException =>
+  new HttpException({ code: RetCode.RET0404, message: RetMessage.notFound }, HttpStatus.NOT_FOUND);
+
+const MAX_URL = 2048;
+const MESSAGE_STATUSES = ['pending', 'delivered', 'dead', 'gone', 'no_endpoint'];
+
+/** A webhook URL a merchant may set: absolute http(s), no user info, no fragment; null removes it. */
+export function parseWebhookUrl(v: unknown): string | null | undefined {
+  if (v === null) return null;
+  if (typeof v !== 'string' || v.length === 0 || v.length > MAX_URL) return undefined;
+  let url: URL;
+  try {
+    url = new URL(v);
+  } catch {
+    return undefined;
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return undefined;
+  if (url.username || url.password || url.hash) return undefined;
+  return url.toString();
+}
+
+export class MerchantDto {
+  @ApiProperty() login: string;
+  @ApiProperty() merchant_vid: string;
+  @ApiProperty({ nullable: true, type: String }) webhook_url: string | null;
+}
+
+export class WebhookUrlDto {
+  @ApiProperty({ nullable: true, type: String, example: 'https://example.com/retain/pushes' })
+  url: string | null;
+}
+
+export class NewApiKeyDto {
+  @ApiProperty({ description: 'The new API key: shown once, stored only as a hash' }) api_key: string;
+}
+
+export class NewWebhookSecretDto {
+  @ApiProperty({ description: 'The new signing secret (whsec_...): shown once' }) webhook_secret: string;
+}
+
+export class TestPushDto {
+  @ApiProperty({ description: 'message_id of the test push; follow it in the push delivery log' })
+  message_id: string;
+}
+
+/**
+ * The merchant's own settings, for the API and the portal: API key and webhook secret rotation
+ * (each new value answered once), the webhook URL and a test push. The operator CLI keeps its own
+ * commands; both go through MerchantsRepository.
+ */
+@ApiTags('merchant')
+@ApiBasicAuth()
+@ApiBearerAuth()
+@ApiCookieAuth()
+@ApiResponse({ status: 401, type: ErrorDto, description: 'Authentication required' })
+@ApiResponse({
+  status: 403,
+  type: ErrorDto,
+  description: 'Merchant disabled, or a cookie-authenticated write without X-Requested-With: retain-portal',
+})
+@UseGuards(MerchantAuthGuard)
+@Controller('retain/merchant')
+export class MerchantController {
+  private readonly logger = new Logger('merchant');
+  private readonly merchants: MerchantsRepository;
+  private readonly secure: boolean;
+
+  constructor(
+    private readonly db: DataSource,
+    private readonly relay: OutboxRelay,
+    @Inject(RETAIN_CONFIG) config: RetainConfig,
+  ) {
+    this.merchants = new MerchantsRepository(db, config.cardKeys);
+    this.secure = config.nodeEnv === 'production';
+  }
+
+  @Get()
+  @ApiOperation({ summary: 'The authenticated merchant: login, merchant_vid and webhook URL (never a key or secret)' })
+  @ApiResponse({ status: 200, type: MerchantDto })
+  async merchant(@CurrentMerchant() merchant: AuthenticatedMerchant): Promise<MerchantDto> {
+    const m = await this.merchants.findById(merchant.id);
+    return { login: merchant.login, merchant_vid: merchant.merchantVid, webhook_url: m?.webhookUrl ?? null };
+  }
+
+  @Post('api-key/rotate')
+  @HttpCode(200)
+  @ApiOperation({
+    summary: 'Rotate the API key: a new key answered once; every older key stops working at once',
+    description:
+      'Every portal session of the merchant ends too (a session made with this call gets its cookie cleared): ' +
+      'log in again with the new key.',
+  })
+  @ApiResponse({ status: 200, type: NewApiKeyDto })
+  async rotateApiKey(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<NewApiKeyDto> {
+    const rotated = await this.merchants.rotateKey(merchant.login);
+    if (merchant.via === 'session') {
+      void reply.header(
+        'Set-Cookie',
+        `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0${this.secure ? '; Secure' : ''}`,
+      );
+    }
+    void reply.header('Cache-Control', 'no-store');
+    return { api_key: rotated.api_key! };
+  }
+
+  @Post('webhook-secret/rotate')
+  @HttpCode(200)
+  @ApiOperation({ summary: 'Rotate the webhook signing secret: the new secret answered once, used from the next push' })
+  @ApiResponse({ status: 200, type: NewWebhookSecretDto })
+  async rotateWebhookSecret(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<NewWebhookSecretDto> {
+    const rotated = await this.merchants.rotateWebhookSecret(merchant.login);
+    void reply.header('Cache-Control', 'no-store');
+    return { webhook_secret: rotated.webhook_secret! };
+  }
+
+  @Get('webhook')
+  @ApiOperation({ summary: 'The webhook URL pushes are sent to (null: none)' })
+  @ApiResponse({ status: 200, type: WebhookUrlDto })
+  async webhook(@CurrentMerchant() merchant: AuthenticatedMerchant): Promise<WebhookUrlDto> {
+    const m = await this.merchants.findById(merchant.id);
+    return { url: m?.webhookUrl ?? null };
+  }
+
+  @Put('webhook')
+  @ApiOperation({ summary: 'Set the webhook URL (absolute http or https; null removes it); the secret is kept' })
+  @ApiBody({ type: WebhookUrlDto })
+  @ApiResponse({ status: 200, type: WebhookUrlDto })
+  @ApiResponse({ status: 400, type: ErrorDto })
+  async setWebhook(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: unknown): Promise<WebhookUrlDto> {
+    const raw = typeof body === 'object' && body !== null && 'url' in body ? (body as { url: unknown }).url : undefined;
+    const url = parseWebhookUrl(raw);
+    if (url === undefined) throw badParam('url');
+    await this.merchants.setWebhook(merchant.login, url);
+    return { url };
+  }
+
+  @Post('webhook/test')
+  @HttpCode(202)
+  @ApiOperation({
+    summary: 'Send a test push (event_name "test") to the webhook URL, signed like every push',
+    description: 'Delivered, retried and logged like any push; it reports no state change and can be ignored.',
+  })
+  @ApiResponse({ status: 202, type: TestPushDto })
+  async testPush(@CurrentMerchant() merchant: AuthenticatedMerchant): Promise<TestPushDto> {
+    const messageId = newMessageId();
+    const outbox = await this.db.transaction((m) =>
+      announce(m, [
+        {
+          merchantId: merchant.id,
+          eventName: EventName.Test,
+          payloadId: newVid(),
+          content: { message: 'Test push from Retain' },
+          messageId,
+        },
+      ]),
+    );
+    this.relay.publish(outbox).catch((err: unknown) => {
+      this.logger.warn({ err: (err as Error).message }, 'outbox publish deferred to the sweeper');
+    });
+    return { message_id: messageId };
+  }
+}
+
+/** The merchant's push delivery log, with replay. */
+@ApiTags('webhook-messages')
+@ApiBasicAuth()
+@ApiBearerAuth()
+@ApiCookieAuth()
+@ApiResponse({ status: 401, type: ErrorDto, description: 'Authentication required' })
+@UseGuards(MerchantAuthGuard)
+@Controller('retain/webhook-messages')
+export class WebhookMessagesController {
+  private readonly repo: WebhookMessagesRepository;
+
+  constructor(db: DataSource) {
+    this.repo = new WebhookMessagesRepository(db);
+  }
+
+  @Get()
+  @ApiOperation({ summary: 'Push messages, newest first (List envelope; cursor starting_after = message_id)' })
+  @ApiQuery({ name: 'status', required: false, enum: MESSAGE_STATUSES })
+  @ApiQuery({
+    name: 'transaction_id',
+    required: false,
+    description: 'Only the pushes of this transaction (merchant id)',
+  })
+  @ApiQuery({ name: 'limit', required: false, description: '1-100, default 20' })
+  @ApiQuery({ name: 'starting_after', required: false })
+  @ApiResponse({ status: 200 })
+  @ApiResponse({ status: 400, type: ErrorDto })
+  async list(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Query() query: Record<string, unknown>,
+    @Req() req: FastifyRequest,
+  ): Promise<unknown> {
+    const known = new Set(['status', 'transaction_id', 'limit', 'starting_after']);
+    for (const [k, v] of Object.entries(query)) if (!known.has(k) || typeof v !== 'string') throw badParam(k);
+    const status = (query['status'] as string | undefined) ?? null;
+    if (status !== null && !MESSAGE_STATUSES.includes(status)) throw badParam('status');
+    const limitText = (query['limit'] as string | undefined) ?? '20';
+    const limit = /^\d{1,3}$/.test(limitText) ? Number(limitText) : NaN;
+    if (!(limit >= 1 && limit <= 100)) throw badParam('limit');
+    const startingAfter = (query['starting_after'] as string | undefined) ?? null;
+    if (startingAfter !== null && !/^[0-9A-Za-z]{27}$/.test(startingAfter)) throw badParam('starting_after');
+    const transactionId = (query['transaction_id'] as string | undefined) ?? null;
+    if (transactionId !== null && (transactionId.length === 0 || transactionId.length > 128)) {
+      throw badParam('transaction_id');
+    }
+    const page = await this.repo.listOfMerchant(merchant.id, { status, transactionId, startingAfter, limit });
+    const last = page.data[page.data.length - 1];
+    const params = new URLSearchParams(
+      Object.entries({ ...query, starting_after: last ? String(last['message_id']) : '' }) as [string, string][],
+    );
+    const next = page.hasMore && last ? `/v1/retain/webhook-messages?${params.toString()}` : null;
+    return listEnvelope(page.data, req, next, null);
+  }
+
+  @Get(':message_id')
+  @ApiOperation({ summary: 'One push: its body and every delivery attempt (time, URL, status code, latency, error)' })
+  @ApiResponse({ status: 200 })
+  @ApiResponse({ status: 404, type: ErrorDto })
+  async one(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('message_id') id: string): Promise<unknown> {
+    if (!/^[0-9A-Za-z]{27}$/.test(id)) throw notFound();
+    const message = await this.repo.oneOfMerchant(merchant.id, id);
+    if (!message) throw notFound();
+    return message;
+  }
+
+  @Post(':message_id/replay')
+  @HttpCode(202)
+  @ApiOperation({
+    summary: 'Deliver a push again (a dead one, typically): same message_id, a fresh schedule of attempts',
+  })
+  @ApiResponse({ status: 202, description: '{message_id, status: "pending"}' })
+  @ApiResponse({ status: 400, type: ErrorDto, description: 'The message is still being delivered' })
+  @ApiResponse({ status: 404, type: ErrorDto })
+  async replay(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('message_id') id: string,
+  ): Promise<{ message_id: string; status: string }> {
+    if (!/^[0-9A-Za-z]{27}$/.test(id)) throw notFound();
+    const outcome = await this.repo.replayOfMerchant(merchant.id, id);
+    if (outcome === 'missing') throw notFound();
+    if (outcome === 'pending') throw badParam('message_id', ' (still being delivered)');
+    return { message_id: id, status: 'pending' };
+  }
+}

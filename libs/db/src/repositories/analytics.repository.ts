@@ -1,0 +1,50 @@
+import type { DataSource } from 'typeorm';
+
+/** One rollup group as read: counters summed over the days of one period (or of the whole range). */
+export interface AnalyticsRow {
+  currency: string;
+  /** First day (YYYY-MM-DD) of the period; null in the range totals. */
+  period: string | null;
+  dim: string;
+  key: string;
+  failed_count: number;
+  failed_amount: string;
+  attempts: number;
+  recovered_count: number;
+  recovered_amount: string;
+  refunded_count: number;
+  refunded_amount: string;
+  stopped_count: number;
+}
+
+/**
+ * Reads of the analytics rollup (analytics_rollup, kept by the triggers of migration
+ * 1797400000100): one merchant, cohort days from..to (inclusive, UTC). Amounts stay strings
+ * (bigint minor units).
+ */
+export class AnalyticsRepository {
+  constructor(private readonly db: DataSource) {}
+
+  /**
+   * Totals of every dimension and key over the range, plus the `all` dimension per period
+   * (`bucket`: day, or ISO week starting Monday), in one round trip.
+   */
+  async read(merchantId: string, from: string, to: string, bucket: 'day' | 'week'): Promise<AnalyticsRow[]> {
+    const rows: AnalyticsRow[] = await this.db.query(
+      `SELECT currency, CASE WHEN GROUPING(period) = 0 THEN to_char(period, 'YYYY-MM-DD') END AS period,
+              dim, key,
+              sum(failed_count)::int AS failed_count, sum(failed_amount)::text AS failed_amount,
+              sum(attempts)::int AS attempts, sum(recovered_count)::int AS recovered_count,
+              sum(recovered_amount)::text AS recovered_amount, sum(refunded_count)::int AS refunded_count,
+              sum(refunded_amount)::text AS refunded_amount, sum(stopped_count)::int AS stopped_count
+         FROM (SELECT r.*, CASE WHEN $4 = 'week' THEN date_trunc('week', r.day)::date ELSE r.day END AS period
+                 FROM analytics_rollup r
+                WHERE r.merchant_id = $1 AND r.day BETWEEN $2::date AND $3::date) x
+        GROUP BY GROUPING SETS ((currency, dim, key), (currency, dim, key, period))
+       HAVING GROUPING(period) = 1 OR dim = 'all'
+        ORDER BY currency, period NULLS FIRST, dim, key`,
+      [merchantId, from, to, bucket],
+    );
+    return rows;
+  }
+}

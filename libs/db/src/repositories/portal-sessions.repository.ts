@@ -1,0 +1,95 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { DataSource } from 'typeorm';
+
+/** decisions §14: a session lasts at most 12 hours, and ends after 30 minutes without a request. */
+export const SESSION_ABSOLUTE_HOURS = 12;
+export const SESSION_IDLE_MINUTES = 30;
+/** last_seen_at is rewritten at most this often, so a busy portal does not write a row per request. */
+const TOUCH_EVERY_SECONDS = 30;
+
+const hashToken = (token: string): string => createHash('sha256').update(token).digest('hex');
+
+export interface SessionMerchant {
+  id: string;
+  merchantVid: string;
+  login: string;
+  disabledAt: Date | null;
+}
+
+/**
+ * Portal sessions (decisions §14). The token (256 random bits, url-safe) goes to the browser once, in
+ * the cookie; the table keeps only its SHA-256. Expiry uses the database clock, so a session's age
+ * is what its row says (tests age a session by editing created_at / last_seen_at).
+ */
+export class PortalSessionsRepository {
+  constructor(private readonly db: DataSource) {}
+
+  /** Opens a session for the merchant and returns its token (never stored). */
+  async open(merchantId: string): Promise<string> {
+    const token = randomBytes(32).toString('base64url');
+    await this.db.query(`INSERT INTO portal_sessions (token_hash, merchant_id) VALUES ($1, $2)`, [
+      hashToken(token),
+      merchantId,
+    ]);
+    return token;
+  }
+
+  /**
+   * The merchant of a live session, and the session's idle clock restarted; null when the token is
+   * unknown, ended or expired (an expired row is deleted on the way).
+   */
+  async resume(token: string): Promise<SessionMerchant | null> {
+    const rows = (await this.db.query(
+      `SELECT s.token_hash,
+              (s.created_at > now() - make_interval(hours => $2)
+                AND s.last_seen_at > now() - make_interval(mins => $3)) AS live,
+              s.last_seen_at < now() - make_interval(secs => $4) AS stale,
+              m.id, m.merchant_vid, m.login, m.disabled_at
+         FROM portal_sessions s JOIN merchants m ON m.id = s.merchant_id
+        WHERE s.token_hash = $1`,
+      [hashToken(token), SESSION_ABSOLUTE_HOURS, SESSION_IDLE_MINUTES, TOUCH_EVERY_SECONDS],
+    )) as {
+      token_hash: string;
+      live: boolean;
+      stale: boolean;
+      id: string;
+      merchant_vid: string;
+      login: string;
+      disabled_at: Date | null;
+    }[];
+    const row = rows[0];
+    if (!row) return null;
+    if (!row.live) {
+      await this.db.query(`DELETE FROM portal_sessions WHERE token_hash = $1`, [row.token_hash]);
+      return null;
+    }
+    if (row.stale) {
+      await this.db.query(`UPDATE portal_sessions SET last_seen_at = now() WHERE token_hash = $1`, [row.token_hash]);
+    }
+    return { id: row.id, merchantVid: row.merchant_vid, login: row.login, disabledAt: row.disabled_at };
+  }
+
+  /** Ends one session (logout). */
+  async end(token: string): Promise<void> {
+    await this.db.query(`DELETE FROM portal_sessions WHERE token_hash = $1`, [hashToken(token)]);
+  }
+
+  /** Ends every session of a merchant (its API key was rotated). */
+  async endAllOf(merchantId: string): Promise<number> {
+    const [, count] = (await this.db.query(`DELETE FROM portal_sessions WHERE merchant_id = $1`, [merchantId])) as [
+      unknown,
+      number,
+    ];
+    return count;
+  }
+
+  /** Removes expired rows (housekeeping; an expired session is refused whether or not it is removed). */
+  async sweepExpired(): Promise<void> {
+    await this.db.query(
+      `DELETE FROM portal_sessions
+        WHERE created_at <= now() - make_interval(hours => $1)
+           OR last_seen_at <= now() - make_interval(mins => $2)`,
+      [SESSION_ABSOLUTE_HOURS, SESSION_IDLE_MINUTES],
+    );
+  }
+}
