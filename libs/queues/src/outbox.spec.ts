@@ -54,6 +54,7 @@ describe('outbox relay and sweeper', () => {
   });
 
   it('publishes with jobId = row id, and re-publishes a job lost from Redis until it is completed', async () => {
+    await closeOtherRows(); // the sweep takes the oldest open rows: other files' must not crowd ours out
     const sid = submissionId();
     const [id] = await db.transaction((m) =>
       addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId: sid } }]),
@@ -83,6 +84,7 @@ describe('outbox relay and sweeper', () => {
   });
 
   it('publishes rows whose fast path never ran (a crash right after commit)', async () => {
+    await closeOtherRows(); // the sweep takes the oldest open rows: other files' must not crowd ours out
     const sid = submissionId();
     const [id] = await db.transaction((m) =>
       addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId: sid } }]),
