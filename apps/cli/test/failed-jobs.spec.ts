@@ -104,19 +104,12 @@ describe('retain jobs failed / jobs redrive', () => {
     expect(runs).not.toContain(b);
     expect((await outboxRow(idA!)).failed_at).not.toBeNull();
 
-    // Several sweeps (and the app's own sweeper timer) leave both alone. The sweeper sweeps the whole
-    // outbox of the run's shared database: other files' open rows would become jobs of this queue.
-    await db.query(
-      `UPDATE outbox SET completed_at = now() WHERE completed_at IS NULL AND failed_at IS NULL AND id <> ALL($1::uuid[])`,
-      [[idA, idB]],
-    );
+    // Several sweeps (and the app's own sweeper timer) leave both alone: still failed, not re-added.
+    // (The sweeper sweeps the whole outbox of the run's shared database, so other files' rows may
+    // become jobs of this queue: only these two jobs are looked at.)
     for (let i = 0; i < 3; i++) await relay.sweep(0);
-    expect(await queue.getJobCounts('waiting', 'active', 'delayed', 'failed')).toMatchObject({
-      waiting: 0,
-      active: 0,
-      delayed: 0,
-      failed: 2,
-    });
+    expect(await queue.getJobState(idA!)).toBe('failed');
+    expect(await queue.getJobState(idB)).toBe('failed');
     expect((await outboxRow(idA!)).publish_count).toBe(1);
     expect(runs.filter((s) => s === a)).toHaveLength(2);
 
