@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { CliContext } from './main';
+import { registerExperimentCommands } from './experiments.commands';
 import { registerJobCommands } from './jobs.commands';
 import { registerProcessorCommands } from './processor.commands';
 import { registerQueueCommands } from './queues.commands';
@@ -13,4 +14,5 @@ export function registerExtraCommands(program: Command, ctx: CliContext): void {
   registerQueueCommands(program, ctx);
   registerJobCommands(program, ctx);
   registerProcessorCommands(program, ctx);
+  registerExperimentCommands(program, ctx);
 }

@@ -3,6 +3,7 @@ import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import type { RetainConfig } from '@retain/config';
 import { PlatformModule } from '@retain/platform';
 import { AnalyticsController } from './analytics/analytics.controller';
+import { ExperimentsController } from './experiments/experiments.controller';
 import { MerchantAuthGuard } from './auth/merchant-auth.guard';
 import { ApiExceptionFilter } from './http/api-exception.filter';
 import { SafeParamsPipe } from './http/safe-params.pipe';
@@ -27,6 +28,7 @@ export class IntakeApiModule {
         KeysController,
         SessionController,
         AnalyticsController,
+        ExperimentsController,
         MerchantController,
         WebhookMessagesController,
       ],

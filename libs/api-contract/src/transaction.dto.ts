@@ -171,6 +171,15 @@ export class TransactionDto {
   })
   retry_plan?: Record<string, unknown> | null;
 
+  @ReadOnlyField({
+    type: Object,
+    nullable: true,
+    description:
+      'Extension (submitted transactions): the retry policy version fixed at intake (null: the UTC heuristics of ' +
+      'before versions) and, when a policy experiment assigned it, the experiment id and arm (a variant or `holdout`)',
+  })
+  retry_policy?: { version: string | null; experiment_id: string | null; arm: string | null } | null;
+
   @ContractField('billing_descriptor') billing_descriptor?: string;
   @ContractField('auth_code', { description: "Payment provider's response code" }) auth_code: string;
   @ContractField('avs_code') avs_code?: string;

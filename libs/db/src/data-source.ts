@@ -14,6 +14,7 @@ import { AccountPaymentMethods1797200000000 } from './migrations/1797200000000-A
 import { MerchantAccounts1797350000000 } from './migrations/1797350000000-MerchantAccounts';
 import { PortalSessions1797400000000 } from './migrations/1797400000000-PortalSessions';
 import { AnalyticsRollup1797400000100 } from './migrations/1797400000100-AnalyticsRollup';
+import { PolicyExperiments1797900000000 } from './migrations/1797900000000-PolicyExperiments';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -30,6 +31,7 @@ export const MIGRATIONS = [
   MerchantAccounts1797350000000,
   PortalSessions1797400000000,
   AnalyticsRollup1797400000100,
+  PolicyExperiments1797900000000,
 ];
 
 export interface PoolTuning {

@@ -39,3 +39,5 @@ export const newWebhookSecret = (): string => `whsec_${randomBytes(32).toString(
 
 export const REQUEST_ID_RE = /^[0-9a-f]{32}$/;
 export const VID_RE = /^[A-Za-z0-9_-]{40}$/;
+/** Policy experiment id (issue 11): `exp_` and 36 url-safe characters. */
+export const newExperimentId = (): string => `exp_${randomUrlSafe(36)}`;

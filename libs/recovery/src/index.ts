@@ -6,3 +6,4 @@ export * from './transaction-events';
 export { AuthCodeDescription, EventName, RefundStatus, TransactionStatus } from '@retain/domain';
 export * from './payment-methods';
 export * from './policy-inputs';
+export * from './experiment-results';

@@ -1,4 +1,4 @@
-import { PolicyStatsRepository, type PolicyTransactionRow } from '@retain/db';
+import { ExperimentsRepository, PolicyStatsRepository, type PolicyTransactionRow } from '@retain/db';
 import {
   LEGACY_POLICY_VERSION,
   declineClassOf,
@@ -23,11 +23,19 @@ const cardholderOf = (row: PolicyTransactionRow) => ({ country: row.country, pos
  * recorded policy version (a RETRY_POLICY change never alters it), the original decline, the
  * cardholder's billing address (local time), the card, the account's earlier charges at this
  * merchant (its pay calendar) and outcomes, and the learned slot counts (this merchant's and all
- * merchants'). Transactions of the UTC heuristics get nothing: they plan exactly as before.
+ * merchants'). Transactions of the UTC heuristics get nothing but their experiment arm's tunables:
+ * they plan as before. A transaction in a policy experiment also gets its arm's tunables and
+ * learner setting (the experiment's variants never change once created).
  */
 export async function policyInputsFor(m: Sql, merchantId: string, transactionId: string): Promise<Partial<PlanInput>> {
   const row = await PolicyStatsRepository.transaction(m, merchantId, transactionId);
-  if (!row || !adaptive(row)) return {};
+  if (!row) return {};
+  const variant =
+    row.experiment_id && row.experiment_arm
+      ? await ExperimentsRepository.armOf(m, merchantId, row.experiment_id, row.experiment_arm)
+      : null;
+  const config = variant && Object.keys(variant.config).length > 0 ? { config: variant.config } : {};
+  if (!adaptive(row)) return config;
   const declineClass = declineClassOf(row.card_network, row.auth_code, null, row.failed_at);
   const [slots, history] = await Promise.all([
     PolicyStatsRepository.slots(m, merchantId, declineClass),
@@ -46,7 +54,8 @@ export async function policyInputsFor(m: Sql, merchantId: string, transactionId:
     approvals: s.approvals,
   }));
   return {
-    policy: { version: row.policy_version!, learning: true },
+    ...config,
+    policy: { version: row.policy_version!, learning: variant?.learning ?? true },
     originalResponseCode: row.auth_code,
     cardholder: cardholderOf(row),
     card: { bin: row.card_bin, expiry: row.expiration_date },

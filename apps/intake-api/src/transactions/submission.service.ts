@@ -3,6 +3,7 @@ import { validateSubmission, type NormalizedTransaction } from '@retain/api-cont
 import type { RetainConfig } from '@retain/config';
 import {
   RECOVERING_STATUSES,
+  assignArm,
   RetCode,
   RetMessage,
   cardBrand,
@@ -12,7 +13,7 @@ import {
   type CardFingerprint,
   type ErrorEntry,
 } from '@retain/domain';
-import { SubmissionsRepository, inTransactionWithRetry, settleCardFingerprints } from '@retain/db';
+import { ExperimentsRepository, SubmissionsRepository, inTransactionWithRetry, settleCardFingerprints } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import { OutboxRelay, QueueName, addToOutbox } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
@@ -229,6 +230,16 @@ export class SubmissionService {
       cards.map((c) => c.fingerprints),
     );
     const records = rows.map((t, i) => this.toRecord(t, now, cards[i]!, fingerprints[i] ?? null));
+    // A running policy experiment assigns each transaction an arm (sticky: a hash of the experiment
+    // and the merchant's transaction id) and the arm's policy version; the holdout keeps the default.
+    const experiment = await ExperimentsRepository.running(m, merchantId);
+    if (experiment)
+      for (const r of records) {
+        const arm = assignArm(experiment, String(r['id']));
+        r['experiment_id'] = experiment.id;
+        r['experiment_arm'] = arm;
+        r['policy_version'] = experiment.variants.find((v) => v.name === arm)?.policy_version ?? null;
+      }
     // The policy version is fixed per transaction at intake: a later RETRY_POLICY change never alters it.
     await this.submissions.insertTransactions(m, merchantId, submissionId, records, this.config.retryPolicy);
   }

@@ -91,6 +91,9 @@ export class TransactionEntity {
   @Column({ name: 'next_attempt_at', type: 'timestamptz', nullable: true }) nextAttemptAt: Date | null;
   /** Retry policy version planning this transaction (NULL: the UTC heuristics of before versions). */
   @Column({ name: 'policy_version', type: 'varchar', length: 64, nullable: true }) policyVersion: string | null;
+  /** The policy experiment and arm this transaction was assigned at intake (issue 11), if any. */
+  @Column({ name: 'experiment_id', type: 'varchar', length: 40, nullable: true }) experimentId: string | null;
+  @Column({ name: 'experiment_arm', type: 'varchar', length: 64, nullable: true }) experimentArm: string | null;
   /** Why the next attempt was planned where it is (the policy's explanation). */
   @Column({ name: 'next_attempt_plan', type: 'jsonb', nullable: true }) nextAttemptPlan: Record<string, unknown> | null;
   @Column({ name: 'captured_amount_minor', type: 'bigint', nullable: true }) capturedAmountMinor: string | null;

@@ -12,3 +12,4 @@ export * from './payment-methods.repository';
 export * from './policy-stats.repository';
 export * from './portal-sessions.repository';
 export * from './analytics.repository';
+export * from './experiments.repository';

@@ -136,7 +136,8 @@ export class SubmissionsRepository {
 
   /**
    * One multi-row INSERT through jsonb_to_recordset: a single round trip for up to 1000 rows.
-   * `records` carry the column values by the names of the recordset below.
+   * `records` carry the column values by the names of the recordset below; a record's own
+   * `policy_version` (its policy experiment arm's) wins over the default `policyVersion`.
    */
   async insertTransactions(
     m: EntityManager,
@@ -146,13 +147,13 @@ export class SubmissionsRepository {
     policyVersion: string | null = null,
   ): Promise<void> {
     await m.query(
-      `INSERT INTO transactions (policy_version, vid, merchant_id, submission_id, merchant_txn_id, status, review_status,
+      `INSERT INTO transactions (policy_version, experiment_id, experiment_arm, vid, merchant_id, submission_id, merchant_txn_id, status, review_status,
          amount_minor, currency, failed_at, submitted_ts, status_changed_at, division_number, auth_code,
          avs_code, cvn_code, payment_network_transaction_id, previous_billing_count, is_network_token,
          cryptogram, eci_indicator, billing_descriptor, processor_transaction_id, subscription_id, account_id,
          account, subscription, payment_method, metadata, card_kind, card_jwe, card_enc, card_key_id,
          card_hmac, card_hmac_key_id, card_bin, card_last4, card_network, account_hash, expiration_date)
-       SELECT $4::text, x.vid, $1::uuid, $2::uuid, x.id, 'Failed', 'pending', x.amount_minor, x.currency, x.failed_at,
+       SELECT coalesce(x.policy_version, $4::text), x.experiment_id, x.experiment_arm, x.vid, $1::uuid, $2::uuid, x.id, 'Failed', 'pending', x.amount_minor, x.currency, x.failed_at,
          x.submitted_ts, x.submitted_ts, x.division_number, x.auth_code, x.avs_code, x.cvn_code,
          x.payment_network_transaction_id, x.previous_billing_count, x.is_network_token, x.cryptogram,
          x.eci_indicator, x.billing_descriptor, x.processor_transaction_id, x.subscription_id, x.account_id,
@@ -165,7 +166,8 @@ export class SubmissionsRepository {
          cryptogram text, eci_indicator text, billing_descriptor text, processor_transaction_id text,
          subscription_id text, account_id text, account jsonb, subscription jsonb, payment_method jsonb,
          metadata jsonb, card_kind text, card_jwe text, card_enc text, card_key_id text, card_hmac text,
-         card_hmac_key_id text, card_bin text, card_last4 text, card_network text, account_hash text, expiration_date text)`,
+         card_hmac_key_id text, card_bin text, card_last4 text, card_network text, account_hash text, expiration_date text,
+         policy_version text, experiment_id text, experiment_arm text)`,
       [merchantId, submissionId, JSON.stringify(records), policyVersion],
     );
   }

@@ -78,6 +78,7 @@ export function transactionView(t: TransactionEntity, refunds: RefundEntity[] = 
     metadata: t.metadata,
     next_activity: dateOnly(t.nextAttemptAt),
     retry_plan: t.nextAttemptAt ? (t.nextAttemptPlan ?? null) : null,
+    retry_policy: { version: t.policyVersion, experiment_id: t.experimentId, arm: t.experimentArm },
     billing_descriptor: t.billingDescriptor,
     auth_code: t.authCode,
     avs_code: t.avsCode,

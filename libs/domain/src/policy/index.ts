@@ -8,3 +8,4 @@ export * from './cardholder-time';
 export * from './never-recover';
 export * from './pay-pattern';
 export * from './slot-learner';
+export * from './experiments';

@@ -1,0 +1,125 @@
+import type { ExperimentVariant } from '@retain/domain';
+import type { DataSource, EntityManager } from 'typeorm';
+
+type Sql = Pick<EntityManager, 'query'> | Pick<DataSource, 'query'>;
+
+export interface ExperimentRow {
+  id: string;
+  merchant_id: string;
+  name: string;
+  holdout_share: number;
+  holdout_policy: string;
+  variants: ExperimentVariant[];
+  status: 'running' | 'stopped';
+  created_at: Date;
+  stopped_at: Date | null;
+}
+
+/** Moments of one arm and currency, from which results and intervals are computed. */
+export interface ArmMomentsRow {
+  arm: string;
+  policy_version: string | null;
+  currency: string;
+  transactions: number;
+  in_flight: number;
+  recovered_count: number;
+  /** Sums in minor units, as text (bigint / numeric). */
+  recovered_amount: string;
+  recovered_amount_squares: string;
+  failed_amount: string;
+  attempts: number;
+  median_days_to_recover: number | null;
+}
+
+const COLUMNS = `id, merchant_id, name, holdout_share::float8 AS holdout_share, holdout_policy, variants, status,
+  created_at, stopped_at`;
+
+/** Policy experiments (migration 1797900000000): definitions, and the per-arm moments of their results. */
+export class ExperimentsRepository {
+  /** Creates a running experiment; null when the merchant already runs one (the partial unique index). */
+  static async create(
+    m: Sql,
+    row: Omit<ExperimentRow, 'status' | 'created_at' | 'stopped_at'>,
+  ): Promise<ExperimentRow | null> {
+    const rows: ExperimentRow[] = await m.query(
+      `INSERT INTO policy_experiments (id, merchant_id, name, holdout_share, holdout_policy, variants)
+       VALUES ($1, $2, $3, $4, $5, $6::jsonb)
+       ON CONFLICT (merchant_id) WHERE status = 'running' DO NOTHING
+       RETURNING ${COLUMNS}`,
+      [row.id, row.merchant_id, row.name, row.holdout_share, row.holdout_policy, JSON.stringify(row.variants)],
+    );
+    return rows[0] ?? null;
+  }
+
+  static async running(m: Sql, merchantId: string): Promise<ExperimentRow | null> {
+    const [row]: ExperimentRow[] = await m.query(
+      `SELECT ${COLUMNS} FROM policy_experiments WHERE merchant_id = $1 AND status = 'running'`,
+      [merchantId],
+    );
+    return row ?? null;
+  }
+
+  static async get(m: Sql, merchantId: string, id: string): Promise<ExperimentRow | null> {
+    const [row]: ExperimentRow[] = await m.query(
+      `SELECT ${COLUMNS} FROM policy_experiments WHERE merchant_id = $1 AND id = $2`,
+      [merchantId, id],
+    );
+    return row ?? null;
+  }
+
+  static async list(m: Sql, merchantId: string): Promise<ExperimentRow[]> {
+    return m.query(`SELECT ${COLUMNS} FROM policy_experiments WHERE merchant_id = $1 ORDER BY created_at DESC, id`, [
+      merchantId,
+    ]);
+  }
+
+  /** Stops a running experiment: new transactions get the default policy again; assigned ones keep their arm. */
+  static async stop(m: Sql, merchantId: string, id: string): Promise<ExperimentRow | null> {
+    const [rows]: [ExperimentRow[], number] = await m.query(
+      `UPDATE policy_experiments SET status = 'stopped', stopped_at = now()
+        WHERE merchant_id = $1 AND id = $2 AND status = 'running' RETURNING ${COLUMNS}`,
+      [merchantId, id],
+    );
+    return rows[0] ?? (await ExperimentsRepository.get(m, merchantId, id));
+  }
+
+  /** The variant settings of a transaction's arm (planning reads them; holdout and no experiment: null). */
+  static async armOf(m: Sql, merchantId: string, experimentId: string, arm: string): Promise<ExperimentVariant | null> {
+    const [row]: { variant: ExperimentVariant | null }[] = await m.query(
+      `SELECT (SELECT v FROM jsonb_array_elements(variants) v WHERE v->>'name' = $3) AS variant
+         FROM policy_experiments WHERE merchant_id = $1 AND id = $2`,
+      [merchantId, experimentId, arm],
+    );
+    return row?.variant ?? null;
+  }
+
+  /**
+   * Per arm and currency: assigned transactions, those still being recovered, recovered count and
+   * amount (first captured attempt; sum and sum of squares for the intervals), attempts made, and
+   * the median days from the failure to the recovery.
+   */
+  static async moments(m: Sql, merchantId: string, experimentId: string): Promise<ArmMomentsRow[]> {
+    return m.query(
+      `SELECT t.experiment_arm AS arm, min(t.policy_version) AS policy_version, t.currency,
+              count(*)::int AS transactions,
+              count(*) FILTER (WHERE t.status IN ('Failed', 'In Retry', 'Stop Requested'))::int AS in_flight,
+              count(cap.amount_minor)::int AS recovered_count,
+              coalesce(sum(cap.amount_minor), 0)::text AS recovered_amount,
+              coalesce(sum(cap.amount_minor::numeric * cap.amount_minor), 0)::text AS recovered_amount_squares,
+              sum(t.amount_minor)::text AS failed_amount,
+              coalesce(sum(att.n), 0)::int AS attempts,
+              percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM cap.at - t.failed_at) / 86400)
+                FILTER (WHERE cap.at IS NOT NULL) AS median_days_to_recover
+         FROM transactions t
+         LEFT JOIN LATERAL (
+           SELECT a.amount_minor, coalesce(a.processed_at, a.scheduled_for) AS at FROM attempts a
+            WHERE a.transaction_id = t.id AND a.state = 'captured' ORDER BY a.retry_number LIMIT 1) cap ON true
+         LEFT JOIN LATERAL (
+           SELECT count(*) AS n FROM attempts a WHERE a.transaction_id = t.id AND a.state <> 'pending') att ON true
+        WHERE t.merchant_id = $1 AND t.experiment_id = $2
+        GROUP BY t.experiment_arm, t.currency
+        ORDER BY t.currency, t.experiment_arm`,
+      [merchantId, experimentId],
+    );
+  }
+}

@@ -1,0 +1,191 @@
+import { createHash } from 'node:crypto';
+import { DEFAULT_RETRY_POLICY, LEGACY_POLICY_VERSION, POLICY_VERSION, type RetryPolicyConfig } from './retry-schedule';
+
+/**
+ * Policy experiments (issue 11): a merchant runs retry-policy variants side by side. Each new
+ * transaction is assigned to one arm (a variant, or the holdout that keeps the merchant's default
+ * policy) by a hash of the experiment and the transaction, so the assignment is sticky (the same
+ * transaction always lands in the same arm) and needs no state. The arm is stored on the
+ * transaction at intake with the policy version it plans with: changing or stopping an experiment
+ * never alters transactions already in flight.
+ */
+
+/** The policy versions a variant can name. */
+export const KNOWN_POLICY_VERSIONS: readonly string[] = [LEGACY_POLICY_VERSION, POLICY_VERSION];
+/** The arm of transactions kept on the merchant's default policy (RETRY_POLICY), for comparison. */
+export const HOLDOUT_ARM = 'holdout';
+export const MAX_VARIANTS = 5;
+
+export interface ExperimentVariant {
+  /** Unique within the experiment; 1-64 of [A-Za-z0-9_.-], not `holdout`. */
+  name: string;
+  policy_version: string;
+  /** Relative share of the non-holdout transactions (default 1). */
+  weight: number;
+  /** The adaptive policy's learner on (default) or off (plans with the prior alone). */
+  learning: boolean;
+  /** Overrides of the policy's tunables (RetryPolicyConfig keys), e.g. {"maxAttempts": 6}. */
+  config: Partial<RetryPolicyConfig>;
+}
+
+export interface ExperimentDefinition {
+  id: string;
+  /** Share of transactions in the holdout arm, 0 to 0.5. */
+  holdout_share: number;
+  variants: readonly ExperimentVariant[];
+}
+
+const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/** A uniform number in [0, 1) from a stable hash: the sticky draw of one transaction in one experiment. */
+export function stickyDraw(experimentId: string, transactionKey: string): number {
+  const h = createHash('sha256').update(`${experimentId}\u0000${transactionKey}`).digest();
+  // 48 bits are plenty for shares given to three decimals.
+  return h.readUIntBE(0, 6) / 2 ** 48;
+}
+
+/** The arm of a transaction: `holdout` or a variant's name. Deterministic in (experiment, key). */
+export function assignArm(exp: ExperimentDefinition, transactionKey: string): string {
+  const u = stickyDraw(exp.id, transactionKey);
+  if (u < exp.holdout_share) return HOLDOUT_ARM;
+  // Rescale the rest of [holdout, 1) onto the variants by weight.
+  const v = (u - exp.holdout_share) / (1 - exp.holdout_share);
+  const total = exp.variants.reduce((s, x) => s + x.weight, 0);
+  let acc = 0;
+  for (const variant of exp.variants) {
+    acc += variant.weight / total;
+    if (v < acc) return variant.name;
+  }
+  return exp.variants[exp.variants.length - 1]!.name;
+}
+
+export type ParsedExperiment =
+  | { ok: true; name: string; holdout_share: number; variants: ExperimentVariant[] }
+  | { ok: false; field: string; detail: string };
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Whether `value` may replace the default tunable `key` (same type; arrays of finite numbers). */
+function validOverride(key: string, value: unknown): boolean {
+  const base = (DEFAULT_RETRY_POLICY as unknown as Record<string, unknown>)[key];
+  if (base === undefined || key === 'learner' || key === 'fallbackTimeZone') return false;
+  if (typeof base === 'number') return typeof value === 'number' && Number.isFinite(value) && value >= 0;
+  if (Array.isArray(base))
+    return (
+      Array.isArray(value) &&
+      value.length > 0 &&
+      value.length <= 40 &&
+      value.every((x) => typeof x === 'number' && Number.isFinite(x) && x >= 0)
+    );
+  if (isRecord(base))
+    return (
+      isRecord(value) &&
+      Object.entries(value).every(([k, x]) => k in base && typeof x === 'number' && Number.isFinite(x) && x >= 0)
+    );
+  return false;
+}
+
+/** Validates an experiment as a merchant submits it (API body or CLI options). */
+export function parseExperiment(body: unknown): ParsedExperiment {
+  if (!isRecord(body)) return { ok: false, field: 'body', detail: 'must be a JSON object' };
+  const name = body['name'];
+  if (typeof name !== 'string' || name.trim().length === 0 || name.length > 100)
+    return { ok: false, field: 'name', detail: 'must be a string of 1 to 100 characters' };
+  const holdout = body['holdout_share'] ?? 0;
+  if (typeof holdout !== 'number' || !Number.isFinite(holdout) || holdout < 0 || holdout > 0.5)
+    return { ok: false, field: 'holdout_share', detail: 'must be a number from 0 to 0.5' };
+  const list = body['variants'];
+  if (!Array.isArray(list) || list.length < 1 || list.length > MAX_VARIANTS)
+    return { ok: false, field: 'variants', detail: `must be an array of 1 to ${MAX_VARIANTS} variants` };
+  if (list.length === 1 && holdout === 0)
+    return { ok: false, field: 'variants', detail: 'one variant needs a holdout_share above 0 to compare with' };
+  const variants: ExperimentVariant[] = [];
+  for (const [i, raw] of list.entries()) {
+    const f = (k: string): string => `variants[${i}].${k}`;
+    if (!isRecord(raw)) return { ok: false, field: `variants[${i}]`, detail: 'must be an object' };
+    const vName = raw['name'];
+    if (typeof vName !== 'string' || !NAME.test(vName) || vName === HOLDOUT_ARM)
+      return { ok: false, field: f('name'), detail: 'must be 1-64 of A-Z a-z 0-9 _ . - and not "holdout"' };
+    if (variants.some((v) => v.name === vName)) return { ok: false, field: f('name'), detail: 'is repeated' };
+    const version = raw['policy_version'];
+    if (typeof version !== 'string' || !KNOWN_POLICY_VERSIONS.includes(version))
+      return { ok: false, field: f('policy_version'), detail: `must be one of ${KNOWN_POLICY_VERSIONS.join(', ')}` };
+    const weight = raw['weight'] ?? 1;
+    if (typeof weight !== 'number' || !Number.isFinite(weight) || weight <= 0 || weight > 1000)
+      return { ok: false, field: f('weight'), detail: 'must be a number above 0 and at most 1000' };
+    const learning = raw['learning'] ?? true;
+    if (typeof learning !== 'boolean') return { ok: false, field: f('learning'), detail: 'must be a boolean' };
+    const config = raw['config'] ?? {};
+    if (!isRecord(config)) return { ok: false, field: f('config'), detail: 'must be an object' };
+    for (const [k, v] of Object.entries(config))
+      if (!validOverride(k, v))
+        return {
+          ok: false,
+          field: `${f('config')}.${k}`,
+          detail: 'is not a tunable of the policy or has a wrong type',
+        };
+    variants.push({
+      name: vName,
+      policy_version: version,
+      weight,
+      learning,
+      config: config as Partial<RetryPolicyConfig>,
+    });
+  }
+  return { ok: true, name: name.trim(), holdout_share: holdout, variants };
+}
+
+// ---------------------------------------------------------------- confidence intervals
+
+const Z95 = 1.959964;
+
+/** Wilson score interval of a proportion (95%): good at small counts and near 0 or 1. */
+export function wilsonInterval(successes: number, n: number, z = Z95): { rate: number; low: number; high: number } {
+  if (n <= 0) return { rate: 0, low: 0, high: 0 };
+  const p = successes / n;
+  const z2 = z * z;
+  const centre = (p + z2 / (2 * n)) / (1 + z2 / n);
+  const half = (z * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n))) / (1 + z2 / n);
+  return { rate: p, low: Math.max(0, centre - half), high: Math.min(1, centre + half) };
+}
+
+/**
+ * Mean and 95% interval (normal approximation, sample variance) of a per-transaction value from its
+ * count, sum and sum of squares: recovered amount per transaction of one arm and currency.
+ */
+export function meanInterval(
+  n: number,
+  sum: number,
+  sumSquares: number,
+  z = Z95,
+): { mean: number; low: number; high: number } {
+  if (n <= 0) return { mean: 0, low: 0, high: 0 };
+  const mean = sum / n;
+  if (n < 2) return { mean, low: mean, high: mean };
+  const variance = Math.max(0, (sumSquares - n * mean * mean) / (n - 1));
+  const half = z * Math.sqrt(variance / n);
+  return { mean, low: Math.max(0, mean - half), high: mean + half };
+}
+
+/** Count, sum and sum of squares of a per-transaction value (0/1 for a rate). */
+export interface Moments {
+  n: number;
+  sum: number;
+  sumSquares: number;
+}
+
+/** Difference of two means (a − b) with its 95% interval (Welch's normal approximation). */
+export function differenceInterval(
+  a: Moments,
+  b: Moments,
+  z = Z95,
+): { difference: number; low: number; high: number } | null {
+  if (a.n < 2 || b.n < 2) return null;
+  const variance = (x: Moments): number => {
+    const mean = x.sum / x.n;
+    return Math.max(0, (x.sumSquares - x.n * mean * mean) / (x.n - 1));
+  };
+  const difference = a.sum / a.n - b.sum / b.n;
+  const half = z * Math.sqrt(variance(a) / a.n + variance(b) / b.n);
+  return { difference, low: difference - half, high: difference + half };
+}

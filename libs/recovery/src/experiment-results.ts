@@ -1,0 +1,82 @@
+import type { ArmMomentsRow, ExperimentRow } from '@retain/db';
+import {
+  HOLDOUT_ARM,
+  currencyExponent,
+  differenceInterval,
+  fromMinorUnits,
+  meanInterval,
+  wilsonInterval,
+  type Moments,
+} from '@retain/domain';
+
+const round = (x: number, digits = 4): number => Number(x.toFixed(digits));
+
+/**
+ * An experiment as the API and the CLI show it: its definition and, per arm and currency, the
+ * recovered amount and count, attempts, days to recover, with 95% intervals of the recovery rate
+ * (Wilson) and of the recovered amount per transaction (normal), and the difference from the
+ * holdout (same currency) with its interval. Rates count every assigned transaction, those still
+ * in flight included (`in_flight` says how many): the figures can only grow while it runs.
+ */
+export function experimentView(row: ExperimentRow, moments: readonly ArmMomentsRow[]): Record<string, unknown> {
+  const amountMoments = (r: ArmMomentsRow): Moments => ({
+    n: r.transactions,
+    sum: fromMinorUnits(r.recovered_amount, r.currency),
+    sumSquares: Number(r.recovered_amount_squares) / 10 ** (2 * currencyExponent(r.currency)),
+  });
+  const rateMoments = (r: ArmMomentsRow): Moments => ({
+    n: r.transactions,
+    sum: r.recovered_count,
+    sumSquares: r.recovered_count,
+  });
+  const results = moments.map((r) => {
+    const holdout = moments.find((h) => h.arm === HOLDOUT_ARM && h.currency === r.currency);
+    const rate = wilsonInterval(r.recovered_count, r.transactions);
+    const perTxn = meanInterval(r.transactions, amountMoments(r).sum, amountMoments(r).sumSquares);
+    const vsHoldout =
+      holdout && r.arm !== HOLDOUT_ARM
+        ? {
+            recovery_rate: interval(differenceInterval(rateMoments(r), rateMoments(holdout))),
+            recovered_per_transaction: interval(differenceInterval(amountMoments(r), amountMoments(holdout)), 2),
+          }
+        : null;
+    return {
+      arm: r.arm,
+      policy_version: r.policy_version,
+      currency: r.currency,
+      transactions: r.transactions,
+      in_flight: r.in_flight,
+      failed_amount: fromMinorUnits(r.failed_amount, r.currency),
+      recovered_count: r.recovered_count,
+      recovered_amount: fromMinorUnits(r.recovered_amount, r.currency),
+      recovery_rate: { value: round(rate.rate), low: round(rate.low), high: round(rate.high) },
+      recovered_per_transaction: {
+        value: round(perTxn.mean, 2),
+        low: round(perTxn.low, 2),
+        high: round(perTxn.high, 2),
+      },
+      attempts: r.attempts,
+      attempts_per_recovery: r.recovered_count ? round(r.attempts / r.recovered_count, 2) : null,
+      median_days_to_recover: r.median_days_to_recover === null ? null : round(Number(r.median_days_to_recover), 3),
+      vs_holdout: vsHoldout,
+    };
+  });
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    holdout_share: row.holdout_share,
+    holdout_policy: row.holdout_policy,
+    variants: row.variants,
+    created_at: new Date(row.created_at).toISOString(),
+    stopped_at: row.stopped_at ? new Date(row.stopped_at).toISOString() : null,
+    results,
+  };
+}
+
+function interval(
+  d: { difference: number; low: number; high: number } | null,
+  digits = 4,
+): { difference: number; low: number; high: number } | null {
+  return d ? { difference: round(d.difference, digits), low: round(d.low, digits), high: round(d.high, digits) } : null;
+}

@@ -1,0 +1,200 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HOLDOUT_ARM, LEGACY_POLICY_VERSION, POLICY_VERSION, assignArm } from '@retain/domain';
+import {
+  ApiClient,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  testDb,
+  txn,
+  waitFor,
+  type RunningApp,
+  type TestMerchant,
+} from '@retain/testing';
+
+const ENV = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000' };
+const DECLINED_54 = '4000000000000069';
+const cliMain = path.resolve(__dirname, '../../dist/apps/cli/src/main.js');
+const cli = (...args: string[]): any => {
+  const r = spawnSync(process.execPath, [cliMain, ...args], { env: process.env, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(r.stderr);
+  return JSON.parse(r.stdout);
+};
+
+// Issue 11: a merchant runs retry-policy variants side by side; each transaction is assigned an arm
+// at intake (sticky, with a holdout on the default policy), plans with its arm's policy version,
+// and the per-arm results come back with intervals through the API and the CLI.
+describe('policy experiments through the real apps', () => {
+  const apps: RunningApp[] = [];
+  let api: ApiClient;
+  let merchant: TestMerchant;
+
+  beforeAll(async () => {
+    const started = await Promise.all([
+      startApp('intake-api', { env: ENV }),
+      startApp('submission-validator', { env: ENV }),
+      startApp('retry-worker', { env: ENV }),
+    ]);
+    apps.push(...started);
+    merchant = await createMerchant();
+    api = new ApiClient(started[0]!.url, merchant.api_key);
+  });
+  afterAll(async () => {
+    for (const a of apps) await a.stop();
+    await closeTestDb();
+  });
+
+  const viewOf = async (id: string) =>
+    (
+      (await api.request('GET', `/v1/retain/transactions/${encodeURIComponent(id)}`)).json as {
+        data: { retry_policy: { version: string; experiment_id: string | null; arm: string | null } }[];
+      }
+    ).data[0]!;
+
+  const experimentBody = {
+    name: 'adaptive vs heuristics',
+    holdout_share: 0.2,
+    variants: [
+      { name: 'adaptive', policy_version: POLICY_VERSION, weight: 1 },
+      { name: 'heuristics', policy_version: LEGACY_POLICY_VERSION, weight: 1, config: { maxAttempts: 4 } },
+    ],
+  };
+
+  it('refuses a bad experiment with RET400 and creates nothing', async () => {
+    const bad = await api.request('POST', '/v1/retain/experiments', {
+      ...experimentBody,
+      variants: [{ name: 'x', policy_version: 'v0' }, experimentBody.variants[0]],
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.json).toEqual({
+      code: 'RET400',
+      message: expect.stringContaining('variants[0].policy_version'),
+    });
+    expect((await api.request('GET', '/v1/retain/experiments')).json).toEqual({ data: [] });
+  });
+
+  it(
+    'assigns arms stickily, plans with each arm, and reports per-arm results with intervals (API and CLI)',
+    { timeout: 120_000 },
+    async () => {
+      const created = await api.request('POST', '/v1/retain/experiments', experimentBody);
+      expect(created.status).toBe(201);
+      const exp = created.json as { id: string; status: string; holdout_policy: string };
+      expect(exp.status).toBe('running');
+      // One experiment at a time.
+      expect((await api.request('POST', '/v1/retain/experiments', experimentBody)).status).toBe(409);
+
+      const txns = Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? txn() : txn({}, DECLINED_54)));
+      expect((await api.submit(txns)).status).toBe(200);
+      const db = await testDb();
+      const ids = txns.map((t) => t['id'] as string);
+      await waitFor(
+        async () => {
+          const [r] = await db.query(
+            `SELECT count(*)::int AS open FROM transactions t JOIN merchants m ON m.id = t.merchant_id
+              WHERE m.login = $1 AND t.merchant_txn_id = ANY($2) AND t.status IN ('Failed', 'In Retry')`,
+            [merchant.login, ids],
+          );
+          return r.open === 0;
+        },
+        { timeoutMs: 90_000, what: 'every transaction final' },
+      );
+
+      // Each transaction shows its arm; the arm is the sticky hash of (experiment, transaction id).
+      const definition = { id: exp.id, holdout_share: 0.2, variants: experimentBody.variants as never };
+      const versionOf: Record<string, string> = {
+        adaptive: POLICY_VERSION,
+        heuristics: LEGACY_POLICY_VERSION,
+        [HOLDOUT_ARM]: exp.holdout_policy,
+      };
+      const arms = new Map<string, number>();
+      for (const id of ids) {
+        const view = await viewOf(id);
+        const arm = assignArm(definition, id);
+        expect(view.retry_policy).toEqual({ version: versionOf[arm], experiment_id: exp.id, arm });
+        arms.set(arm, (arms.get(arm) ?? 0) + 1);
+      }
+      expect(arms.size).toBeGreaterThanOrEqual(2);
+
+      // Per-arm results equal the rows.
+      const result = (await api.request('GET', `/v1/retain/experiments/${exp.id}`)).json as {
+        results: {
+          arm: string;
+          transactions: number;
+          in_flight: number;
+          recovered_count: number;
+          recovered_amount: number;
+          attempts: number;
+          recovery_rate: { value: number; low: number; high: number };
+          recovered_per_transaction: { value: number; low: number; high: number };
+          vs_holdout: unknown;
+        }[];
+      };
+      const rows: { arm: string; n: number; recovered: number; attempts: number }[] = await db.query(
+        `SELECT t.experiment_arm AS arm, count(*)::int AS n,
+                count(*) FILTER (WHERE EXISTS (SELECT 1 FROM attempts a WHERE a.transaction_id = t.id AND a.state = 'captured'))::int AS recovered,
+                (SELECT count(*)::int FROM attempts a JOIN transactions u ON u.id = a.transaction_id
+                  WHERE u.experiment_id = $1 AND u.experiment_arm = t.experiment_arm AND a.state <> 'pending') AS attempts
+           FROM transactions t WHERE t.experiment_id = $1 GROUP BY t.experiment_arm`,
+        [exp.id],
+      );
+      expect(result.results.map((r) => r.arm).sort()).toEqual([...arms.keys()].sort());
+      for (const r of result.results) {
+        const row = rows.find((x) => x.arm === r.arm)!;
+        expect(r.transactions).toBe(arms.get(r.arm));
+        expect(r.transactions).toBe(row.n);
+        expect(r.in_flight).toBe(0);
+        expect(r.recovered_count).toBe(row.recovered);
+        expect(r.attempts).toBe(row.attempts);
+        expect(r.recovered_amount).toBeCloseTo(row.recovered * 19.99, 2);
+        expect(r.recovery_rate.value).toBeCloseTo(row.recovered / row.n, 4);
+        expect(r.recovery_rate.low).toBeLessThanOrEqual(r.recovery_rate.value);
+        expect(r.recovery_rate.high).toBeGreaterThanOrEqual(r.recovery_rate.value);
+        expect(r.recovered_per_transaction.value).toBeCloseTo((row.recovered * 19.99) / row.n, 2);
+        if (r.arm === HOLDOUT_ARM) expect(r.vs_holdout).toBeNull();
+      }
+      // The approved card recovers on its first attempt in every arm: 20 of 40.
+      expect(result.results.reduce((s, r) => s + r.recovered_count, 0)).toBe(20);
+
+      // The CLI shows the same results.
+      const shown = cli('experiments', 'show', exp.id, '--login', merchant.login);
+      expect(shown.results).toEqual(result.results);
+
+      // Stopping: new transactions get the default policy, assigned ones keep their arm.
+      const stopped = await api.request('POST', `/v1/retain/experiments/${exp.id}/stop`);
+      expect(stopped.status).toBe(200);
+      expect((stopped.json as { status: string }).status).toBe('stopped');
+      const after = txn();
+      expect((await api.submit([after])).status).toBe(200);
+      const late = await viewOf(after['id'] as string);
+      expect(late.retry_policy).toEqual({ version: exp.holdout_policy, experiment_id: null, arm: null });
+      const again = await viewOf(ids[0]!);
+      expect(again.retry_policy.arm).toBe(assignArm(definition, ids[0]!));
+
+      // Another merchant sees none of it.
+      const other = await createMerchant();
+      const otherApi = new ApiClient(apps[0]!.url, other.api_key);
+      expect((await otherApi.request('GET', `/v1/retain/experiments/${exp.id}`)).status).toBe(404);
+      // A new experiment can start once the first is stopped (CLI).
+      const cliStarted = cli(
+        'experiments',
+        'start',
+        '--login',
+        merchant.login,
+        '--name',
+        'six attempts',
+        '--holdout',
+        '0.1',
+        '--variant',
+        `six=${POLICY_VERSION}`,
+      );
+      expect(cliStarted.status).toBe('running');
+      expect(cli('experiments', 'list', '--login', merchant.login).map((e: { id: string }) => e.id)).toEqual([
+        cliStarted.id,
+        exp.id,
+      ]);
+    },
+  );
+});
