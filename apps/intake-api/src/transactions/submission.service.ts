@@ -13,7 +13,12 @@ import {
   type CardFingerprint,
   type ErrorEntry,
 } from '@retain/domain';
-import { ExperimentsRepository, SubmissionsRepository, inTransactionWithRetry, settleCardFingerprints } from '@retain/db';
+import {
+  ExperimentsRepository,
+  SubmissionsRepository,
+  inTransactionWithRetry,
+  settleCardFingerprints,
+} from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import { OutboxRelay, QueueName, addToOutbox } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
