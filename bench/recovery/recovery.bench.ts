@@ -1,19 +1,21 @@
 // bench/recovery: 10,000 failed transactions recovered by the REAL retry policy (libs/domain, the
 // adaptive POLICY_VERSION with its learner fed by its own attempt outcomes, bench/recovery/learning-policy.ts)
-// on a simulated clock, outcomes from the REAL sandbox processor's seeded recovery model, side by side
-// with two baselines: (a) 8 attempts 3 days apart, (b) daily until a network limit or 30 days.
+// on a simulated clock, outcomes from a world (bench/recovery/world.ts; default: the sandbox
+// processor's recovery model, worlds/sandbox.ts), side by side with two baselines: (a) 8 attempts
+// 3 days apart, (b) daily until a network limit or 30 days.
 // An independent checker (its own reading of network-rules.md, no policy code) counts network-rule
 // violations over every card's full attempt log.
 //
-// Run: node bench/run-ts.mjs bench/recovery/recovery.bench.ts [--world <file.ts>] [--count N] [--seed S]
-// A world module's default export has transactions(count, seed) (submitted transactions, failure time
-// in `timestamp`, optional network_advice_code) and charge(tx, at, n) -> {approved, auth_code,
-// network_advice_code?}. Without --world: the sandbox processor's recovery model.
+// Run: node bench/run-ts.mjs bench/recovery/recovery.bench.ts [--world <file.ts>|all] [--count N] [--seed S]
+// A world module's default export implements RecoveryWorld (bench/recovery/world.ts). `--world all`
+// runs every world of bench/recovery/worlds and ends with a table of all of them.
 // POLICY_CONFIG='<JSON>' overrides the policy's config (Partial<RetryPolicyConfig>) to try a variant.
 import { checkNetworkLimits, classifyDecline, type CardAttempt, type Plan } from '@retain/domain';
-import { MemorySandboxLedger, SandboxProcessor, cardNetwork, type ChargeResult } from '@retain/processor';
+import { cardNetwork, type ChargeResult } from '@retain/processor';
+import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { LearningPolicy, amountMinorOf, type SubmittedFields } from './learning-policy';
+import type { RecoveryWorld } from './world';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -25,58 +27,17 @@ const flag = (name: string): string | undefined => {
 const positional = argv.filter((a, i) => !a.startsWith('--') && !(i > 0 && argv[i - 1]!.startsWith('--')));
 const N = Number(flag('count') ?? positional[0] ?? 10_000);
 const SEED = Number(flag('seed') ?? positional[1] ?? 20_261_122);
-const WORLD_FILE = flag('world');
-
-/** A population plugged in with --world (issue 11): outcomes come from it, not from the sandbox. */
-interface RecoveryWorld {
-  transactions(count: number, seed: number): (SubmittedFields & Record<string, unknown>)[];
-  charge(
-    tx: SubmittedFields,
-    at: number,
-    n: number,
-  ): { approved: boolean; auth_code: string; network_advice_code?: string | null };
-}
+const WORLD_ARG = flag('world') ?? path.join(__dirname, 'worlds', 'sandbox.ts');
+/** Every world of bench/recovery/worlds (dev-world.ts and _*.ts are helpers, not worlds). */
+const ALL_WORLDS = readdirSync(path.join(__dirname, 'worlds'))
+  .filter((f) => f.endsWith('.ts') && f !== 'dev-world.ts' && !f.startsWith('_'))
+  .sort((a, b) => (a === 'sandbox.ts' ? -1 : b === 'sandbox.ts' ? 1 : a.localeCompare(b)))
+  .map((f) => path.join(__dirname, 'worlds', f));
+const WORLD_FILES = WORLD_ARG === 'all' ? ALL_WORLDS : [path.resolve(WORLD_ARG)];
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const world: RecoveryWorld | null = WORLD_FILE ? require(path.resolve(WORLD_FILE)).default : null;
+const loadWorld = (file: string): RecoveryWorld => require(file).default;
 
 // ---------------------------------------------------------------- the failed transactions
-
-/** mulberry32: a small seeded PRNG, so every run simulates the same transactions. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
-/**
- * Original decline codes of failed recurring charges, a mix after public processor reports:
- * insufficient funds dominate, then generic "do not honor", expired cards, technical errors.
- */
-const DECLINE_MIX: readonly [string, number][] = [
-  ['51', 0.44],
-  ['05', 0.2],
-  ['54', 0.06],
-  ['91', 0.04],
-  ['96', 0.01],
-  ['61', 0.03],
-  ['65', 0.02],
-  ['62', 0.01],
-  ['01', 0.02],
-  ['59', 0.02],
-  ['63', 0.01],
-  ['14', 0.03],
-  ['41', 0.02],
-  ['43', 0.01],
-  ['57', 0.02],
-  ['R1', 0.02],
-  ['1A', 0.01],
-  ['13', 0.02],
-];
 
 interface Case {
   index: number;
@@ -87,8 +48,8 @@ interface Case {
   mac: string | null;
   amountMinor: bigint;
   failedAt: Date;
-  /** The world's submitted transaction (--world), else null (the sandbox cases). */
-  tx: SubmittedFields | null;
+  /** The world's submitted transaction. */
+  tx: SubmittedFields;
 }
 
 function worldCases(w: RecoveryWorld): Case[] {
@@ -104,37 +65,6 @@ function worldCases(w: RecoveryWorld): Case[] {
       failedAt: new Date(tx.timestamp),
       tx,
     };
-  });
-}
-
-function luhnDigit(body: string): string {
-  let sum = 0;
-  for (let i = 0; i < body.length; i++) {
-    let d = Number(body[body.length - 1 - i]);
-    if (i % 2 === 0) d = d * 2 > 9 ? d * 2 - 9 : d * 2;
-    sum += d;
-  }
-  return String((10 - (sum % 10)) % 10);
-}
-
-function makeCases(): Case[] {
-  const rnd = prng(SEED);
-  const start = Date.parse('2026-01-01T00:00:00Z');
-  return Array.from({ length: N }, (_, index) => {
-    const prefix = rnd() < 0.6 ? '4' : `5${1 + Math.floor(rnd() * 5)}`;
-    let body = prefix;
-    while (body.length < 15) body += Math.floor(rnd() * 10);
-    const pan = body + luhnDigit(body);
-    let acc = 0;
-    const r = rnd();
-    const code = DECLINE_MIX.find(([, p]) => (acc += p) > r)?.[0] ?? '05';
-    // Subscription prices: $5 to $200, more small ones than large ones.
-    const amountMinor = BigInt(Math.round(500 * Math.pow(40, rnd())));
-    // Billing runs: most at night (00-06 UTC), the rest at any hour; any day of ten months.
-    const day = Math.floor(rnd() * 300);
-    const hour = rnd() < 0.6 ? rnd() * 6 : rnd() * 24;
-    const failedAt = new Date(start + day * DAY + Math.floor(hour * HOUR));
-    return { index, pan, network: cardNetwork(pan), code, mac: null, amountMinor, failedAt, tx: null };
   });
 }
 
@@ -159,16 +89,7 @@ interface Strategy {
 const REVIEW_DELAY = 10 * 60_000; // submission and post-submission review after the failure
 
 /** What the merchant submitted for a case (the only thing the policy sees). */
-const submitted = (c: Case): SubmittedFields =>
-  c.tx ?? {
-    id: `bench-${c.index}`,
-    amount: Number(c.amountMinor) / 100,
-    timestamp: c.failedAt.toISOString(),
-    auth_code: c.code,
-    subscription: { id: `sub-${c.index}` },
-    account: { id: `acc-${c.index}` },
-    payment_method: { credit_card: { account: c.pan } },
-  };
+const submitted = (c: Case): SubmittedFields => c.tx;
 
 function retainPolicy(learning: boolean): Strategy {
   const p = new LearningPolicy(
@@ -355,8 +276,7 @@ function fromWorld(r: ReturnType<RecoveryWorld['charge']>): ChargeResult {
   ) as ChargeResult;
 }
 
-async function simulate(strategy: Strategy, cases: readonly Case[]): Promise<Outcome> {
-  const processor = new SandboxProcessor(new MemorySandboxLedger());
+function simulate(world: RecoveryWorld, strategy: Strategy, cases: readonly Case[]): Outcome {
   const out: Outcome = {
     name: strategy.name,
     recovered: 0,
@@ -393,19 +313,7 @@ async function simulate(strategy: Strategy, cases: readonly Case[]): Promise<Out
     if (log.length > 0 && plan.at.getTime() <= log[log.length - 1]!.at)
       throw new Error(`${strategy.name}: time went back`);
     const n = log.length + 1;
-    const result: ChargeResult = world
-      ? fromWorld(world.charge(c.tx!, plan.at.getTime(), n))
-      : await processor.charge({
-          idempotencyKey: `${c.index}:${n}`,
-          attemptNumber: n,
-          amountMinor: c.amountMinor,
-          currency: 'USD',
-          instrument: { kind: 'pan', pan: c.pan },
-          originalResponseCode: c.code,
-          divisionNumber: 'bench',
-          at: plan.at,
-          originalFailedAt: c.failedAt,
-        });
+    const result: ChargeResult = fromWorld(world.charge(c.tx as never, plan.at.getTime(), n));
     const declined = result.outcome === 'declined';
     strategy.attempted?.(c, plan.at, result.outcome === 'approved');
     log.push({
@@ -447,17 +355,33 @@ const median = (xs: readonly number[]): number => {
 };
 const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;
 
-async function main(): Promise<void> {
-  const cases = world ? worldCases(world) : makeCases();
+interface WorldSummary {
+  world: string;
+  'amount vs fixed': string;
+  'amount vs daily': string;
+  'count vs fixed': string;
+  'count vs daily': string;
+  'attempts vs daily': string;
+  'median days': string;
+  'by day 10': string;
+  violations: number;
+  'later cohorts beat first': string;
+  pass: boolean;
+}
+
+function runWorld(file: string): WorldSummary {
+  const world = loadWorld(file);
+  const worldName = path.relative(process.cwd(), file);
+  const cases = worldCases(world);
   const started = Date.now();
   const results = [];
-  for (const s of [retainPolicy(true), fixed, daily, retainPolicy(false)]) results.push(await simulate(s, cases));
+  for (const s of [retainPolicy(true), fixed, daily, retainPolicy(false)]) results.push(simulate(world, s, cases));
   const [ours, fix, day] = results as [Outcome, Outcome, Outcome, Outcome];
   const violationCount = (o: Outcome): number => [...o.violations.values()].reduce((a, b) => a + b, 0);
   const money = (minor: bigint): string => (Number(minor) / 100).toLocaleString('en-US', { maximumFractionDigits: 0 });
 
   console.log(
-    `\nbench/recovery: ${N} failed transactions (seed ${SEED}, world ${WORLD_FILE ?? 'sandbox processor'}), ${cases.filter((c) => retryable(c, c.code)).length} with a retryable original decline\n`,
+    `\nbench/recovery: ${N} failed transactions (seed ${SEED}, world ${worldName}), ${cases.filter((c) => retryable(c, c.code)).length} with a retryable original decline\n`,
   );
   console.table(
     results.map((o) => ({
@@ -509,7 +433,30 @@ async function main(): Promise<void> {
       ? 'PASS: 0 violations, recovers more money than both baselines with fewer attempts than daily'
       : 'FAIL: targets not met',
   );
-  process.exitCode = ok ? 0 : 1;
+  return {
+    world: path.basename(file, '.ts'),
+    'amount vs fixed': ratio(Number(ours.recoveredMinor), Number(fix.recoveredMinor)),
+    'amount vs daily': ratio(Number(ours.recoveredMinor), Number(day.recoveredMinor)),
+    'count vs fixed': ratio(ours.recovered, fix.recovered),
+    'count vs daily': ratio(ours.recovered, day.recovered),
+    'attempts vs daily': ratio(ours.attempts, day.attempts),
+    'median days': median(ours.days).toFixed(1),
+    'by day 10': pct(ours.days.filter((d) => d <= 10).length / Math.max(1, ours.recovered)),
+    violations: violationCount(ours),
+    'later cohorts beat first': laterBeatFirst ? 'yes' : 'no',
+    pass: ok,
+  };
 }
 
-void main();
+function main(): void {
+  const summaries = WORLD_FILES.map(runWorld);
+  if (summaries.length > 1) {
+    console.log(
+      `\nevery world (${N} failed transactions each, seed ${SEED}): the learning policy against the baselines`,
+    );
+    console.table(summaries);
+  }
+  process.exitCode = summaries.every((x) => x.pass) ? 0 : 1;
+}
+
+main();
