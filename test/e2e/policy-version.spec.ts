@@ -26,7 +26,7 @@ describe('retry policy versions through the real apps', () => {
   beforeAll(async () => {
     const [adaptive, plain, ...workers] = await Promise.all([
       startApp('intake-api', { env: { ...ENV, RETRY_POLICY: 'adaptive-2026-11' } }),
-      startApp('intake-api', { env: ENV }),
+      startApp('intake-api', { env: { ...ENV, RETRY_POLICY: 'utc-heuristics-2026-10' } }),
       startApp('submission-validator', { env: ENV }),
       startApp('retry-worker', { env: ENV }),
     ]);
@@ -86,7 +86,7 @@ describe('retry policy versions through the real apps', () => {
   );
 
   it(
-    'keeps the UTC heuristics for a transaction accepted under the default policy, and does not count it',
+    'keeps the UTC heuristics for a transaction accepted under RETRY_POLICY=utc-heuristics-2026-10, and does not count it',
     { timeout: 90_000 },
     async () => {
       const t = withAddress();

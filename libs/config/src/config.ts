@@ -294,7 +294,7 @@ export function configSchema(app: AppName) {
     }),
     RETRY_POLICY: variable({
       parse: oneOf(RETRY_POLICIES),
-      default: 'utc-heuristics-2026-10',
+      default: 'adaptive-2026-11',
       choices: RETRY_POLICIES,
       desc: 'retry policy version new transactions record',
     }),

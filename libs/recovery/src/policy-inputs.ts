@@ -1,4 +1,9 @@
-import { ExperimentsRepository, PolicyStatsRepository, type PolicyTransactionRow } from '@retain/db';
+import {
+  ExperimentsRepository,
+  PaymentMethodsRepository,
+  PolicyStatsRepository,
+  type PolicyTransactionRow,
+} from '@retain/db';
 import {
   LEGACY_POLICY_VERSION,
   declineClassOf,
@@ -37,11 +42,12 @@ export async function policyInputsFor(m: Sql, merchantId: string, transactionId:
   const config = variant && Object.keys(variant.config).length > 0 ? { config: variant.config } : {};
   if (!adaptive(row)) return config;
   const declineClass = declineClassOf(row.card_network, row.auth_code, null, row.failed_at);
-  const [slots, history] = await Promise.all([
+  const [slots, history, updaterKey] = await Promise.all([
     PolicyStatsRepository.slots(m, merchantId, declineClass),
     row.account_id
       ? PolicyStatsRepository.accountHistory(m, merchantId, row.account_id, row.id)
       : Promise.resolve({ paidAt: [], approvals: 0, declines: 0 }),
+    PaymentMethodsRepository.updaterKey(m, merchantId),
   ]);
   const learned: SlotStat[] = slots.map((s) => ({
     scope: s.scope === merchantId ? 'merchant' : 'global',
@@ -58,7 +64,7 @@ export async function policyInputsFor(m: Sql, merchantId: string, transactionId:
     policy: { version: row.policy_version!, learning: variant?.learning ?? true },
     originalResponseCode: row.auth_code,
     cardholder: cardholderOf(row),
-    card: { bin: row.card_bin, expiry: row.expiration_date },
+    card: { bin: row.card_bin, expiry: row.expiration_date, renewable: updaterKey !== null },
     paidBefore: history.paidAt,
     accountOutcomes: { approvals: history.approvals, declines: history.declines },
     learned,

@@ -222,6 +222,12 @@ describe('adaptive policy: signals', () => {
     expect(planNextAttempt(base(failedAt, { card: { expiry: '202605' } })).kind).toBe('stop');
   });
 
+  it('an expired card the account updater can renew is planned as usual (renewed before it is charged)', () => {
+    expect(planNextAttempt(base(failedAt, { card: { expiry: '202605', renewable: true } })).kind).toBe('retry');
+    const renewable = schedule(failedAt, { responseCode: '05' }, { card: { expiry: '202605', renewable: true } });
+    expect(renewable.plans.length).toBe(schedule(failedAt, { responseCode: '05' }).plans.length);
+  });
+
   it('an account that never pays gets a smaller budget', () => {
     const full = schedule(failedAt, { responseCode: '05' }).plans.length;
     const bad = schedule(failedAt, { responseCode: '05' }, { accountOutcomes: { approvals: 0, declines: 5 } }).plans

@@ -77,7 +77,8 @@ export function planAdaptive(input: PlanInput, config: RetryPolicyConfig, learni
   }).timeZone;
 
   let windowEnd = failedAt + config.windowDays * DAY;
-  const expiresAt = expiryEnd(input.card?.expiry, zone);
+  // A card the account updater can renew is renewed before it is charged: its expiry ends nothing.
+  const expiresAt = input.card?.renewable ? null : expiryEnd(input.card?.expiry, zone);
   if (expiresAt !== null) {
     if (expiresAt <= nowV) return { kind: 'stop', reason: 'the card has expired: an attempt needs updated card data' };
     windowEnd = Math.min(windowEnd, expiresAt);

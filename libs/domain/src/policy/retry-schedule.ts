@@ -168,6 +168,8 @@ export interface PlanInput {
     binCountry?: string | null;
     fundingType?: string | null;
     expiry?: string | null;
+    /** The account updater may renew the card before it is charged (decisions §15): its expiry ends nothing. */
+    renewable?: boolean;
   } | null;
   /** Merchant's country, the time-zone fallback before the default zone. */
   merchantCountry?: string | null;
