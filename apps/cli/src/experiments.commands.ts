@@ -6,9 +6,9 @@ import type { DataSource } from 'typeorm';
 import type { CliContext } from './main';
 
 async function merchantId(db: DataSource, login: string): Promise<string> {
-  const [row]: { id: string }[] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [login]);
-  if (!row) throw new Error(`no merchant with login "${login}"`);
-  return row.id;
+  const id = await ExperimentsRepository.merchantIdByLogin(db, login);
+  if (!id) throw new Error(`no merchant with login "${login}"`);
+  return id;
 }
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value];

@@ -51,6 +51,12 @@ export class ExperimentsRepository {
     return rows[0] ?? null;
   }
 
+  /** The id of the merchant with this login (the CLI names merchants by login), or null. */
+  static async merchantIdByLogin(m: Sql, login: string): Promise<string | null> {
+    const [row]: { id: string }[] = await m.query(`SELECT id FROM merchants WHERE login = $1`, [login]);
+    return row?.id ?? null;
+  }
+
   static async running(m: Sql, merchantId: string): Promise<ExperimentRow | null> {
     const [row]: ExperimentRow[] = await m.query(
       `SELECT ${COLUMNS} FROM policy_experiments WHERE merchant_id = $1 AND status = 'running'`,
