@@ -15,6 +15,7 @@ import { MerchantAccounts1797350000000 } from './migrations/1797350000000-Mercha
 import { PortalSessions1797400000000 } from './migrations/1797400000000-PortalSessions';
 import { AnalyticsRollup1797400000100 } from './migrations/1797400000100-AnalyticsRollup';
 import { PolicyExperiments1797900000000 } from './migrations/1797900000000-PolicyExperiments';
+import { PartialAuthorizations1797950000000 } from './migrations/1797950000000-PartialAuthorizations';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -32,6 +33,7 @@ export const MIGRATIONS = [
   PortalSessions1797400000000,
   AnalyticsRollup1797400000100,
   PolicyExperiments1797900000000,
+  PartialAuthorizations1797950000000,
 ];
 
 export interface PoolTuning {

@@ -45,7 +45,14 @@ export interface ChargeRequest {
 }
 
 export type ChargeResult =
-  | { outcome: 'approved'; responseCode: string; processorTransactionId: string; message: string }
+  | {
+      outcome: 'approved';
+      responseCode: string;
+      processorTransactionId: string;
+      message: string;
+      /** What was captured when the issuer approved less than asked (a partial authorization); absent: all of it. */
+      amountMinor?: bigint;
+    }
   | {
       outcome: 'declined';
       responseCode: string;

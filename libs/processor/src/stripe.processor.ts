@@ -226,7 +226,16 @@ function declined(responseCode: string, mac: string | null, network: CardNetwork
 
 function intentResult(pi: Stripe.PaymentIntent): ChargeResult {
   if (pi.status === 'succeeded' || pi.status === 'requires_capture') {
-    return { outcome: 'approved', responseCode: '00', processorTransactionId: pi.id, message: 'Approved' };
+    // A partial authorization (request_partial_authorization): the intent received less than its amount.
+    const received = pi.amount_received ?? 0;
+    const partial = pi.status === 'succeeded' && received > 0 && received < pi.amount;
+    return {
+      outcome: 'approved',
+      responseCode: '00',
+      processorTransactionId: pi.id,
+      message: 'Approved',
+      ...(partial ? { amountMinor: BigInt(received) } : {}),
+    };
   }
   const err = pi.last_payment_error;
   if (pi.status === 'requires_payment_method' || pi.status === 'canceled' || pi.status === 'requires_action') {

@@ -399,8 +399,14 @@ export class AttemptService {
     if (result.outcome === 'approved') {
       const edge: AttemptEdgeName =
         from === AttemptState.Pending ? 'approved' : from === AttemptState.Unknown ? 'resolvedCaptured' : 'lateCapture';
+      // A partial authorization (decisions §15) captured less than asked: that is what is refundable.
+      const capturedMinor =
+        result.amountMinor !== undefined && result.amountMinor > 0n && result.amountMinor < BigInt(attempt.amountMinor)
+          ? result.amountMinor.toString()
+          : null;
       await setFields(m, AttemptEntity, attempt, {
         processedAt: now,
+        partialAmountMinor: capturedMinor,
         state: attemptTransition(attempt.state, edge),
         status: TransactionStatus.Captured,
         responseCode: result.responseCode,
@@ -411,13 +417,13 @@ export class AttemptService {
       });
       await countAttemptOutcome(m, txn.merchantId, txn.id, attempt.preparedAt ?? attempt.scheduledFor, true);
       const captured = {
-        capturedAmountMinor: attempt.amountMinor,
+        capturedAmountMinor: capturedMinor ?? attempt.amountMinor,
         processorTransactionId: result.processorTransactionId,
         nextAttemptAt: null,
         statusChangedAt: now,
         authCodeDescription: null,
       };
-      this.metrics.recoveredMinor.inc({ currency: attempt.currency }, Number(attempt.amountMinor));
+      this.metrics.recoveredMinor.inc({ currency: attempt.currency }, Number(capturedMinor ?? attempt.amountMinor));
       let lateRefund: LateRefund | null = null;
       if (ENDED_WITHOUT_CAPTURE.includes(txn.status as TransactionStatus)) {
         lateRefund = await this.refundLateCapture(m, txn, attempt, captured, now);
@@ -530,7 +536,8 @@ export class AttemptService {
       merchantId: txn.merchantId,
       transactionId: txn.id,
       kind: 'refund',
-      amountMinor: attempt.amountMinor,
+      // What was captured: a partial authorization's part (decisions §15), else the attempt's amount.
+      amountMinor: attempt.partialAmountMinor ?? attempt.amountMinor,
       currency: attempt.currency,
       status: RefundStatus.Processing,
       previousStatus: TransactionStatus.Captured,
@@ -548,7 +555,7 @@ export class AttemptService {
       refundId: refund.id,
       refundVid: refund.vid,
       processorTransactionId: attempt.processorTransactionId ?? '',
-      amountMinor: BigInt(attempt.amountMinor),
+      amountMinor: BigInt(attempt.partialAmountMinor ?? attempt.amountMinor),
       currency: attempt.currency,
       merchantId: txn.merchantId,
       divisionNumber: txn.divisionNumber || null,

@@ -19,6 +19,8 @@ export class AttemptEntity {
   @Column({ type: 'varchar', length: 32, nullable: true }) status: string | null;
   @Column({ name: 'scheduled_for', type: 'timestamptz' }) scheduledFor: Date;
   @Column({ name: 'amount_minor', type: 'bigint' }) amountMinor: string;
+  /** Captured amount of a partial authorization (decisions §15); null: the whole amount when captured. */
+  @Column({ name: 'partial_amount_minor', type: 'bigint', nullable: true }) partialAmountMinor: string | null;
   @Column({ type: 'char', length: 3 }) currency: string;
   @Column({ name: 'card_hmac', type: 'char', length: 64, nullable: true }) cardHmac: string | null;
   @Column({ name: 'card_network', type: 'varchar', length: 16, nullable: true }) cardNetwork: string | null;

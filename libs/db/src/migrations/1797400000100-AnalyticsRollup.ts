@@ -45,13 +45,13 @@ const COUNTERS = [
   'refunded_amount',
   'stopped_count',
 ] as const;
-type Counter = (typeof COUNTERS)[number];
+export type Counter = (typeof COUNTERS)[number];
 
 /**
  * One upsert of signed contributions. `rows` is a SELECT producing merchant_id, day, currency, dim,
  * key and a subset of the counters (already signed); the rest are 0.
  */
-function upsert(rows: string, counters: readonly Counter[]): string {
+export function upsert(rows: string, counters: readonly Counter[]): string {
   const sums = counters.map((c) => `sum(${c})::bigint AS ${c}`).join(', ');
   const nonZero = counters.map((c) => `sum(${c}) <> 0`).join(' OR ');
   return `
@@ -74,12 +74,15 @@ const txnRows = (src: string, s: string): string => `
          ${s} * (t.status = 'Stopped')::int AS stopped_count
     FROM ${src} t ${TXN_DIMS}`;
 
-/** Contribution of attempt rows in `src` with sign `s` (their transaction gives day and dimensions). */
-const attemptRows = (src: string, s: string): string => `
+/**
+ * Contribution of attempt rows in `src` with sign `s` (their transaction gives day and dimensions).
+ * `recovered`: the captured amount of a captured attempt (a later migration reads partial captures).
+ */
+export const attemptRows = (src: string, s: string, recovered = 'a.amount_minor'): string => `
   SELECT t.merchant_id, (t.submitted_ts AT TIME ZONE 'UTC')::date AS day, t.currency, d.dim, d.key,
          ${s} * (a.state <> 'pending')::int AS attempts,
          ${s} * (a.state = 'captured')::int AS recovered_count,
-         ${s} * CASE WHEN a.state = 'captured' THEN a.amount_minor ELSE 0 END AS recovered_amount
+         ${s} * CASE WHEN a.state = 'captured' THEN ${recovered} ELSE 0 END AS recovered_amount
     FROM ${src} a JOIN transactions t ON t.id = a.transaction_id
     CROSS JOIN LATERAL (SELECT * FROM (VALUES
       ('all', ''),

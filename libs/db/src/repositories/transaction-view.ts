@@ -55,6 +55,10 @@ export function transactionView(t: TransactionEntity, refunds: RefundEntity[] = 
     timestamp: iso(t.failedAt),
     submitted_ts: iso(t.submittedTs),
     amount: fromMinorUnits(t.amountMinor, t.currency),
+    // A partial authorization (decisions §15): what was captured, which is also what is refundable.
+    ...(t.capturedAmountMinor && BigInt(t.capturedAmountMinor) < BigInt(t.amountMinor)
+      ? { partial_amount: fromMinorUnits(t.capturedAmountMinor, t.currency) }
+      : {}),
     currency: t.currency,
     status: t.status,
     division_number: t.divisionNumber,
@@ -94,9 +98,10 @@ export function transactionView(t: TransactionEntity, refunds: RefundEntity[] = 
 
 /** A retry attempt, shown as its own Transaction linked to the submitted one by `id`. */
 export function attemptView(t: TransactionEntity, a: AttemptEntity): TransactionView {
-  const base = transactionView(t, []);
+  const { partial_amount: _ofTheTransaction, ...base } = transactionView(t, []);
   return {
     ...base,
+    ...(a.partialAmountMinor ? { partial_amount: fromMinorUnits(a.partialAmountMinor, a.currency) } : {}),
     vid: a.vid,
     timestamp: iso(a.processedAt ?? a.scheduledFor),
     amount: fromMinorUnits(a.amountMinor, a.currency),

@@ -17,7 +17,10 @@ import type { CardNetwork } from '../processor.port';
  * - every further attempt on a card approves a little less (issuers score repeated declines as
  *   risk), and a card that will never recover sometimes says so (a hard code, or MAC 03/21).
  */
-export type ModelOutcome = { kind: 'approve' } | { kind: 'decline'; code: string; mac?: string } | { kind: 'error' };
+export type ModelOutcome =
+  | { kind: 'approve'; /** approved for half of the amount (decisions §15 partial authorization) */ half?: boolean }
+  | { kind: 'decline'; code: string; mac?: string }
+  | { kind: 'error' };
 
 export interface ModelInput {
   pan: string;

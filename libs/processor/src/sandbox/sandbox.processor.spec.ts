@@ -41,6 +41,15 @@ describe('sandbox processor: scripted cards (decisions §12)', () => {
     expect(await outcomes(pan, expected.length)).toEqual(expected);
   });
 
+  it('4000000000003220 is approved for half of the amount (decisions §15), the same on a replay and a lookup', async () => {
+    const p = new SandboxProcessor(new MemorySandboxLedger());
+    const r = await p.charge(req('4000000000003220', 1));
+    expect(r).toMatchObject({ outcome: 'approved', amountMinor: 999n });
+    expect(await p.charge(req('4000000000003220', 1))).toEqual(r);
+    expect(await p.lookupCharge(req('4000000000003220', 1).idempotencyKey)).toMatchObject({ amountMinor: 999n });
+    expect(await p.charge(req('4111111111111111', 1))).not.toHaveProperty('amountMinor');
+  });
+
   it('declines carry the network and a processor id, never the card number', async () => {
     const p = new SandboxProcessor(new MemorySandboxLedger());
     const r = await p.charge(req('5100000000000008', 1));

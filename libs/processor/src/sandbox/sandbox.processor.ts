@@ -19,6 +19,9 @@ const approve: ModelOutcome = { kind: 'approve' };
 /** The sandbox card approved on the first attempt (decisions §12): the fixtures' default card. */
 export const SANDBOX_APPROVED_CARD = '4111111111111111';
 
+/** decisions §15: approved for half of the amount (rounded down to the minor unit). */
+export const SANDBOX_PARTIAL_CARD = '4000000000003220';
+
 /** The scripted cards of decisions §12: outcome by retry attempt number (1-based). */
 export const SANDBOX_TEST_CARDS: Readonly<Record<string, (attempt: number) => ModelOutcome>> = {
   [SANDBOX_APPROVED_CARD]: () => approve,
@@ -33,6 +36,8 @@ export const SANDBOX_TEST_CARDS: Readonly<Record<string, (attempt: number) => Mo
   '4000000000000341': () => ({ kind: 'decline', code: '54' }),
   '4000000000000259': () => ({ kind: 'decline', code: '54' }),
   '4000000000000507': () => ({ kind: 'decline', code: '46' }),
+  // decisions §15: a partial authorization for half of the amount.
+  [SANDBOX_PARTIAL_CARD]: () => ({ kind: 'approve', half: true }),
 };
 
 /** Processor tokens (decisions §12) and network tokens (§15) of the sandbox. */
@@ -146,7 +151,13 @@ export class SandboxProcessor implements PaymentProcessor {
         });
     switch (outcome.kind) {
       case 'approve':
-        return { outcome: 'approved', responseCode: '00', processorTransactionId, message: MESSAGES['00']! };
+        return {
+          outcome: 'approved',
+          responseCode: '00',
+          processorTransactionId,
+          message: MESSAGES['00']!,
+          ...(outcome.half && req.amountMinor > 1n ? { amountMinor: req.amountMinor / 2n } : {}),
+        };
       case 'error':
         return { outcome: 'error', message: 'Processor timeout' };
       case 'decline':
