@@ -16,7 +16,8 @@ const PARTIAL_CARD = '4000000000003220';
 
 // decisions §15: 4000000000003220 is approved for half of the amount. The transaction ends
 // Captured with partial_amount = the captured half, which is also all that can be refunded; the
-// push and the analytics count what was captured, not what was asked.
+// push and the analytics count what was captured, not what was asked. Generated attempts inherit
+// the submitted metadata plus the service's read-only `retain:` entries.
 describe('partial authorizations through the real apps', () => {
   const apps: RunningApp[] = [];
   let client: ApiClient;
@@ -45,6 +46,14 @@ describe('partial authorizations through the real apps', () => {
   const related = async (id: string) =>
     (await client.request('GET', `/v1/retain/transactions/${id}?related=true`)).json.data as Record<string, any>[];
 
+  it('refuses metadata under the reserved prefix with RET009 and saves nothing', async () => {
+    const t = txn({ metadata: { plan: 'gold', 'retain:attempt': '7' } }, PARTIAL_CARD);
+    const r = await client.submit([t]);
+    expect(r.status).toBe(207);
+    expect(r.json.rejected[0].errors[0].code).toBe('RET009');
+    expect((await client.request('GET', `/v1/retain/transactions/${t['id']}`)).status).toBe(404);
+  });
+
   it('ends Captured with partial_amount; refunds are limited to what was captured', { timeout: 90_000 }, async () => {
     const t = txn({ amount: 19.99 }, PARTIAL_CARD);
     const id = t['id'] as string;
@@ -59,6 +68,15 @@ describe('partial authorizations through the real apps', () => {
     // Half of 19.99, rounded down to the cent.
     expect(submitted).toMatchObject({ id, amount: 19.99, partial_amount: 9.99, status: 'Captured' });
     expect(attempt).toMatchObject({ amount: 19.99, partial_amount: 9.99, status: 'Captured', retry_number: 1 });
+    // Metadata: the attempt inherits the submitted transaction's, plus the service's read-only entries.
+    expect(submitted!['metadata']).toEqual({ plan: 'gold' });
+    expect(attempt!['metadata']).toEqual({
+      plan: 'gold',
+      'retain:generated': 'retry',
+      'retain:original_vid': submitted!['vid'],
+      'retain:retry_number': '1',
+      'retain:policy_version': 'adaptive-2026-11',
+    });
 
     const push = await waitFor(() =>
       receiver.byEvent('retry succeeded').find((p) => p.body.header['transaction_id'] === id),

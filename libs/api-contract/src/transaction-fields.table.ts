@@ -119,7 +119,7 @@ export type AddressField = (typeof ADDRESS_FIELDS)[number];
 /** Metadata limits of the spec; keys with the reserved prefix belong to the service. */
 export const METADATA_KEY_MAX_LENGTH = 256;
 export const METADATA_VALUE_MAX_LENGTH = 1024;
-export const METADATA_RESERVED_PREFIX = 'retain:';
+export { METADATA_RESERVED_PREFIX } from '@retain/domain';
 
 export const MAX_TRANSACTIONS_PER_CALL = 1000;
 export const MAX_REFUNDS_PER_CALL = 1000;

@@ -41,3 +41,6 @@ export const REQUEST_ID_RE = /^[0-9a-f]{32}$/;
 export const VID_RE = /^[A-Za-z0-9_-]{40}$/;
 /** Policy experiment id (issue 11): `exp_` and 36 url-safe characters. */
 export const newExperimentId = (): string => `exp_${randomUrlSafe(36)}`;
+
+/** The service's reserved metadata prefix (service-spec Metadata): merchants' keys with it are refused. */
+export const METADATA_RESERVED_PREFIX = 'retain:';

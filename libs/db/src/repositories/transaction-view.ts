@@ -1,4 +1,4 @@
-import { fromMinorUnits } from '@retain/domain';
+import { LEGACY_POLICY_VERSION, METADATA_RESERVED_PREFIX as RESERVED, fromMinorUnits } from '@retain/domain';
 import type { AttemptEntity, RefundEntity, TransactionEntity } from '../entities';
 
 /** The Transaction resource as the API and push notifications show it (spec field names). */
@@ -102,6 +102,16 @@ export function attemptView(t: TransactionEntity, a: AttemptEntity): Transaction
   return {
     ...base,
     ...(a.partialAmountMinor ? { partial_amount: fromMinorUnits(a.partialAmountMinor, a.currency) } : {}),
+    // service-spec Metadata: generated transactions inherit the submitted one's metadata, plus
+    // read-only entries of the service under its reserved prefix (a merchant's `retain:` keys are refused).
+    metadata: {
+      ...(t.metadata ?? {}),
+      [`${RESERVED}generated`]: 'retry',
+      [`${RESERVED}original_vid`]: t.vid,
+      [`${RESERVED}retry_number`]: String(a.retryNumber),
+      [`${RESERVED}policy_version`]: t.policyVersion ?? LEGACY_POLICY_VERSION,
+      ...(t.experimentArm ? { [`${RESERVED}experiment_arm`]: t.experimentArm } : {}),
+    },
     vid: a.vid,
     timestamp: iso(a.processedAt ?? a.scheduledFor),
     amount: fromMinorUnits(a.amountMinor, a.currency),
