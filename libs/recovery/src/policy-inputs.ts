@@ -63,6 +63,7 @@ export async function policyInputsFor(m: Sql, merchantId: string, transactionId:
     ...config,
     policy: { version: row.policy_version!, learning: variant?.learning ?? true },
     originalResponseCode: row.auth_code,
+    originalDeclinedAt: new Date(row.failed_at),
     cardholder: cardholderOf(row),
     card: { bin: row.card_bin, expiry: row.expiration_date, renewable: updaterKey !== null },
     paidBefore: history.paidAt,

@@ -332,7 +332,8 @@ export class ReviewService {
       ...policyInputs,
       startedAt: new Date(row.submitted_ts),
       now: new Date(),
-      lastDecline: { responseCode: row.auth_code },
+      // The original decline is judged by the network rules in force when it arrived (its timestamp).
+      lastDecline: { responseCode: row.auth_code, at: new Date(row.failed_at) },
       network: row.card_network,
       amountMinor: BigInt(row.amount_minor),
       cardHistory: [],
@@ -341,14 +342,20 @@ export class ReviewService {
     if (plan.kind === 'retry') {
       // auth_code_description is our reading of the response code the merchant sent (spec: the
       // service's interpretation of the provider response); each attempt then updates it.
-      const { description } = classifyDecline({ network: row.card_network, responseCode: row.auth_code });
+      const { description } = classifyDecline(
+        { network: row.card_network, responseCode: row.auth_code },
+        new Date(row.failed_at),
+      );
       const explanation = storedExplanation(plan.explain, policyInputs.policy?.version);
       await this.submissions.passWithFirstAttempt(m, merchantId, row.id, plan.at, description, explanation);
       return [];
     }
     const fallback = pmRef ? await this.fallback(m, merchantId, row, pmRef, plan.reason) : null;
     if (fallback) {
-      const { description } = classifyDecline({ network: row.card_network, responseCode: row.auth_code });
+      const { description } = classifyDecline(
+        { network: row.card_network, responseCode: row.auth_code },
+        new Date(row.failed_at),
+      );
       await this.submissions.passWithFirstAttempt(m, merchantId, row.id, fallback, description);
       return [];
     }

@@ -25,6 +25,8 @@ export interface PendingReviewRow {
   auth_code: string;
   amount_minor: string;
   submitted_ts: Date;
+  /** When the original decline happened (the transaction's `timestamp`). */
+  failed_at: Date;
 }
 
 /** The card columns a review learned from a decrypted card number. */
@@ -187,7 +189,7 @@ export class SubmissionsRepository {
   pendingReview(merchantId: string, submissionId: string): Promise<PendingReviewRow[]> {
     return this.db.query(
       `SELECT id, merchant_txn_id, card_kind, card_jwe, card_network, payment_method, division_number,
-              billing_descriptor, auth_code, amount_minor, submitted_ts
+              billing_descriptor, auth_code, amount_minor, submitted_ts, failed_at
          FROM transactions WHERE merchant_id = $1 AND submission_id = $2 AND review_status = 'pending'
         ORDER BY merchant_txn_id`,
       [merchantId, submissionId],

@@ -228,6 +228,26 @@ describe('adaptive policy: signals', () => {
     expect(renewable.plans.length).toBe(schedule(failedAt, { responseCode: '05' }).plans.length);
   });
 
+  it('reads a Visa 57 by the rules of the day it arrived (05 until 25 Oct 2026, category 1 from then)', () => {
+    const submitted = new Date('2026-11-20T10:00:00Z');
+    const declined = (at: string, over: Partial<PlanInput> = {}) =>
+      planNextAttempt(base(submitted, { lastDecline: { responseCode: '57', at: new Date(at) }, ...over })).kind;
+    expect(declined('2026-10-24T22:00:00Z')).toBe('retry');
+    expect(declined('2026-10-25T02:00:00Z')).toBe('stop');
+    // Later attempts: the original 57 of before the date does not stop the plan.
+    const later = (originalDeclinedAt: string) =>
+      planNextAttempt(
+        base(submitted, {
+          attemptsMade: 1,
+          lastDecline: { responseCode: '51' },
+          originalResponseCode: '57',
+          originalDeclinedAt: new Date(originalDeclinedAt),
+        }),
+      ).kind;
+    expect(later('2026-10-24T22:00:00Z')).toBe('retry');
+    expect(later('2026-10-25T02:00:00Z')).toBe('stop');
+  });
+
   it('an account that never pays gets a smaller budget', () => {
     const full = schedule(failedAt, { responseCode: '05' }).plans.length;
     const bad = schedule(failedAt, { responseCode: '05' }, { accountOutcomes: { approvals: 0, declines: 5 } }).plans

@@ -17,7 +17,7 @@ import { declineClassOf, localDaysBetween, MAX_SLOT_DAY, SLOT_HOURS } from './at
 import { timeZoneFor } from './cardholder-time';
 import { classifyDecline, classifyProcessorError, normalizeNetwork } from './decline-classifier';
 import { checkNetworkLimits, validScale } from './network-limits';
-import { normalizeCode, ruleSetAt } from './network-rules.config';
+import { normalizeCode, ruleSetAt, visaCodeAsRead } from './network-rules.config';
 import { neverRecovers } from './never-recover';
 import { inferPayPattern, isGenericPayday, isPatternPayday, type PayPattern } from './pay-pattern';
 import type { Plan, PlanExplanation, PlanInput, RetryPolicyConfig } from './retry-schedule';
@@ -50,11 +50,18 @@ export function planAdaptive(input: PlanInput, config: RetryPolicyConfig, learni
     : (last.merchantAdviceCode ?? (input.attemptsMade === 0 ? input.originalAdviceCode : null) ?? null);
   const decline = last.technical
     ? classifyProcessorError()
-    : classifyDecline({ network, responseCode: last.responseCode, merchantAdviceCode: mac }, input.now);
+    : classifyDecline({ network, responseCode: last.responseCode, merchantAdviceCode: mac }, last.at ?? input.now);
   if (!decline.retryable) return { kind: 'stop', reason: decline.reason };
   const originalCode =
     input.originalResponseCode ?? (input.attemptsMade === 0 && !last.technical ? last.responseCode : null);
-  const never = neverRecovers(last.technical ? null : last.responseCode) ?? neverRecovers(originalCode);
+  // Codes are read as the rules of their day read them (a Visa 57 arrived as 05 until 25 Oct 2026).
+  const asRead = (code: string | null, at: Date): string | null =>
+    code === null || network !== 'visa' ? code : visaCodeAsRead(code, at);
+  const lastAt = (!last.technical && last.at) || input.now;
+  const originalAt = input.originalDeclinedAt ?? (input.attemptsMade === 0 ? lastAt : input.now);
+  const never =
+    neverRecovers(last.technical ? null : asRead(last.responseCode, lastAt)) ??
+    neverRecovers(asRead(originalCode, originalAt));
   if (never) return { kind: 'stop', reason: never };
 
   // Slots are learned under the ORIGINAL decline's class (stable for the whole transaction).

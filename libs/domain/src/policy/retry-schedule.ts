@@ -126,7 +126,16 @@ export interface PolicyChoice {
 
 /** The latest outcome: a decline's codes, or a processor error (no decision). */
 export type LastOutcome =
-  | { responseCode: string; merchantAdviceCode?: string | null; technical?: false }
+  | {
+      responseCode: string;
+      merchantAdviceCode?: string | null;
+      technical?: false;
+      /**
+       * When the decline arrived (default `now`): it is judged by the network rules in force then
+       * (network-rules.md dated changes). The original decline arrived at the transaction's `timestamp`.
+       */
+      at?: Date;
+    }
   | { responseCode?: string; merchantAdviceCode?: null; technical: true };
 
 export interface PlanInput {
@@ -160,6 +169,8 @@ export interface PlanInput {
   originalAdviceCode?: string | null;
   /** Response code of the original decline (defaults to lastDecline's before the first attempt). */
   originalResponseCode?: string | null;
+  /** When the original decline arrived (the transaction's `timestamp`): the rules of that day read it. */
+  originalDeclinedAt?: Date;
   /** Billing address of the cardholder, for the local time zone. */
   cardholder?: { country?: string | null; postalCode?: string | null } | null;
   /** Card facts: BIN (6-8 digits), issuing country, 'credit' | 'debit' | 'prepaid', expiry YYYYMM. */
@@ -211,7 +222,7 @@ export function planNextAttempt(input: PlanInput): Plan {
           responseCode: input.lastDecline.responseCode,
           merchantAdviceCode: input.lastDecline.merchantAdviceCode,
         },
-        input.now,
+        input.lastDecline.at ?? input.now,
       );
   if (!decline.retryable) return { kind: 'stop', reason: decline.reason };
   const waitClass = decline.waitClass;
