@@ -187,10 +187,15 @@ function violations(c: Case, log: readonly LoggedAttempt[]): string[] {
     if (c.network === 'visa' && retries.filter((b) => a.at - b.at < 30 * DAY).length + 1 > 20)
       found.push('Visa: more than 20 in 30 days');
     if (c.network === 'mastercard') {
+      // Calendar days (UTC) and tumbling 30-calendar-day windows from the first decline's day.
       const declined = retries.filter((b) => b.outcome === 'declined');
-      if (declined.filter((b) => a.at - b.at < DAY).length >= 10) found.push('Mastercard: over 10 declines in 24 h');
-      if (declined.filter((b) => a.at - b.at < 30 * DAY).length >= 35)
-        found.push('Mastercard: over 35 same-amount declines in 30 days');
+      const day = (ms: number): number => Math.floor(ms / DAY);
+      if (declined.filter((b) => day(b.at) === day(a.at)).length >= 10)
+        found.push('Mastercard: over 10 declines in a calendar day');
+      const first = declined[0] ? day(declined[0].at) : 0;
+      const win = (ms: number): number => Math.floor((day(ms) - first) / 30);
+      if (declined.filter((b) => win(b.at) === win(a.at)).length >= 35)
+        found.push('Mastercard: over 35 same-amount declines in a 30-calendar-day window');
     }
   });
   return found;

@@ -108,11 +108,43 @@ describe('Visa', () => {
 });
 
 describe('Mastercard', () => {
-  it('10 declined attempts per card in 24 hours: the 11th waits for the rolling day', () => {
-    const h = attempts(10, HOUR);
-    expect(checkNetworkLimits('mastercard', h.slice(0, 9), at(9 * HOUR), 1000n).allowed).toBe(true);
-    expect(temporary(checkNetworkLimits('mastercard', h, at(10 * HOUR), 1000n)).getTime()).toBe(T0.getTime() + DAY);
-    expect(checkNetworkLimits('mastercard', h, at(DAY), 1000n).allowed).toBe(true);
+  it('10 declined attempts per card in a calendar day (UTC): the 11th waits for the next day', () => {
+    // T0 is 09:00 UTC: ten declines from 09:00 to 14:00, all on 2 March.
+    const h = attempts(10, 0.5 * HOUR);
+    expect(checkNetworkLimits('mastercard', h.slice(0, 9), at(5 * HOUR), 1000n).allowed).toBe(true);
+    const midnight = Date.parse('2026-03-03T00:00:00Z');
+    expect(temporary(checkNetworkLimits('mastercard', h, at(5 * HOUR), 1000n)).getTime()).toBe(midnight);
+    expect(checkNetworkLimits('mastercard', h, new Date(midnight - 1), 1000n).allowed).toBe(false);
+    expect(checkNetworkLimits('mastercard', h, new Date(midnight), 1000n).allowed).toBe(true);
+  });
+  it('calendar days, not rolling 24 h: ten declines late on one day do not hold the next morning', () => {
+    const late = attempts(10, 6 * 60_000, {}, 14 * HOUR); // 23:00-23:54 UTC on 2 March
+    expect(checkNetworkLimits('mastercard', late, new Date('2026-03-03T00:05:00Z'), 1000n).allowed).toBe(true);
+  });
+  it('the calendar day is the UTC day whatever the cardholder zone (23:30 in New York is the next UTC day)', () => {
+    // 10 declines at 20:00-22:15 New York time on 2 March = 01:00-03:15 UTC on 3 March.
+    const ny = attempts(10, 15 * 60_000, {}, 16 * HOUR);
+    // 23:30 New York on 2 March is 04:30 UTC on 3 March: the same UTC day, refused.
+    expect(checkNetworkLimits('mastercard', ny, new Date('2026-03-03T04:30:00Z'), 1000n).allowed).toBe(false);
+    expect(checkNetworkLimits('mastercard', ny, new Date('2026-03-04T00:00:00Z'), 1000n).allowed).toBe(true);
+  });
+  it('calendar days across a month end (31 Jan to 1 Feb) and a leap day (28-29 Feb 2028)', () => {
+    const jan = Array.from({ length: 10 }, (_, i): CardAttempt => ({
+      at: new Date(Date.parse('2027-01-31T12:00:00Z') + i * HOUR),
+      amountMinor: 1000n,
+      outcome: 'declined',
+      responseCode: '05',
+    }));
+    expect(temporary(checkNetworkLimits('mastercard', jan, new Date('2027-01-31T23:00:00Z'), 1000n))).toEqual(
+      new Date('2027-02-01T00:00:00Z'),
+    );
+    const leap = jan.map((h) => ({
+      ...h,
+      at: new Date(h.at.getTime() + Date.parse('2028-02-29') - Date.parse('2027-01-31')),
+    }));
+    expect(temporary(checkNetworkLimits('mastercard', leap, new Date('2028-02-29T23:59:00Z'), 1000n))).toEqual(
+      new Date('2028-03-01T00:00:00Z'),
+    );
   });
   it('approved attempts do not count; processor errors and attempts in flight do', () => {
     const approved = attempts(10, HOUR, { outcome: 'approved', responseCode: '00' });
@@ -132,13 +164,38 @@ describe('Mastercard', () => {
     const mac = attempts(1, 0, { responseCode: '51', merchantAdviceCode: '21' });
     expect(checkNetworkLimits('maestro', mac, at(60 * DAY), 1000n)).toMatchObject({ permanently: true });
   });
-  it('35 declined attempts at the same amount in 30 days: the 36th waits; another amount may go', () => {
+  it('35 declines at the same amount in a tumbling 30-calendar-day window: the 36th waits for the next window', () => {
+    // The first decline on 2 March (UTC) opens the window 2 March - 31 March; the next opens 1 April.
     const h = attempts(35, 0.75 * DAY);
-    const now = at(35 * 0.75 * DAY);
+    const now = at(35 * 0.75 * DAY); // 28 March
     expect(checkNetworkLimits('mastercard', h.slice(0, 34), now, 1000n).allowed).toBe(true);
-    expect(temporary(checkNetworkLimits('mastercard', h, now, 1000n)).getTime()).toBe(T0.getTime() + 30 * DAY);
+    const nextWindow = Date.parse('2026-04-01T00:00:00Z');
+    expect(temporary(checkNetworkLimits('mastercard', h, now, 1000n)).getTime()).toBe(nextWindow);
     expect(checkNetworkLimits('mastercard', h, now, 999n).allowed).toBe(true);
-    expect(checkNetworkLimits('mastercard', h, at(30 * DAY), 1000n).allowed).toBe(true);
+    expect(checkNetworkLimits('mastercard', h, new Date(nextWindow - 1), 1000n).allowed).toBe(false);
+    // Tumbling, not rolling: on 1 April the 35 declines of the last 30 days no longer count.
+    expect(checkNetworkLimits('mastercard', h, new Date(nextWindow), 1000n).allowed).toBe(true);
+  });
+  it('the tumbling windows restart after an approval (a new sequence, a new first window)', () => {
+    const h = [...attempts(35, 0.75 * DAY), { at: at(27 * DAY), amountMinor: 1000n, outcome: 'approved' as const }];
+    expect(checkNetworkLimits('mastercard', h, at(28 * DAY), 1000n).allowed).toBe(true);
+  });
+  it('Visa counts customer- and merchant-initiated attempts apart since 25 May 2025, together before', () => {
+    const cit = (start: string): CardAttempt[] =>
+      Array.from({ length: 20 }, (_, i) => ({
+        at: new Date(Date.parse(start) + i * HOUR),
+        amountMinor: 1000n,
+        outcome: 'declined',
+        responseCode: '05',
+        initiator: 'customer',
+      }));
+    const after = cit('2026-03-01T00:00:00Z');
+    expect(checkNetworkLimits('visa', after, new Date('2026-03-02T00:00:00Z'), 1000n).allowed).toBe(true);
+    expect(
+      checkNetworkLimits('visa', after, new Date('2026-03-02T00:00:00Z'), 1000n, { initiator: 'customer' }).allowed,
+    ).toBe(false);
+    const before = cit('2025-05-01T00:00:00Z');
+    expect(checkNetworkLimits('visa', before, new Date('2025-05-02T00:00:00Z'), 1000n).allowed).toBe(false);
   });
   it.each(['03', '21'])('never after MAC %s, however long ago, until the card data changes', (mac) => {
     const h = attempts(1, 0, { responseCode: '51', merchantAdviceCode: mac, cardDataVersion: 'a' });

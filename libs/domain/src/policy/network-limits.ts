@@ -24,7 +24,14 @@ export interface CardAttempt {
    * Unknown (null) counts as the same data.
    */
   cardDataVersion?: string | null;
+  /**
+   * Who initiated it: Retain's retries are merchant-initiated (MIT, the default); a customer's own
+   * attempt (CIT) is counted apart from them by Visa since 25 May 2025.
+   */
+  initiator?: Initiator;
 }
+
+export type Initiator = 'merchant' | 'customer';
 
 export interface CardRef {
   network: Network | string | null | undefined;
@@ -42,12 +49,15 @@ export interface LimitOptions {
   timeScale?: number;
   /** Rule sets to choose from by attempt time (default: NETWORK_RULE_SETS), or one fixed set. */
   rules?: NetworkRuleSet | readonly NetworkRuleSet[];
+  /** Who initiates the attempt being checked (default: the merchant, as every Retain retry). */
+  initiator?: Initiator;
 }
 
 /**
  * May an attempt on this card be made at `at` for `amountMinor`? Checked before EVERY attempt,
- * whatever schedule proposed it. A rolling window of W holds the attempts in (at - W, at]; the
- * answer for a temporary limit says when the oldest counted attempt leaves the window.
+ * whatever schedule proposed it. A rolling window of W holds the attempts in (at - W, at] (Visa,
+ * others); Mastercard counts calendar days and tumbling windows of calendar days (UTC). The
+ * answer for a temporary limit says when the attempt would fit.
  */
 export function checkNetworkLimits(
   card: CardRef | Network | string | null | undefined,
@@ -84,8 +94,9 @@ export function checkNetworkLimits(
 
   if (network === 'visa') {
     const v = rules.visa;
+    const initiator = options.initiator ?? 'merchant';
     rolling(
-      counted,
+      v.citMitApart ? counted.filter((h) => (h.initiator ?? 'merchant') === initiator) : counted,
       v.maxAttempts,
       (v.windowDays * DAY) / scale,
       `Visa: at most ${v.maxAttempts} declined attempts per card per merchant in ${v.windowDays} days`,
@@ -104,18 +115,29 @@ export function checkNetworkLimits(
 
   if (network === 'mastercard') {
     const mc = rules.mastercard;
-    rolling(
-      counted,
-      mc.maxDeclinesPerDay,
-      DAY / scale,
-      `Mastercard: at most ${mc.maxDeclinesPerDay} declined attempts per card per merchant in 24 hours`,
-    );
-    rolling(
-      counted.filter((h) => h.amountMinor === amountMinor),
-      mc.maxSameAmount,
-      (mc.sameAmountWindowDays * DAY) / scale,
-      `Mastercard: at most ${mc.maxSameAmount} declined attempts per card per merchant at the same amount in ${mc.sameAmountWindowDays} days`,
-    );
+    // Calendar days (UTC, the networks' processing day; scaled like every window): the day's count.
+    const dayLength = DAY / scale;
+    const dayOf = (ms: number): number => Math.floor(ms / dayLength);
+    const today = dayOf(t);
+    if (counted.filter((h) => dayOf(h.at.getTime()) === today).length >= mc.maxDeclinesPerDay)
+      waits.push({
+        notBefore: (today + 1) * dayLength,
+        rule: `Mastercard: at most ${mc.maxDeclinesPerDay} declined attempts per card per merchant in a calendar day`,
+      });
+    // Tumbling windows of N calendar days at the same amount, the first one starting on the day of
+    // the sequence's first counted decline at that amount.
+    const same = counted.filter((h) => h.amountMinor === amountMinor);
+    if (same.length > 0) {
+      const first = dayOf(same[0]!.at.getTime());
+      const n = mc.sameAmountWindowDays;
+      const windowOf = (ms: number): number => Math.floor((dayOf(ms) - first) / n);
+      const current = windowOf(t);
+      if (same.filter((h) => windowOf(h.at.getTime()) === current).length >= mc.maxSameAmount)
+        waits.push({
+          notBefore: (first + (current + 1) * n) * dayLength,
+          rule: `Mastercard: at most ${mc.maxSameAmount} declined attempts per card per merchant at the same amount in a ${n}-calendar-day window`,
+        });
+    }
     // MAC 24-30: the issuer named the earliest retry; every such advice still running holds.
     for (const h of counted) {
       const mac = normalizeCode(h.merchantAdviceCode);

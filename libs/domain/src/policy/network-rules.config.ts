@@ -24,6 +24,8 @@ export interface NetworkRuleSet {
      * 25 Oct 2026).
      */
     readAs?: Readonly<Record<string, string>>;
+    /** Customer- and merchant-initiated attempts are counted apart (since 25 May 2025). */
+    citMitApart: boolean;
   };
   /**
    * American Express, Discover and every other network: no published excessive-retry program, so
@@ -31,9 +33,13 @@ export interface NetworkRuleSet {
    */
   others: { maxAttempts: number; windowDays: number };
   mastercard: {
-    /** Declined attempts per card per merchant in a rolling 24 hours. */
+    /** Declined attempts per card per merchant in a calendar day (UTC: the networks' processing day). */
     maxDeclinesPerDay: number;
-    /** Declined attempts per card per merchant at the same amount in a rolling window. */
+    /**
+     * Declined attempts per card per merchant at the same amount in a tumbling window of
+     * `sameAmountWindowDays` calendar days, the first window starting on the UTC day of the
+     * sequence's first counted decline at that amount.
+     */
     maxSameAmount: number;
     sameAmountWindowDays: number;
     /** Merchant Advice Codes after which the card must never be tried again. */
@@ -91,34 +97,47 @@ export const NETWORK_RULE_SETS: readonly NetworkRuleSet[] = [
   {
     // 57 is category 1 and 83 category 2.
     effectiveFrom: '2026-10-25T00:00:00Z',
-    visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES },
+    visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES, citMitApart: true },
     mastercard: MASTERCARD,
     others: OTHERS,
   },
   {
     // Issuers' 57 arrives as 05: a 57 of this period is read as the generic 05.
     effectiveFrom: '2025-10-01T00:00:00Z',
-    visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES_2025_04, readAs: { '57': '05' } },
+    visa: {
+      maxAttempts: 20,
+      windowDays: 30,
+      categories: VISA_CATEGORIES_2025_04,
+      readAs: { '57': '05' },
+      citMitApart: true,
+    },
+    mastercard: MASTERCARD,
+    others: OTHERS,
+  },
+  {
+    // Customer- and merchant-initiated attempts are counted apart.
+    effectiveFrom: '2025-05-25T00:00:00Z',
+    visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES_2025_04, citMitApart: true },
     mastercard: MASTERCARD,
     others: OTHERS,
   },
   {
     // 5C and 9G become category 2.
     effectiveFrom: '2025-04-11T00:00:00Z',
-    visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES_2025_04 },
+    visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES_2025_04, citMitApart: false },
     mastercard: MASTERCARD,
     others: OTHERS,
   },
   {
     effectiveFrom: '2025-01-01T00:00:00Z',
-    visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES_2025_01 },
+    visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES_2025_01, citMitApart: false },
     mastercard: MASTERCARD,
     others: OTHERS,
   },
   {
     // Before 2025 Visa allowed 15 reattempts in 30 days.
     effectiveFrom: '1970-01-01T00:00:00Z',
-    visa: { maxAttempts: 15, windowDays: 30, categories: VISA_CATEGORIES_2025_01 },
+    visa: { maxAttempts: 15, windowDays: 30, categories: VISA_CATEGORIES_2025_01, citMitApart: false },
     mastercard: MASTERCARD,
     others: OTHERS,
   },

@@ -166,16 +166,16 @@ describe('default schedule', () => {
     expect(old).toMatchObject({ kind: 'stop', reason: expect.stringMatching(/window/) });
   });
 
-  it('never plans into a network limit: MC 10 declines in 24 h push the attempt past the rolling day', () => {
+  it('never plans into a network limit: MC 10 declines in a calendar day push the attempt to the next day', () => {
     const history: CardAttempt[] = Array.from({ length: 10 }, (_, i) => ({
-      at: new Date(T0.getTime() - 10 * HOUR + i * HOUR),
+      at: new Date(T0.getTime() - 10 * 60_000 * (10 - i)),
       amountMinor: 1n,
       outcome: 'declined',
       responseCode: '05',
     }));
     const p = planNextAttempt(base({ network: 'mastercard', lastDecline: { technical: true }, cardHistory: history }));
     if (p.kind !== 'retry') throw new Error(p.reason);
-    expect(p.at.getTime()).toBeGreaterThanOrEqual(T0.getTime() + 14 * HOUR);
+    expect(p.at.getTime()).toBeGreaterThanOrEqual(Date.parse('2026-03-10T00:00:00Z'));
     expect(checkNetworkLimits('mastercard', history, p.at, 1000n).allowed).toBe(true);
   });
 
