@@ -1,5 +1,16 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApiClient, closeTestDb, createMerchant, startApp, txn, waitFor, type RunningApp } from '@retain/testing';
+import {
+  ApiClient,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  testDb,
+  txn,
+  waitFor,
+  type RunningApp,
+} from '@retain/testing';
 
 const ENV = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000' };
 
@@ -49,5 +60,52 @@ describe('network rules by date through the real apps (Visa 57 before and after 
     expect(a.status).toBe('Cancelled');
     expect(a.auth_code_description).toBe('Hard Failure');
     expect(aAttempts).toHaveLength(0);
+  });
+
+  it('records the fee each attempt risks and reports the fees avoided against a naive schedule (API and CLI)', async () => {
+    const merchant = await createMerchant();
+    const api = new ApiClient(apps[0]!.url, merchant.api_key);
+    // A Visa 14 (category 1): never retried, so nothing paid; a naive daily schedule would have made
+    // 30 excess reattempts at $0.10. A Visa 51 recovered on its first attempt: nothing either way.
+    const hard = txn({ auth_code: '14' });
+    const soft = txn({ auth_code: '51' });
+    expect((await api.submit([hard, soft])).status).toBe(200);
+    const finalOf = async (id: string) =>
+      waitFor(
+        async () => {
+          const rows = (await api.request('GET', `/v1/retain/transactions/${id}?related=true`)).json.data as any[];
+          return ['Captured', 'Cancelled'].includes(rows?.[0]?.status) ? rows : null;
+        },
+        { timeoutMs: 60_000, what: `${id} final` },
+      );
+    expect((await finalOf(hard['id'] as string))[0].status).toBe('Cancelled');
+    expect((await finalOf(soft['id'] as string))[0].status).toBe('Captured');
+
+    const db = await testDb();
+    const rows = await db.query(
+      `SELECT t.merchant_txn_id, t.network_fees_minor, t.naive_network_fees_minor, a.network_fee_risked_minor
+         FROM transactions t LEFT JOIN attempts a ON a.transaction_id = t.id
+        WHERE t.merchant_txn_id = ANY($1) ORDER BY t.merchant_txn_id = $2 DESC`,
+      [[hard['id'], soft['id']], hard['id']],
+    );
+    expect(rows).toEqual([
+      {
+        merchant_txn_id: hard['id'],
+        network_fees_minor: 0,
+        naive_network_fees_minor: 300,
+        network_fee_risked_minor: null,
+      },
+      { merchant_txn_id: soft['id'], network_fees_minor: 0, naive_network_fees_minor: 0, network_fee_risked_minor: 10 },
+    ]);
+
+    const analytics = (await api.request('GET', '/v1/retain/analytics')).json;
+    expect(analytics.currencies).toEqual([expect.objectContaining({ currency: 'USD', network_fees_avoided: 3 })]);
+    const main = path.resolve(__dirname, '../../dist/apps/cli/src/main.js');
+    const cli = spawnSync(process.execPath, [main, 'analytics', 'fees', '--login', merchant.login], {
+      env: process.env,
+      encoding: 'utf8',
+    });
+    expect(cli.status).toBe(0);
+    expect(JSON.parse(cli.stdout).currencies).toEqual([{ currency: 'USD', network_fees_avoided: 3 }]);
   });
 });

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { CliContext } from './main';
+import { registerAnalyticsCommands } from './analytics.commands';
 import { registerExperimentCommands } from './experiments.commands';
 import { registerJobCommands } from './jobs.commands';
 import { registerProcessorCommands } from './processor.commands';
@@ -15,4 +16,5 @@ export function registerExtraCommands(program: Command, ctx: CliContext): void {
   registerJobCommands(program, ctx);
   registerProcessorCommands(program, ctx);
   registerExperimentCommands(program, ctx);
+  registerAnalyticsCommands(program, ctx);
 }

@@ -297,8 +297,19 @@ describe('analytics API', () => {
         net_recovered_amount: 15,
       }),
     );
-    expect(usd.network_fees_avoided).toBeNull();
-    expect(r.json.notes).toEqual([expect.stringContaining('network_fees_avoided is null')]);
+    // No recovery of these rows recorded network fees: nothing avoided yet.
+    expect(usd.network_fees_avoided).toBe(0);
+    expect(r.json.notes).toEqual([expect.stringContaining('network_fees_avoided is in USD')]);
+    // T1 ended: a naive daily schedule would have paid 1.30 USD of excess-reattempt fees, its attempts 0.
+    const db = await testDb();
+    await db.query(`UPDATE transactions SET naive_network_fees_minor = 130, network_fees_minor = 0 WHERE id = $1`, [
+      t1,
+    ]);
+    const again = await get(merchant, RANGE);
+    expect(again.json.currencies.map((c: any) => c.network_fees_avoided)).toEqual([0, 1.3]);
+    await db.query(`UPDATE transactions SET naive_network_fees_minor = NULL, network_fees_minor = NULL WHERE id = $1`, [
+      t1,
+    ]);
   });
 
   it('success by attempt number and time to recover', async () => {

@@ -16,6 +16,7 @@ import { PortalSessions1797400000000 } from './migrations/1797400000000-PortalSe
 import { AnalyticsRollup1797400000100 } from './migrations/1797400000100-AnalyticsRollup';
 import { PolicyExperiments1797900000000 } from './migrations/1797900000000-PolicyExperiments';
 import { PartialAuthorizations1797950000000 } from './migrations/1797950000000-PartialAuthorizations';
+import { NetworkFees1797970000000 } from './migrations/1797970000000-NetworkFees';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -34,6 +35,7 @@ export const MIGRATIONS = [
   AnalyticsRollup1797400000100,
   PolicyExperiments1797900000000,
   PartialAuthorizations1797950000000,
+  NetworkFees1797970000000,
 ];
 
 export interface PoolTuning {

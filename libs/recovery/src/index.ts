@@ -7,3 +7,4 @@ export { AuthCodeDescription, EventName, RefundStatus, TransactionStatus } from 
 export * from './payment-methods';
 export * from './policy-inputs';
 export * from './experiment-results';
+export * from './network-fees';

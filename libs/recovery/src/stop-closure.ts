@@ -1,3 +1,4 @@
+import { networkFeeFields } from './network-fees';
 import { RefundEntity, TransactionEntity } from '@retain/db';
 import { RefundStatus, TransactionStatus } from '@retain/domain';
 import type { EntityManager } from 'typeorm';
@@ -37,7 +38,7 @@ export async function closeStop(m: EntityManager, txn: TransactionEntity): Promi
   const { to, announces } = transition(txn.status, 'stopClosed', {
     unresolvedAttempts: await unresolvedAttempts(m, txn.id),
   });
-  Object.assign(txn, { status: to, nextAttemptAt: null, statusChangedAt: now });
+  Object.assign(txn, { status: to, nextAttemptAt: null, statusChangedAt: now, ...(await networkFeeFields(m, txn)) });
   await m.save(txn);
   const open = await m.getRepository(RefundEntity).find({
     where: { transactionId: txn.id, kind: 'stop', status: RefundStatus.Processing },

@@ -118,7 +118,7 @@ export class AnalyticsController {
       bucket: q.bucket,
       cohort: 'submission_day_utc',
       currencies,
-      ...(currencies.some((c) => c.network_fees_avoided === null) ? { notes: [NETWORK_FEES_AVOIDED_NOTE] } : {}),
+      notes: [NETWORK_FEES_AVOIDED_NOTE],
     };
   }
 }

@@ -60,11 +60,12 @@ export class CurrencyAnalyticsDto {
   @ApiProperty({ example: 'USD' }) currency: string;
   @ApiProperty({ type: FiguresDto }) totals: FiguresDto;
   @ApiProperty({
-    nullable: true,
     type: Number,
-    description: 'Card-network fees avoided by not retrying where the rules forbid; null when not computed',
+    description:
+      'USD: excess-reattempt fees a naive daily schedule (30 days, blind to the network rules) would have paid on ' +
+      'the transactions of the range whose recovery ended, minus the fees our attempts paid (0: they are guarded)',
   })
-  network_fees_avoided: number | null;
+  network_fees_avoided: number;
   @ApiProperty({ type: [PeriodFiguresDto] }) series: PeriodFiguresDto[];
   @ApiProperty({ type: [SuccessByAttemptDto] }) success_by_attempt: SuccessByAttemptDto[];
   @ApiProperty({ type: TimeToRecoverDto }) time_to_recover: TimeToRecoverDto;

@@ -54,15 +54,19 @@ export interface TimeToRecover {
 }
 
 /**
- * Network fees avoided: NOT computed on this branch. The per-attempt `network fee risked` column and
- * the fees-avoided computation come from another branch (helper 12a); the integrator wires them in
- * here. Until then the API answers null and says so in `notes`: no estimate is made up.
+ * Network fees avoided over the range, in USD (the networks bill their excess-reattempt fees in
+ * USD, whatever the transaction's currency): for every transaction whose recovery ended, what a
+ * naive daily schedule would have paid minus what its attempts paid (libs/domain network-fees.ts).
+ * Read from the range totals of the `all` dimension.
  */
-export function networkFeesAvoided(_currency: string, _rows: readonly AnalyticsRow[]): number | null {
-  return null;
+export function networkFeesAvoided(currency: string, rows: readonly AnalyticsRow[]): number {
+  const minor = rows
+    .filter((r) => r.currency === currency && r.period === null && r.dim === 'all')
+    .reduce((s, r) => s + BigInt(r.network_fees_avoided ?? '0'), 0n);
+  return fromMinorUnits(minor, 'USD');
 }
 export const NETWORK_FEES_AVOIDED_NOTE =
-  'network_fees_avoided is null: not computed by this version of the service (per-attempt network fee data missing)';
+  'network_fees_avoided is in USD: excess-reattempt fees a naive daily schedule (30 days, blind to the network rules) would have paid on the transactions whose recovery ended, minus the fees our attempts paid';
 
 const ratio = (n: number, d: number, places: number): number | null =>
   d === 0 ? null : Math.round((n / d) * 10 ** places) / 10 ** places;
@@ -146,7 +150,7 @@ export function periods(from: string, to: string, bucket: 'day' | 'week'): strin
 export interface CurrencyAnalytics {
   currency: string;
   totals: Figures;
-  network_fees_avoided: number | null;
+  network_fees_avoided: number;
   series: ({ period_start: string } & Figures)[];
   success_by_attempt: SuccessByAttempt[];
   time_to_recover: TimeToRecover;

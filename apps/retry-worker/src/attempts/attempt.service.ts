@@ -43,6 +43,7 @@ import {
   canTransition,
   closeStopIfSettled,
   countAttemptOutcome,
+  networkFeeFields,
   policyInputsFor,
   storedExplanation,
   recordRefundAnswer,
@@ -434,7 +435,7 @@ export class AttemptService {
         await stopToRefund(m, txn, now);
       } else {
         const to = transition(txn.status, 'retrySucceeded', { unresolvedAttempts: 0 }).to;
-        await setFields(m, TransactionEntity, txn, { ...captured, status: to });
+        await setFields(m, TransactionEntity, txn, { ...captured, status: to, ...(await networkFeeFields(m, txn)) });
       }
       const outbox = await announce(m, [
         {
@@ -613,6 +614,7 @@ export class AttemptService {
       nextAttemptAt: null,
       statusChangedAt: now,
       authCodeDescription: description ?? AuthCodeDescription.Hard,
+      ...(await networkFeeFields(m, txn)),
     });
     this.logger.log({ reason }, 'recovery ended without capture');
     return announceTransaction(m, txn, announces!, now);

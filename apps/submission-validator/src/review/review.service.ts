@@ -20,6 +20,7 @@ import {
   cardFingerprintCandidates,
   firstAttemptAt,
   maskCardNumber,
+  naiveScheduleFees,
   validCardNumber,
   type CardColumns,
   type CardFingerprint,
@@ -359,7 +360,18 @@ export class ReviewService {
       await this.submissions.passWithFirstAttempt(m, merchantId, row.id, fallback, description);
       return [];
     }
-    if (!(await this.submissions.passWithoutAttempts(m, merchantId, row.id, TransactionStatus.Cancelled))) return [];
+    // No attempt, so no fee paid; a naive daily schedule would have retried it anyway (network-rules.md).
+    const naive = naiveScheduleFees({
+      network: row.card_network,
+      amountMinor: BigInt(row.amount_minor),
+      original: { at: new Date(row.failed_at), responseCode: row.auth_code },
+      attempts: [],
+      recoveredAt: null,
+    });
+    if (
+      !(await this.submissions.passWithoutAttempts(m, merchantId, row.id, TransactionStatus.Cancelled, naive.feeMinor))
+    )
+      return [];
     this.logger.log({ reason: plan.reason }, 'original decline is not retryable: cancelled without attempts');
     const txn = await this.submissions.transaction(m, merchantId, row.id);
     return announceTransaction(m, txn, EventName.RetryFailed, new Date());

@@ -21,6 +21,8 @@ export class AttemptEntity {
   @Column({ name: 'amount_minor', type: 'bigint' }) amountMinor: string;
   /** Captured amount of a partial authorization (decisions §15); null: the whole amount when captured. */
   @Column({ name: 'partial_amount_minor', type: 'bigint', nullable: true }) partialAmountMinor: string | null;
+  /** The excess-reattempt fee this attempt risks (USD minor units, its network's rate on its day). */
+  @Column({ name: 'network_fee_risked_minor', type: 'int', nullable: true }) networkFeeRiskedMinor: number | null;
   @Column({ type: 'char', length: 3 }) currency: string;
   @Column({ name: 'card_hmac', type: 'char', length: 64, nullable: true }) cardHmac: string | null;
   @Column({ name: 'card_network', type: 'varchar', length: 16, nullable: true }) cardNetwork: string | null;

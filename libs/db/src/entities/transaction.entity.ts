@@ -97,6 +97,9 @@ export class TransactionEntity {
   /** Why the next attempt was planned where it is (the policy's explanation). */
   @Column({ name: 'next_attempt_plan', type: 'jsonb', nullable: true }) nextAttemptPlan: Record<string, unknown> | null;
   @Column({ name: 'captured_amount_minor', type: 'bigint', nullable: true }) capturedAmountMinor: string | null;
+  /** Once the recovery ended: excess-reattempt fees its attempts paid, and a naive daily schedule's (USD minor). */
+  @Column({ name: 'network_fees_minor', type: 'int', nullable: true }) networkFeesMinor: number | null;
+  @Column({ name: 'naive_network_fees_minor', type: 'int', nullable: true }) naiveNetworkFeesMinor: number | null;
   @Column({ name: 'stop_requested_at', type: 'timestamptz', nullable: true }) stopRequestedAt: Date | null;
   /**
    * The account's payment method this transaction charges now (payment_methods row): the submitted

@@ -51,7 +51,7 @@ export type Counter = (typeof COUNTERS)[number];
  * One upsert of signed contributions. `rows` is a SELECT producing merchant_id, day, currency, dim,
  * key and a subset of the counters (already signed); the rest are 0.
  */
-export function upsert(rows: string, counters: readonly Counter[]): string {
+export function upsert(rows: string, counters: readonly string[]): string {
   const sums = counters.map((c) => `sum(${c})::bigint AS ${c}`).join(', ');
   const nonZero = counters.map((c) => `sum(${c}) <> 0`).join(' OR ');
   return `
@@ -66,9 +66,9 @@ export function upsert(rows: string, counters: readonly Counter[]): string {
       ${counters.map((c) => `${c} = r.${c} + EXCLUDED.${c}`).join(',\n      ')};`;
 }
 
-/** Contribution of transaction rows in `src` with sign `s`. */
-const txnRows = (src: string, s: string): string => `
-  SELECT t.merchant_id, (t.submitted_ts AT TIME ZONE 'UTC')::date AS day, t.currency, d.dim, d.key,
+/** Contribution of transaction rows in `src` with sign `s` (`extra`: more counters, a later migration's). */
+export const txnRows = (src: string, s: string, extra = ''): string => `
+  SELECT t.merchant_id, (t.submitted_ts AT TIME ZONE 'UTC')::date AS day, t.currency, d.dim, d.key,${extra}
          ${s} * (t.review_status <> 'rejected')::int AS failed_count,
          ${s} * CASE WHEN t.review_status <> 'rejected' THEN t.amount_minor ELSE 0 END AS failed_amount,
          ${s} * (t.status = 'Stopped')::int AS stopped_count

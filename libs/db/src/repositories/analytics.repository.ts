@@ -15,6 +15,8 @@ export interface AnalyticsRow {
   refunded_count: number;
   refunded_amount: string;
   stopped_count: number;
+  /** Card-network fees a naive daily schedule would have paid minus ours, USD minor units (text). */
+  network_fees_avoided: string;
 }
 
 /**
@@ -36,7 +38,8 @@ export class AnalyticsRepository {
               sum(failed_count)::int AS failed_count, sum(failed_amount)::text AS failed_amount,
               sum(attempts)::int AS attempts, sum(recovered_count)::int AS recovered_count,
               sum(recovered_amount)::text AS recovered_amount, sum(refunded_count)::int AS refunded_count,
-              sum(refunded_amount)::text AS refunded_amount, sum(stopped_count)::int AS stopped_count
+              sum(refunded_amount)::text AS refunded_amount, sum(stopped_count)::int AS stopped_count,
+              sum(network_fees_avoided)::text AS network_fees_avoided
          FROM (SELECT r.*, CASE WHEN $4 = 'week' THEN date_trunc('week', r.day)::date ELSE r.day END AS period
                  FROM analytics_rollup r
                 WHERE r.merchant_id = $1 AND r.day BETWEEN $2::date AND $3::date) x
@@ -46,5 +49,15 @@ export class AnalyticsRepository {
       [merchantId, from, to, bucket],
     );
     return rows;
+  }
+
+  /** Network fees avoided (USD minor units, text) per currency over cohort days from..to. */
+  async feesAvoided(merchantId: string, from: string, to: string): Promise<{ currency: string; minor: string }[]> {
+    return this.db.query(
+      `SELECT currency, sum(network_fees_avoided)::text AS minor FROM analytics_rollup
+        WHERE merchant_id = $1 AND day BETWEEN $2::date AND $3::date AND dim = 'all'
+        GROUP BY currency ORDER BY currency`,
+      [merchantId, from, to],
+    );
   }
 }

@@ -1,4 +1,4 @@
-import { newRetainTransactionId, newVid } from '@retain/domain';
+import { excessFeeAt, newRetainTransactionId, newVid } from '@retain/domain';
 import type { EntityManager } from 'typeorm';
 
 interface DueRow {
@@ -49,15 +49,17 @@ export class AttemptScheduleRepository {
       card_network: t.card_network,
       // Why this attempt is where it is (the policy's explanation), kept on the attempt.
       plan: t.next_attempt_plan ?? null,
+      // The excess-reattempt fee it risks (network-rules.md): its network's rate on its day.
+      fee: excessFeeAt(t.card_network, new Date(t.next_attempt_at)),
     }));
     const inserted: { id: string }[] = await m.query(
       `INSERT INTO attempts (vid, retain_transaction_id, transaction_id, merchant_id, retry_number, state,
-         scheduled_for, amount_minor, currency, card_hmac, card_network, plan)
+         scheduled_for, amount_minor, currency, card_hmac, card_network, plan, network_fee_risked_minor)
        SELECT x.vid, x.rtid, x.transaction_id, x.merchant_id, x.retry_number, 'pending', x.scheduled_for,
-              x.amount_minor, x.currency, x.card_hmac, x.card_network, x.plan
+              x.amount_minor, x.currency, x.card_hmac, x.card_network, x.plan, x.fee
          FROM jsonb_to_recordset($1::jsonb) AS x(vid text, rtid text, transaction_id uuid, merchant_id uuid,
            retry_number int, scheduled_for timestamptz, amount_minor bigint, currency text, card_hmac text,
-           card_network text, plan jsonb)
+           card_network text, plan jsonb, fee int)
        RETURNING id`,
       [JSON.stringify(attempts)],
     );

@@ -310,6 +310,8 @@ export class SubmissionsRepository {
     merchantId: string,
     transactionId: string,
     status: string,
+    /** Excess-reattempt fees: none paid (no attempt), and what a naive daily schedule would have paid. */
+    naiveNetworkFeesMinor: number | null = null,
   ): Promise<boolean> {
     await m.query(
       `UPDATE transactions SET review_status = 'passed', updated_at = now() WHERE id = $1 AND merchant_id = $2`,
@@ -318,8 +320,10 @@ export class SubmissionsRepository {
     // TypeORM answers an UPDATE with [rows, affected].
     const [, affected]: [unknown[], number] = await m.query(
       `UPDATE transactions SET status = $2, status_changed_at = now(), auth_code_description = 'Hard Failure',
-         next_attempt_at = NULL, updated_at = now() WHERE id = $1 AND merchant_id = $3 AND stop_requested_at IS NULL`,
-      [transactionId, status, merchantId],
+         next_attempt_at = NULL, updated_at = now(),
+         network_fees_minor = CASE WHEN $4::int IS NULL THEN NULL ELSE 0 END, naive_network_fees_minor = $4::int
+       WHERE id = $1 AND merchant_id = $3 AND stop_requested_at IS NULL`,
+      [transactionId, status, merchantId, naiveNetworkFeesMinor],
     );
     return affected > 0;
   }

@@ -9,3 +9,4 @@ export * from './never-recover';
 export * from './pay-pattern';
 export * from './slot-learner';
 export * from './experiments';
+export * from './network-fees';

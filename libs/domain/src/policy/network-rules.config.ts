@@ -32,6 +32,11 @@ export interface NetworkRuleSet {
    * Retain's own rule (network-rules.md): declined attempts per card per merchant in a rolling window.
    */
   others: { maxAttempts: number; windowDays: number };
+  /**
+   * Fees per excess reattempt, USD minor units (network-rules.md): Visa domestic and interregional,
+   * Mastercard (US, since 2025). Amex, Discover and others publish no excessive-retry program.
+   */
+  fees: { visaDomesticMinor: number; visaInterregionalMinor: number; mastercardMinor: number };
   mastercard: {
     /** Declined attempts per card per merchant in a calendar day (UTC: the networks' processing day). */
     maxDeclinesPerDay: number;
@@ -90,6 +95,15 @@ const MASTERCARD = {
 const OTHERS = { maxAttempts: 20, windowDays: 30 };
 
 /**
+ * Excess-reattempt fees. Visa $0.10 domestic; "more cross-border" has no figure before the 0.25 USD
+ * interregional fee of 25 Apr 2026, so the domestic figure is used (the lower bound). Mastercard
+ * $0.50 since 2025, none published before.
+ */
+const FEES_2024 = { visaDomesticMinor: 10, visaInterregionalMinor: 10, mastercardMinor: 0 };
+const FEES_2025 = { visaDomesticMinor: 10, visaInterregionalMinor: 10, mastercardMinor: 50 };
+const FEES_2026_04 = { visaDomesticMinor: 10, visaInterregionalMinor: 25, mastercardMinor: 50 };
+
+/**
  * Newest first. Dates from network-rules.md; "Oct 2025" (when issuers began sending 05 for 57)
  * has no day, so its first day is taken.
  */
@@ -100,6 +114,21 @@ export const NETWORK_RULE_SETS: readonly NetworkRuleSet[] = [
     visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES, citMitApart: true },
     mastercard: MASTERCARD,
     others: OTHERS,
+    fees: FEES_2026_04,
+  },
+  {
+    // Visa's interregional excess-reattempt fee becomes 0.25 USD (issuers' 57 still arrives as 05).
+    effectiveFrom: '2026-04-25T00:00:00Z',
+    visa: {
+      maxAttempts: 20,
+      windowDays: 30,
+      categories: VISA_CATEGORIES_2025_04,
+      readAs: { '57': '05' },
+      citMitApart: true,
+    },
+    mastercard: MASTERCARD,
+    others: OTHERS,
+    fees: FEES_2026_04,
   },
   {
     // Issuers' 57 arrives as 05: a 57 of this period is read as the generic 05.
@@ -113,6 +142,7 @@ export const NETWORK_RULE_SETS: readonly NetworkRuleSet[] = [
     },
     mastercard: MASTERCARD,
     others: OTHERS,
+    fees: FEES_2025,
   },
   {
     // Customer- and merchant-initiated attempts are counted apart.
@@ -120,6 +150,7 @@ export const NETWORK_RULE_SETS: readonly NetworkRuleSet[] = [
     visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES_2025_04, citMitApart: true },
     mastercard: MASTERCARD,
     others: OTHERS,
+    fees: FEES_2025,
   },
   {
     // 5C and 9G become category 2.
@@ -127,12 +158,14 @@ export const NETWORK_RULE_SETS: readonly NetworkRuleSet[] = [
     visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES_2025_04, citMitApart: false },
     mastercard: MASTERCARD,
     others: OTHERS,
+    fees: FEES_2025,
   },
   {
     effectiveFrom: '2025-01-01T00:00:00Z',
     visa: { maxAttempts: 20, windowDays: 30, categories: VISA_CATEGORIES_2025_01, citMitApart: false },
     mastercard: MASTERCARD,
     others: OTHERS,
+    fees: FEES_2025,
   },
   {
     // Before 2025 Visa allowed 15 reattempts in 30 days.
@@ -140,6 +173,7 @@ export const NETWORK_RULE_SETS: readonly NetworkRuleSet[] = [
     visa: { maxAttempts: 15, windowDays: 30, categories: VISA_CATEGORIES_2025_01, citMitApart: false },
     mastercard: MASTERCARD,
     others: OTHERS,
+    fees: FEES_2024,
   },
 ];
 
