@@ -22,7 +22,10 @@ export function excessFeeAt(network: Network | string | null | undefined, at: Da
       return interregional ? fees.visaInterregionalMinor : fees.visaDomesticMinor;
     case 'mastercard':
       return fees.mastercardMinor;
-    default:
+    case 'amex':
+    case 'discover':
+    case 'other':
+      // No published excessive-retry program: no fee.
       return 0;
   }
 }
