@@ -108,4 +108,21 @@ describe('network rules by date through the real apps (Visa 57 before and after 
     expect(cli.status).toBe(0);
     expect(JSON.parse(cli.stdout).currencies).toEqual([{ currency: 'USD', network_fees_avoided: 3 }]);
   });
+
+  it('obeys the original Mastercard advice code (decisions §16) from the first attempt', async () => {
+    const mc = '5555555555554444';
+    const delayed = txn({ auth_code: '51', network_advice_code: '30' }, mc);
+    const stopped = txn({ auth_code: '51', network_advice_code: '03' }, mc);
+    const bad = txn({ auth_code: '51', network_advice_code: '3' }, mc);
+    const r = await client.submit([delayed, stopped, bad]);
+    expect(r.status).toBe(207);
+    expect(r.json.rejected).toEqual([{ id: bad['id'], errors: [expect.objectContaining({ code: 'RET009' })] }]);
+    const [d, ...dAttempts] = await final(delayed['id'] as string);
+    expect(d).toMatchObject({ status: 'Captured', network_advice_code: '30' });
+    // The first attempt waited for the advised 10 days (240 h) after the decline, on the scaled clock.
+    expect(dAttempts[0].retry_plan.rule).toContain('advice code 30');
+    const [s2, ...sAttempts] = await final(stopped['id'] as string);
+    expect(s2).toMatchObject({ status: 'Cancelled', network_advice_code: '03' });
+    expect(sAttempts).toHaveLength(0);
+  });
 });

@@ -5,6 +5,7 @@ import { AttemptProcessor } from './attempts/attempt.processor';
 import { AttemptService } from './attempts/attempt.service';
 import { PaymentMethodsService } from './attempts/payment-methods.service';
 import { ReconcileService } from './reconcile/reconcile.service';
+import { SettlementService } from './settlement/settlement.service';
 import { AttemptSchedulerService } from './scheduler/attempt-scheduler.service';
 import { TickProcessor } from './scheduler/tick.processor';
 
@@ -22,6 +23,7 @@ export class RetryWorkerModule {
         PaymentMethodsService,
         AttemptService,
         ReconcileService,
+        SettlementService,
         AttemptProcessor,
       ],
     };

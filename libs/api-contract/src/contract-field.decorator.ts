@@ -57,6 +57,7 @@ const FORMAT_DECORATORS: Record<FieldFormat, { validators: PropertyDecorator[]; 
   country: { validators: [IsISO31661Alpha2()], schema: { pattern: '^[A-Z]{2}$', example: 'US' } },
   'sha1-hex': { validators: [Matches(SHA1_HEX_RE)], schema: { pattern: SHA1_HEX_RE.source } },
   'submission-status': { validators: [IsIn(['Failed'])], schema: {} },
+  'advice-code': { validators: [Matches(/^[0-9A-Za-z]{2}$/)], schema: { pattern: '^[0-9A-Za-z]{2}$', example: '25' } },
   metadata: {
     validators: [IsMetadata()],
     schema: { type: 'object', additionalProperties: { type: 'string', maxLength: 1024 } },

@@ -42,6 +42,7 @@ const FORMAT_RULES: Record<Exclude<FieldFormat, 'metadata'>, { test: (v: string)
   },
   'sha1-hex': { test: (v) => SHA1_HEX_RE.test(v), detail: 'must be 40 hexadecimal characters' },
   'submission-status': { test: (v) => v === 'Failed', detail: 'must be Failed' },
+  'advice-code': { test: (v) => /^[0-9A-Za-z]{2}$/.test(v), detail: 'must be 2 letters or digits' },
 };
 
 function rangeDetail(spec: FieldSpec): string {

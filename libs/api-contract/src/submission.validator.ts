@@ -32,6 +32,7 @@ export interface NormalizedTransaction {
   is_network_token: 0 | 1 | null;
   cryptogram: string | null;
   eci_indicator: string | null;
+  network_advice_code: string | null;
   billing_descriptor: string | null;
   processor_transaction_id: string | null;
   account: { id: string; external_id: string | null; email: string | null };
@@ -233,6 +234,7 @@ function normalize(tx: Record<string, unknown>, amountMinor: bigint, card: CardI
     is_network_token: tx['is_network_token'] === 0 || tx['is_network_token'] === 1 ? tx['is_network_token'] : null,
     cryptogram: str(tx['cryptogram']),
     eci_indicator: str(tx['eci_indicator']),
+    network_advice_code: str(tx['network_advice_code']),
     billing_descriptor: str(tx['billing_descriptor']),
     processor_transaction_id: str(tx['processor_transaction_id']),
     account: { id: account['id'] as string, external_id: str(account['external_id']), email: str(account['email']) },

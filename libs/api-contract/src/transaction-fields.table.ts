@@ -16,6 +16,7 @@ export type FieldFormat =
   | 'country'
   | 'sha1-hex'
   | 'submission-status'
+  | 'advice-code'
   | 'metadata';
 
 export interface FieldSpec {
@@ -43,6 +44,8 @@ export const TRANSACTION_FIELDS = {
   status: { kind: 'string', maxLength: 32, format: 'submission-status' },
   division_number: { kind: 'string', required: true, maxLength: 128 },
   auth_code: { kind: 'string', required: true, maxLength: 64 },
+  // decisions §16: the Mastercard Merchant Advice Code of the original decline.
+  network_advice_code: { kind: 'string', maxLength: 2, format: 'advice-code' },
   avs_code: { kind: 'string', maxLength: 8 },
   cvn_code: { kind: 'string', maxLength: 8 },
   payment_network_transaction_id: { kind: 'string', maxLength: 128 },

@@ -200,6 +200,10 @@ export class TransactionDto {
 
   @ContractField('cryptogram') cryptogram?: string;
   @ContractField('eci_indicator') eci_indicator?: string;
+  @ContractField('network_advice_code', {
+    description: 'Extension (decisions §16): Mastercard Merchant Advice Code of the original decline',
+  })
+  network_advice_code?: string;
 }
 
 export class SubmitTransactionsBodyDto {

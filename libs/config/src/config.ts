@@ -81,6 +81,8 @@ export interface RetainConfig {
    */
   reconcileNotFoundMs: number;
   reconcileAlertMs: number;
+  /** How often the retry worker asks the processors which captures have settled (SETTLEMENT_CHECK_INTERVAL, real time). */
+  settlementCheckMs: number;
   /** Per-request timeout of the Stripe/Adyen adapters (PROCESSOR_TIMEOUT, default 30s): then the outcome is unknown. */
   processorTimeoutMs: number;
 }
@@ -330,6 +332,11 @@ export function configSchema(app: AppName) {
       default: '30s',
       desc: 'per-request timeout of the Stripe/Adyen adapters; a charge without an answer by then is unknown and looked up',
     }),
+    SETTLEMENT_CHECK_INTERVAL: variable({
+      parse: durationAtLeast(1),
+      default: '1h',
+      desc: 'how often captured transactions are checked for settlement (Captured -> Settled), in real time',
+    }),
     RECONCILE_ALERT_AFTER: variable({
       parse: durationAtLeast(1),
       default: '1h',
@@ -519,6 +526,7 @@ export function loadConfig(
     tickMs: v.SCHEDULER_TICK!,
     reconcileNotFoundMs: v.RECONCILE_NOT_FOUND_AFTER!,
     reconcileAlertMs: v.RECONCILE_ALERT_AFTER!,
+    settlementCheckMs: v.SETTLEMENT_CHECK_INTERVAL!,
     processorTimeoutMs: v.PROCESSOR_TIMEOUT!,
     httpRequestTimeoutMs: v.HTTP_REQUEST_TIMEOUT!,
   };

@@ -17,6 +17,8 @@ import { AnalyticsRollup1797400000100 } from './migrations/1797400000100-Analyti
 import { PolicyExperiments1797900000000 } from './migrations/1797900000000-PolicyExperiments';
 import { PartialAuthorizations1797950000000 } from './migrations/1797950000000-PartialAuthorizations';
 import { NetworkFees1797970000000 } from './migrations/1797970000000-NetworkFees';
+import { NetworkAdviceCode1797980000000 } from './migrations/1797980000000-NetworkAdviceCode';
+import { Settlement1797990000000 } from './migrations/1797990000000-Settlement';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -36,6 +38,8 @@ export const MIGRATIONS = [
   PolicyExperiments1797900000000,
   PartialAuthorizations1797950000000,
   NetworkFees1797970000000,
+  NetworkAdviceCode1797980000000,
+  Settlement1797990000000,
 ];
 
 export interface PoolTuning {

@@ -124,6 +124,11 @@ export interface PaymentProcessor {
    * review uses it instead of detokenize when present.
    */
   checkToken?(token: string): { ok: true } | { ok: false; message: string };
+  /**
+   * Whether a capture has settled (the processor paid it out in its settlement batch) as of `at`.
+   * Absent: the adapter does not report settlement, and its transactions stay `Captured`.
+   */
+  settlementOf?(charge: { processorTransactionId: string; capturedAt: Date }, at: Date): Promise<'settled' | 'pending'>;
 }
 
 export const PAYMENT_PROCESSOR = Symbol('PAYMENT_PROCESSOR');

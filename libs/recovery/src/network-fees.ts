@@ -35,7 +35,11 @@ export async function networkFeeFields(
   });
   // The submitted card is the first attempt's (or, without attempts, the transaction's own).
   const submittedCard = made[0]?.cardHmac ?? txn.cardHmac;
-  const original = { at: new Date(txn.failedAt), responseCode: txn.authCode };
+  const original = {
+    at: new Date(txn.failedAt),
+    responseCode: txn.authCode,
+    merchantAdviceCode: txn.networkAdviceCode,
+  };
   const byCard = new Map<string, AttemptEntity[]>();
   for (const a of made) {
     const key = a.cardHmac ?? submittedCard ?? '';

@@ -64,6 +64,7 @@ export async function policyInputsFor(m: Sql, merchantId: string, transactionId:
     policy: { version: row.policy_version!, learning: variant?.learning ?? true },
     originalResponseCode: row.auth_code,
     originalDeclinedAt: new Date(row.failed_at),
+    originalAdviceCode: row.network_advice_code,
     cardholder: cardholderOf(row),
     card: { bin: row.card_bin, expiry: row.expiration_date, renewable: updaterKey !== null },
     paidBefore: history.paidAt,

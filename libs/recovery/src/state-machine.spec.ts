@@ -30,7 +30,7 @@ const EXPECTED: Record<TransactionEdgeName, Expected> = {
   retryExhausted: { from: [S.Failed, S.InRetry], to: S.Cancelled, push: EventName.RetryFailed, final: true },
   stopRequested: { from: [S.Failed, S.InRetry], to: S.StopRequested, push: null, final: false },
   stopCaptured: {
-    from: [S.StopRequested, S.Captured, S.PartiallyRefunded, S.RefundRequested, S.Refunded],
+    from: [S.StopRequested, S.Captured, S.Settled, S.PartiallyRefunded, S.RefundRequested, S.Refunded],
     to: S.RefundRequested,
     push: EventName.RetrySucceeded,
     final: false,
@@ -43,11 +43,12 @@ const EXPECTED: Record<TransactionEdgeName, Expected> = {
     final: false,
   },
   refundRequested: {
-    from: [S.Captured, S.PartiallyRefunded, S.RefundRequested, S.Refunded],
+    from: [S.Captured, S.Settled, S.PartiallyRefunded, S.RefundRequested, S.Refunded],
     to: S.RefundRequested,
     push: null,
     final: false,
   },
+  settled: { from: [S.Captured], to: S.Settled, push: null, final: false },
   refundCompleted: { from: [S.RefundRequested], to: S.Refunded, push: EventName.RefundCompleted, final: false },
   refundPartlyCompleted: {
     from: [S.RefundRequested],

@@ -80,7 +80,7 @@ export const TRANSACTION_EDGES = {
   stopCaptured: {
     // Also from the captured statuses: the refund batcher's safety net finds stop refunds left open
     // on a transaction that captured (and may have had refunds since).
-    from: [S.StopRequested, S.Captured, S.PartiallyRefunded, S.RefundRequested, S.Refunded],
+    from: [S.StopRequested, S.Captured, S.Settled, S.PartiallyRefunded, S.RefundRequested, S.Refunded],
     to: S.RefundRequested,
     announces: EventName.RetrySucceeded,
   },
@@ -89,9 +89,11 @@ export const TRANSACTION_EDGES = {
   /** A capture reported after the result was final: recorded and refunded at once. */
   lateCapture: { from: [S.Cancelled, S.Stopped], to: S.RefundRequested, announces: EventName.RetrySucceeded },
   refundRequested: {
-    from: [S.Captured, S.PartiallyRefunded, S.RefundRequested, S.Refunded],
+    from: [S.Captured, S.Settled, S.PartiallyRefunded, S.RefundRequested, S.Refunded],
     to: S.RefundRequested,
   },
+  /** The processor reports the capture settled (paid out in its settlement batch). No push: none is specified. */
+  settled: { from: [S.Captured], to: S.Settled },
   refundCompleted: { from: [S.RefundRequested], to: S.Refunded, announces: EventName.RefundCompleted },
   refundPartlyCompleted: {
     from: [S.RefundRequested],
@@ -110,6 +112,7 @@ export { RECOVERING_STATUSES };
 /** Money was captured: a refund is possible. */
 export const CAPTURED_STATUSES: readonly TransactionStatus[] = [
   S.Captured,
+  S.Settled,
   S.PartiallyRefunded,
   S.RefundRequested,
   S.Refunded,

@@ -15,6 +15,7 @@ export interface RefundCallResult {
 /** Transactions with money captured (a refund is possible). */
 const CAPTURED = [
   TransactionStatus.Captured,
+  TransactionStatus.Settled,
   TransactionStatus.PartiallyRefunded,
   TransactionStatus.RefundRequested,
   TransactionStatus.Refunded,

@@ -272,6 +272,7 @@ export class SubmissionService {
       // A one-time secret: sealed like card data from the first write (decisions §10).
       cryptogram: t.cryptogram ? sealText(this.config.cardKeys, t.cryptogram, 'cryptogram') : null,
       eci_indicator: t.eci_indicator ?? null,
+      network_advice_code: t.network_advice_code?.toUpperCase() ?? null,
       billing_descriptor: t.billing_descriptor ?? null,
       processor_transaction_id: t.processor_transaction_id ?? null,
       subscription_id: t.subscription.id,

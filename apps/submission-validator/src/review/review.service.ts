@@ -334,7 +334,11 @@ export class ReviewService {
       startedAt: new Date(row.submitted_ts),
       now: new Date(),
       // The original decline is judged by the network rules in force when it arrived (its timestamp).
-      lastDecline: { responseCode: row.auth_code, at: new Date(row.failed_at) },
+      lastDecline: {
+        responseCode: row.auth_code,
+        merchantAdviceCode: row.network_advice_code,
+        at: new Date(row.failed_at),
+      },
       network: row.card_network,
       amountMinor: BigInt(row.amount_minor),
       cardHistory: [],
@@ -344,7 +348,7 @@ export class ReviewService {
       // auth_code_description is our reading of the response code the merchant sent (spec: the
       // service's interpretation of the provider response); each attempt then updates it.
       const { description } = classifyDecline(
-        { network: row.card_network, responseCode: row.auth_code },
+        { network: row.card_network, responseCode: row.auth_code, merchantAdviceCode: row.network_advice_code },
         new Date(row.failed_at),
       );
       const explanation = storedExplanation(plan.explain, policyInputs.policy?.version);
@@ -354,7 +358,7 @@ export class ReviewService {
     const fallback = pmRef ? await this.fallback(m, merchantId, row, pmRef, plan.reason) : null;
     if (fallback) {
       const { description } = classifyDecline(
-        { network: row.card_network, responseCode: row.auth_code },
+        { network: row.card_network, responseCode: row.auth_code, merchantAdviceCode: row.network_advice_code },
         new Date(row.failed_at),
       );
       await this.submissions.passWithFirstAttempt(m, merchantId, row.id, fallback, description);
@@ -364,7 +368,11 @@ export class ReviewService {
     const naive = naiveScheduleFees({
       network: row.card_network,
       amountMinor: BigInt(row.amount_minor),
-      original: { at: new Date(row.failed_at), responseCode: row.auth_code },
+      original: {
+        at: new Date(row.failed_at),
+        responseCode: row.auth_code,
+        merchantAdviceCode: row.network_advice_code,
+      },
       attempts: [],
       recoveredAt: null,
     });

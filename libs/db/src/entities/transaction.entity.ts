@@ -54,6 +54,8 @@ export class TransactionEntity {
   @Column({ name: 'status_changed_at', type: 'timestamptz' }) statusChangedAt: Date;
   @Column({ name: 'division_number', type: 'varchar', length: 128 }) divisionNumber: string;
   @Column({ name: 'auth_code', type: 'varchar', length: 64 }) authCode: string;
+  /** decisions §16: Mastercard Merchant Advice Code of the original decline, when submitted. */
+  @Column({ name: 'network_advice_code', type: 'varchar', length: 2, nullable: true }) networkAdviceCode: string | null;
   @Column({ name: 'avs_code', type: 'varchar', length: 8, nullable: true }) avsCode: string | null;
   @Column({ name: 'cvn_code', type: 'varchar', length: 8, nullable: true }) cvnCode: string | null;
   @Column({ name: 'auth_code_description', type: 'varchar', length: 16, nullable: true })
@@ -99,6 +101,8 @@ export class TransactionEntity {
   @Column({ name: 'captured_amount_minor', type: 'bigint', nullable: true }) capturedAmountMinor: string | null;
   /** Once the recovery ended: excess-reattempt fees its attempts paid, and a naive daily schedule's (USD minor). */
   @Column({ name: 'network_fees_minor', type: 'int', nullable: true }) networkFeesMinor: number | null;
+  /** When the processor reported the capture settled (status Settled). */
+  @Column({ name: 'settled_at', type: 'timestamptz', nullable: true }) settledAt: Date | null;
   @Column({ name: 'naive_network_fees_minor', type: 'int', nullable: true }) naiveNetworkFeesMinor: number | null;
   @Column({ name: 'stop_requested_at', type: 'timestamptz', nullable: true }) stopRequestedAt: Date | null;
   /**

@@ -13,3 +13,4 @@ export * from './policy-stats.repository';
 export * from './portal-sessions.repository';
 export * from './analytics.repository';
 export * from './experiments.repository';
+export * from './settlement.repository';

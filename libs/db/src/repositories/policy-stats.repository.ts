@@ -29,6 +29,7 @@ export interface PolicyTransactionRow {
   postal_code: string | null;
   experiment_id: string | null;
   experiment_arm: string | null;
+  network_advice_code: string | null;
 }
 
 /**
@@ -40,7 +41,8 @@ export class PolicyStatsRepository {
     const [row]: PolicyTransactionRow[] = await m.query(
       `SELECT id, merchant_id, policy_version, auth_code, account_id, failed_at, card_bin, card_network,
               expiration_date, payment_method->'billing_address'->>'country' AS country,
-              payment_method->'billing_address'->>'postal_code' AS postal_code, experiment_id, experiment_arm
+              payment_method->'billing_address'->>'postal_code' AS postal_code, experiment_id, experiment_arm,
+              network_advice_code
          FROM transactions WHERE id = $1 AND merchant_id = $2`,
       [transactionId, merchantId],
     );

@@ -27,6 +27,8 @@ export interface PendingReviewRow {
   submitted_ts: Date;
   /** When the original decline happened (the transaction's `timestamp`). */
   failed_at: Date;
+  /** decisions §16: the original decline's Mastercard advice code, when submitted. */
+  network_advice_code: string | null;
 }
 
 /** The card columns a review learned from a decrypted card number. */
@@ -149,13 +151,13 @@ export class SubmissionsRepository {
     policyVersion: string | null = null,
   ): Promise<void> {
     await m.query(
-      `INSERT INTO transactions (policy_version, experiment_id, experiment_arm, vid, merchant_id, submission_id, merchant_txn_id, status, review_status,
+      `INSERT INTO transactions (policy_version, experiment_id, experiment_arm, network_advice_code, vid, merchant_id, submission_id, merchant_txn_id, status, review_status,
          amount_minor, currency, failed_at, submitted_ts, status_changed_at, division_number, auth_code,
          avs_code, cvn_code, payment_network_transaction_id, previous_billing_count, is_network_token,
          cryptogram, eci_indicator, billing_descriptor, processor_transaction_id, subscription_id, account_id,
          account, subscription, payment_method, metadata, card_kind, card_jwe, card_enc, card_key_id,
          card_hmac, card_hmac_key_id, card_bin, card_last4, card_network, account_hash, expiration_date)
-       SELECT coalesce(x.policy_version, $4::text), x.experiment_id, x.experiment_arm, x.vid, $1::uuid, $2::uuid, x.id, 'Failed', 'pending', x.amount_minor, x.currency, x.failed_at,
+       SELECT coalesce(x.policy_version, $4::text), x.experiment_id, x.experiment_arm, x.network_advice_code, x.vid, $1::uuid, $2::uuid, x.id, 'Failed', 'pending', x.amount_minor, x.currency, x.failed_at,
          x.submitted_ts, x.submitted_ts, x.division_number, x.auth_code, x.avs_code, x.cvn_code,
          x.payment_network_transaction_id, x.previous_billing_count, x.is_network_token, x.cryptogram,
          x.eci_indicator, x.billing_descriptor, x.processor_transaction_id, x.subscription_id, x.account_id,
@@ -169,7 +171,7 @@ export class SubmissionsRepository {
          subscription_id text, account_id text, account jsonb, subscription jsonb, payment_method jsonb,
          metadata jsonb, card_kind text, card_jwe text, card_enc text, card_key_id text, card_hmac text,
          card_hmac_key_id text, card_bin text, card_last4 text, card_network text, account_hash text, expiration_date text,
-         policy_version text, experiment_id text, experiment_arm text)`,
+         policy_version text, experiment_id text, experiment_arm text, network_advice_code text)`,
       [merchantId, submissionId, JSON.stringify(records), policyVersion],
     );
   }
@@ -189,7 +191,8 @@ export class SubmissionsRepository {
   pendingReview(merchantId: string, submissionId: string): Promise<PendingReviewRow[]> {
     return this.db.query(
       `SELECT id, merchant_txn_id, card_kind, card_jwe, card_network, payment_method, division_number,
-              billing_descriptor, auth_code, amount_minor, submitted_ts, failed_at
+              billing_descriptor, auth_code, amount_minor, submitted_ts, failed_at,
+              network_advice_code
          FROM transactions WHERE merchant_id = $1 AND submission_id = $2 AND review_status = 'pending'
         ORDER BY merchant_txn_id`,
       [merchantId, submissionId],

@@ -85,6 +85,7 @@ export function transactionView(t: TransactionEntity, refunds: RefundEntity[] = 
     retry_policy: { version: t.policyVersion, experiment_id: t.experimentId, arm: t.experimentArm },
     billing_descriptor: t.billingDescriptor,
     auth_code: t.authCode,
+    network_advice_code: t.networkAdviceCode ?? null,
     avs_code: t.avsCode,
     cvn_code: t.cvnCode,
     auth_code_description: t.authCodeDescription,

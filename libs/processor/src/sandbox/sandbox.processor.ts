@@ -101,6 +101,19 @@ export class SandboxProcessor implements PaymentProcessor {
     return (await this.ledger.putIfAbsent(req.idempotencyKey, 'refund', result)).result as RefundResult;
   }
 
+  /**
+   * The sandbox settles in a daily batch: a capture is settled from the next UTC midnight on
+   * (`at` is the caller's clock: time-scaled in demos and tests).
+   */
+  async settlementOf(
+    charge: { processorTransactionId: string; capturedAt: Date },
+    at: Date,
+  ): Promise<'settled' | 'pending'> {
+    const c = charge.capturedAt;
+    const nextMidnight = Date.UTC(c.getUTCFullYear(), c.getUTCMonth(), c.getUTCDate() + 1);
+    return at.getTime() >= nextMidnight ? 'settled' : 'pending';
+  }
+
   async detokenize(token: string): Promise<DetokenizeResult> {
     const pan = panOfToken(token);
     return pan ? { ok: true, pan } : { ok: false, message: 'Unknown sandbox token' };
