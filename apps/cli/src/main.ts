@@ -72,6 +72,15 @@ async function main(argv: string[]): Promise<void> {
     .action(async (o: { login: string }) => {
       print(await (await merchants()).setDisabled(o.login, false));
     });
+  merchant
+    .command('set-forced-deposit')
+    .requiredOption('--login <login>')
+    .option('--on', 'capture without authorization when a recovery would end after soft declines')
+    .option('--off', 'never (the default)')
+    .action(async (o: { login: string; on?: boolean; off?: boolean }) => {
+      if (o.on === o.off) throw new Error('give exactly one of --on and --off');
+      print(await (await merchants()).setForcedDeposit(o.login, o.on === true));
+    });
   registerUpdaterKeyCommands(merchant, { db, print, config });
   registerExtraCommands(program, { db, print, config });
 

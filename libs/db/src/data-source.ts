@@ -19,6 +19,7 @@ import { PartialAuthorizations1797950000000 } from './migrations/1797950000000-P
 import { NetworkFees1797970000000 } from './migrations/1797970000000-NetworkFees';
 import { NetworkAdviceCode1797980000000 } from './migrations/1797980000000-NetworkAdviceCode';
 import { Settlement1797990000000 } from './migrations/1797990000000-Settlement';
+import { ForcedDeposit1798000000000 } from './migrations/1798000000000-ForcedDeposit';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -40,6 +41,7 @@ export const MIGRATIONS = [
   NetworkFees1797970000000,
   NetworkAdviceCode1797980000000,
   Settlement1797990000000,
+  ForcedDeposit1798000000000,
 ];
 
 export interface PoolTuning {

@@ -42,6 +42,8 @@ export interface ChargeRequest {
    * recovery model measures how long a decline has lasted from it.
    */
   originalFailedAt?: Date | null;
+  /** A forced deposit: capture without authorization (only for processors with `forcedDeposits`). */
+  forcedDeposit?: boolean;
 }
 
 export type ChargeResult =
@@ -128,6 +130,8 @@ export interface PaymentProcessor {
    * Whether a capture has settled (the processor paid it out in its settlement batch) as of `at`.
    * Absent: the adapter does not report settlement, and its transactions stay `Captured`.
    */
+  /** The processor accepts forced deposits (captures without authorization); absent: it does not. */
+  readonly forcedDeposits?: boolean;
   settlementOf?(charge: { processorTransactionId: string; capturedAt: Date }, at: Date): Promise<'settled' | 'pending'>;
 }
 

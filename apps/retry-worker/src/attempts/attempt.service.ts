@@ -3,6 +3,7 @@ import type { RetainConfig } from '@retain/config';
 import {
   AttemptEntity,
   AttemptsRepository,
+  MerchantsRepository,
   ProcessorThrottlesRepository,
   RefundEntity,
   PaymentMethodsRepository,
@@ -161,6 +162,7 @@ export class AttemptService {
       billingDescriptor: txn.billingDescriptor,
       // The in-flight mark's time, so a rebuilt request is the same request.
       at: attempt.preparedAt ?? new Date(),
+      ...(attempt.forcedDeposit ? { forcedDeposit: true } : {}),
     };
   }
 
@@ -418,6 +420,7 @@ export class AttemptService {
       });
       await countAttemptOutcome(m, txn.merchantId, txn.id, attempt.preparedAt ?? attempt.scheduledFor, true);
       const captured = {
+        forcedDeposit: attempt.forcedDeposit,
         capturedAmountMinor: capturedMinor ?? attempt.amountMinor,
         processorTransactionId: result.processorTransactionId,
         nextAttemptAt: null,
@@ -483,6 +486,12 @@ export class AttemptService {
       return { outbox: (await closeStopIfSettled(m, txn)) ?? [], lateRefund: null };
     }
     if (!canTransition(txn.status, 'retryScheduled', { unresolvedAttempts: 0 })) return none;
+    // A declined forced deposit was the last word: the recovery ends.
+    if (attempt.forcedDeposit)
+      return {
+        outbox: await this.cancel(m, txn, 'forced deposit declined', attempt.authCodeDescription),
+        lateRefund: null,
+      };
     // The transaction's own policy version and signals (nothing extra for the UTC heuristics).
     const policyInputs = await policyInputsFor(m, txn.merchantId, txn.id);
     let plan = planNextAttempt({
@@ -513,7 +522,29 @@ export class AttemptService {
       });
       return none;
     }
+    // Forced deposit (service-spec): instead of ending after soft declines, one last capture without
+    // authorization, for merchants who turned it on, unless previous_billing_count is -1.
+    if (declined && classification?.retryable && (await this.forcedDepositAllowed(m, txn))) {
+      await setFields(m, TransactionEntity, txn, {
+        status: transition(txn.status, 'retryScheduled', { unresolvedAttempts: 0 }).to,
+        nextAttemptAt: now,
+        nextAttemptPlan: {
+          rule: `forced deposit: the recovery would end (${plan.reason}); one capture without authorization`,
+          policy_version: txn.policyVersion,
+        },
+        forcedDepositPlanned: true,
+        authCodeDescription: attempt.authCodeDescription,
+      });
+      return none;
+    }
     return { outbox: await this.cancel(m, txn, plan.reason, attempt.authCodeDescription), lateRefund: null };
+  }
+
+  /** Forced deposit is on for the merchant, the transaction may have one, and its processor takes them. */
+  private async forcedDepositAllowed(m: EntityManager, txn: TransactionEntity): Promise<boolean> {
+    if (txn.forcedDepositPlanned || txn.previousBillingCount === -1) return false;
+    if (!(await MerchantsRepository.forcedDepositOn(m, txn.merchantId))) return false;
+    return (await this.processorOf(txn)).forcedDeposits === true;
   }
 
   /**

@@ -21,6 +21,8 @@ export class AttemptEntity {
   @Column({ name: 'amount_minor', type: 'bigint' }) amountMinor: string;
   /** Captured amount of a partial authorization (decisions §15); null: the whole amount when captured. */
   @Column({ name: 'partial_amount_minor', type: 'bigint', nullable: true }) partialAmountMinor: string | null;
+  /** A forced deposit: a capture without authorization (service-spec `forced_deposit`). */
+  @Column({ name: 'forced_deposit', type: 'boolean', default: false }) forcedDeposit: boolean;
   /** The excess-reattempt fee this attempt risks (USD minor units, its network's rate on its day). */
   @Column({ name: 'network_fee_risked_minor', type: 'int', nullable: true }) networkFeeRiskedMinor: number | null;
   @Column({ type: 'char', length: 3 }) currency: string;

@@ -21,6 +21,8 @@ export class MerchantEntity {
   /** JWE key management algorithm for that key: RSA-OAEP-256 or ECDH-ES. */
   @Column({ name: 'updater_key_alg', type: 'varchar', length: 32, nullable: true }) updaterKeyAlg: string | null;
   @Column({ name: 'disabled_at', type: 'timestamptz', nullable: true }) disabledAt: Date | null;
+  /** Forced deposit on (off by default): see ForcedDeposit migration and the README. */
+  @Column({ name: 'forced_deposit', type: 'boolean', default: false }) forcedDeposit: boolean;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;
 }

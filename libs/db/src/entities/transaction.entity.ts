@@ -101,6 +101,9 @@ export class TransactionEntity {
   @Column({ name: 'captured_amount_minor', type: 'bigint', nullable: true }) capturedAmountMinor: string | null;
   /** Once the recovery ended: excess-reattempt fees its attempts paid, and a naive daily schedule's (USD minor). */
   @Column({ name: 'network_fees_minor', type: 'int', nullable: true }) networkFeesMinor: number | null;
+  /** Forced deposit: one last capture without authorization is planned / was made (service-spec). */
+  @Column({ name: 'forced_deposit_planned', type: 'boolean', default: false }) forcedDepositPlanned: boolean;
+  @Column({ name: 'forced_deposit', type: 'boolean', default: false }) forcedDeposit: boolean;
   /** When the processor reported the capture settled (status Settled). */
   @Column({ name: 'settled_at', type: 'timestamptz', nullable: true }) settledAt: Date | null;
   @Column({ name: 'naive_network_fees_minor', type: 'int', nullable: true }) naiveNetworkFeesMinor: number | null;

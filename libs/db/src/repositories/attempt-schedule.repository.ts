@@ -11,6 +11,7 @@ interface DueRow {
   card_hmac: string | null;
   card_network: string | null;
   next_attempt_plan: unknown;
+  forced_deposit_planned: boolean;
 }
 
 /**
@@ -28,7 +29,7 @@ export class AttemptScheduleRepository {
   async claimDue(m: EntityManager, limit: number): Promise<string[]> {
     const due: DueRow[] = await m.query(
       `SELECT id, merchant_id, attempt_count, next_attempt_at, amount_minor, currency, card_hmac, card_network,
-              next_attempt_plan
+              next_attempt_plan, forced_deposit_planned
          FROM transactions
         WHERE next_attempt_at <= now() AND review_status = 'passed' AND status IN ('Failed', 'In Retry')
           AND stop_requested_at IS NULL
@@ -51,15 +52,16 @@ export class AttemptScheduleRepository {
       plan: t.next_attempt_plan ?? null,
       // The excess-reattempt fee it risks (network-rules.md): its network's rate on its day.
       fee: excessFeeAt(t.card_network, new Date(t.next_attempt_at)),
+      forced: t.forced_deposit_planned === true,
     }));
     const inserted: { id: string }[] = await m.query(
       `INSERT INTO attempts (vid, retain_transaction_id, transaction_id, merchant_id, retry_number, state,
-         scheduled_for, amount_minor, currency, card_hmac, card_network, plan, network_fee_risked_minor)
+         scheduled_for, amount_minor, currency, card_hmac, card_network, plan, network_fee_risked_minor, forced_deposit)
        SELECT x.vid, x.rtid, x.transaction_id, x.merchant_id, x.retry_number, 'pending', x.scheduled_for,
-              x.amount_minor, x.currency, x.card_hmac, x.card_network, x.plan, x.fee
+              x.amount_minor, x.currency, x.card_hmac, x.card_network, x.plan, x.fee, x.forced
          FROM jsonb_to_recordset($1::jsonb) AS x(vid text, rtid text, transaction_id uuid, merchant_id uuid,
            retry_number int, scheduled_for timestamptz, amount_minor bigint, currency text, card_hmac text,
-           card_network text, plan jsonb, fee int)
+           card_network text, plan jsonb, fee int, forced boolean)
        RETURNING id`,
       [JSON.stringify(attempts)],
     );

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { newApiKey, newMerchantVid, newWebhookSecret, open, seal, type DataKey } from '@retain/domain';
-import type { DataSource } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 import { MerchantApiKeyEntity, MerchantEntity } from '../entities';
 
 export const hashApiKey = (key: string): string => createHash('sha256').update(key).digest('hex');
@@ -137,6 +137,24 @@ export class MerchantsRepository {
       .getRepository(MerchantEntity)
       .update({ id: merchant.id }, { disabledAt: disabled ? new Date() : null });
     return { merchant_vid: merchant.merchantVid, login, disabled };
+  }
+
+  /** Whether the merchant turned forced deposit on (read in the caller's database transaction). */
+  static async forcedDepositOn(m: Pick<EntityManager, 'query'>, merchantId: string): Promise<boolean> {
+    const [row]: { forced_deposit: boolean }[] = await m.query(`SELECT forced_deposit FROM merchants WHERE id = $1`, [
+      merchantId,
+    ]);
+    return row?.forced_deposit === true;
+  }
+
+  /** Turns forced deposit on or off for the merchant (service-spec `forced_deposit`; off by default). */
+  async setForcedDeposit(
+    login: string,
+    on: boolean,
+  ): Promise<{ merchant_vid: string; login: string; forced_deposit: boolean }> {
+    const merchant = await this.require(login);
+    await this.db.getRepository(MerchantEntity).update({ id: merchant.id }, { forcedDeposit: on });
+    return { merchant_vid: merchant.merchantVid, login, forced_deposit: on };
   }
 
   private async require(login: string): Promise<MerchantEntity> {

@@ -91,7 +91,8 @@ export function transactionView(t: TransactionEntity, refunds: RefundEntity[] = 
     auth_code_description: t.authCodeDescription,
     payment_network_transaction_id: t.paymentNetworkTransactionId,
     retry_number: 0,
-    forced_deposit: false,
+    // Captured without authorization by a forced deposit (service-spec).
+    forced_deposit: t.forcedDeposit === true,
     is_network_token: t.isNetworkToken,
     eci_indicator: t.eciIndicator,
   };
@@ -126,6 +127,7 @@ export function attemptView(t: TransactionEntity, a: AttemptEntity): Transaction
     auth_code: a.responseCode ?? (a.state === 'error' || a.state === 'unknown' ? '96' : null),
     auth_code_description: a.authCodeDescription,
     retry_number: a.retryNumber,
+    forced_deposit: a.forcedDeposit === true,
     // The payment method this attempt charged (decisions §15: attempts show the one they used).
     ...(a.paymentMethodView ?? {}),
   };
