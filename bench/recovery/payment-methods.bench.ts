@@ -8,21 +8,44 @@
 // with a data-quality decline (Visa/Mastercard updater coverage), and an updated card behaves like
 // a healthy one. Every attempt obeys the network limits of the card it is on (per card).
 //
-// Run: node bench/run-ts.mjs bench/recovery/payment-methods.bench.ts [count] [seed]
+// The policy is the service's default (adaptive-2026-11, its prior: no learning here), fed with the
+// submitted fields. With --world (bench/recovery/world.ts; `all`: every world of bench/recovery/worlds),
+// the submitted card's answers come from the world; backup cards and updated cards follow the
+// sandbox model as above (a world does not know the customer's other cards).
+//
+// Run: node bench/run-ts.mjs bench/recovery/payment-methods.bench.ts [count] [seed] [--world <file.ts>|all]
 import {
   classifyDecline,
   firstAttemptAt,
   planNextAttempt,
   DEFAULT_RETRY_POLICY,
+  POLICY_VERSION,
   type CardAttempt,
   type Plan,
+  type PlanInput,
 } from '@retain/domain';
-import { MemorySandboxLedger, SandboxProcessor, cardNetwork } from '@retain/processor';
+import { MemorySandboxLedger, SandboxProcessor, cardNetwork, type ChargeResult } from '@retain/processor';
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import type { RecoveryWorld, SubmittedTransaction } from './world';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
-const N = Number(process.argv[2] ?? 10_000);
-const SEED = Number(process.argv[3] ?? 20_261_122);
+const argv = process.argv.slice(2);
+const worldAt = argv.indexOf('--world');
+const WORLD_ARG = worldAt >= 0 ? argv[worldAt + 1] : undefined;
+const positional = argv.filter((_, i) => i !== worldAt && i !== worldAt + 1);
+const N = Number(positional[0] ?? 10_000);
+const SEED = Number(positional[1] ?? 20_261_122);
+const WORLD_FILES: (string | null)[] =
+  WORLD_ARG === undefined
+    ? [null]
+    : WORLD_ARG === 'all'
+      ? readdirSync(path.join(__dirname, 'worlds'))
+          .filter((f) => f.endsWith('.ts') && f !== 'dev-world.ts' && !f.startsWith('_'))
+          .sort()
+          .map((f) => path.join(__dirname, 'worlds', f))
+      : [path.resolve(WORLD_ARG)];
 const BACKUP_SHARE = 0.35;
 const BACKUP_HEALTHY = 0.6;
 const UPDATER_COVERAGE = 0.5;
@@ -72,6 +95,8 @@ interface Card {
 
 interface Case {
   index: number;
+  /** The world's submitted transaction (--world): its card answers through world.charge. */
+  tx: SubmittedTransaction | null;
   card: Card;
   backup: Card | null;
   /** The updater has new data for this card if asked. */
@@ -119,6 +144,7 @@ function makeCases(): Case[] {
       : null;
     return {
       index,
+      tx: null,
       card,
       backup,
       updaterKnows: rnd() < UPDATER_COVERAGE,
@@ -126,6 +152,39 @@ function makeCases(): Case[] {
       failedAt,
     };
   });
+}
+
+/** Cases of a world: its transactions, with backup cards and updater coverage drawn as above. */
+function worldCases(world: RecoveryWorld): Case[] {
+  const base = makeCases();
+  return world.transactions(N, SEED).map((tx, i) => {
+    const pan = (tx.payment_method?.credit_card?.account ?? '').replace(/\D/g, '');
+    const failedAt = new Date(tx.timestamp);
+    const drawn = base[i]!;
+    return {
+      ...drawn,
+      tx,
+      card: { pan, code: tx.auth_code, troubleSince: failedAt },
+      backup: drawn.backup ? { ...drawn.backup, troubleSince: new Date(failedAt.getTime() - 30 * DAY) } : null,
+      amountMinor: BigInt(Math.round(Number(tx.amount) * 100)),
+      failedAt,
+    };
+  });
+}
+
+/** The submitted fields the policy reads (cardholder zone, card, original advice code). */
+function signals(c: Case): Partial<PlanInput> {
+  const tx = c.tx;
+  return {
+    policy: { version: POLICY_VERSION, learning: false },
+    originalResponseCode: c.card.code,
+    originalAdviceCode: tx?.network_advice_code ?? null,
+    cardholder: {
+      country: tx?.payment_method?.billing_address?.country ?? null,
+      postalCode: tx?.payment_method?.billing_address?.postal_code ?? null,
+    },
+    card: { bin: c.card.pan.slice(0, 8), expiry: tx?.payment_method?.credit_card?.expiration_date ?? null },
+  };
 }
 
 interface Options {
@@ -142,7 +201,12 @@ const isDataDecline = (pan: string, code: string, mac?: string | null): boolean 
  * retried (the plan stops before the transaction's budget and window are used up), the updater's
  * new data for it, else the backup card, each first tried like a cleared outage (as the worker does).
  */
-async function recover(c: Case, o: Options, processor: SandboxProcessor): Promise<{ won: boolean; attempts: number }> {
+async function recover(
+  c: Case,
+  o: Options,
+  processor: SandboxProcessor,
+  world: RecoveryWorld | null,
+): Promise<{ won: boolean; attempts: number }> {
   const windowEnd = c.failedAt.getTime() + DEFAULT_RETRY_POLICY.windowDays * DAY;
   let card = c.card;
   let history: CardAttempt[] = [];
@@ -153,6 +217,7 @@ async function recover(c: Case, o: Options, processor: SandboxProcessor): Promis
   let lastMac: string | null = null;
   const now0 = new Date(c.failedAt.getTime() + 10 * 60_000);
   let plan: Plan = firstAttemptAt({
+    ...signals(c),
     startedAt: c.failedAt,
     firstFailedAt: c.failedAt,
     now: now0,
@@ -177,6 +242,9 @@ async function recover(c: Case, o: Options, processor: SandboxProcessor): Promis
       card = next;
       history = [];
       plan = planNextAttempt({
+        ...signals(c),
+        card: { bin: card.pan.slice(0, 8), expiry: null },
+        originalResponseCode: null,
         attemptsMade: attempts,
         startedAt: c.failedAt,
         firstFailedAt: c.failedAt,
@@ -190,17 +258,29 @@ async function recover(c: Case, o: Options, processor: SandboxProcessor): Promis
     }
     attempts++;
     now = plan.at;
-    const result = await processor.charge({
-      idempotencyKey: `${o.backup ? 'b' : ''}${o.updater ? 'u' : ''}:${c.index}:${attempts}`,
-      attemptNumber: history.length + 1,
-      amountMinor: c.amountMinor,
-      currency: 'USD',
-      instrument: { kind: 'pan', pan: card.pan },
-      originalResponseCode: card.code,
-      divisionNumber: 'bench',
-      at: now,
-      originalFailedAt: card.troubleSince,
-    });
+    const fromWorld = world && c.tx && card === c.card ? world.charge(c.tx, now.getTime(), history.length + 1) : null;
+    const result: ChargeResult = fromWorld
+      ? fromWorld.approved
+        ? { outcome: 'approved', responseCode: '00', processorTransactionId: '', message: '' }
+        : {
+            outcome: 'declined',
+            responseCode: fromWorld.auth_code,
+            merchantAdviceCode: fromWorld.network_advice_code ?? null,
+            network: cardNetwork(card.pan),
+            processorTransactionId: '',
+            message: '',
+          }
+      : await processor.charge({
+          idempotencyKey: `${o.backup ? 'b' : ''}${o.updater ? 'u' : ''}:${c.index}:${attempts}`,
+          attemptNumber: history.length + 1,
+          amountMinor: c.amountMinor,
+          currency: 'USD',
+          instrument: { kind: 'pan', pan: card.pan },
+          originalResponseCode: card.code,
+          divisionNumber: 'bench',
+          at: now,
+          originalFailedAt: card.troubleSince,
+        });
     if (result.outcome === 'approved') return { won: true, attempts };
     const declined = result.outcome === 'declined';
     lastCode = declined ? result.responseCode : '96';
@@ -213,6 +293,8 @@ async function recover(c: Case, o: Options, processor: SandboxProcessor): Promis
       merchantAdviceCode: lastMac,
     });
     plan = planNextAttempt({
+      ...signals(c),
+      ...(card === c.card ? {} : { card: { bin: card.pan.slice(0, 8), expiry: null }, originalResponseCode: null }),
       attemptsMade: attempts,
       startedAt: c.failedAt,
       firstFailedAt: c.failedAt,
@@ -226,8 +308,10 @@ async function recover(c: Case, o: Options, processor: SandboxProcessor): Promis
   return { won: false, attempts };
 }
 
-async function main(): Promise<void> {
-  const cases = makeCases();
+async function runWorld(file: string | null): Promise<void> {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const world: RecoveryWorld | null = file ? require(file).default : null;
+  const cases = world ? worldCases(world) : makeCases();
   const started = Date.now();
   const total = cases.reduce((a, c) => a + c.amountMinor, 0n);
   const variants: [string, Options][] = [
@@ -244,7 +328,7 @@ async function main(): Promise<void> {
     let amount = 0n;
     let attempts = 0;
     for (const c of cases) {
-      const r = await recover(c, o, processor);
+      const r = await recover(c, o, processor, world);
       attempts += r.attempts;
       if (r.won) {
         won++;
@@ -263,11 +347,15 @@ async function main(): Promise<void> {
     });
   }
   console.log(
-    `\nbench/recovery/payment-methods: ${N} failed transactions (seed ${SEED}), $${(Number(total) / 100).toFixed(0)} failed; ` +
+    `\nbench/recovery/payment-methods: ${N} failed transactions (seed ${SEED}, world ${file ? path.basename(file, '.ts') : 'sandbox model'}), $${(Number(total) / 100).toFixed(0)} failed; ` +
       `world: ${BACKUP_SHARE * 100}% with a backup card (${BACKUP_HEALTHY * 100}% of them healthy), updater coverage ${UPDATER_COVERAGE * 100}%\n`,
   );
   console.table(rows);
   console.log(`(simulated in ${((Date.now() - started) / 1000).toFixed(1)} s)`);
+}
+
+async function main(): Promise<void> {
+  for (const file of WORLD_FILES) await runWorld(file);
 }
 
 void main();
