@@ -5,7 +5,7 @@ import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'tmp/**', '.data/**', '.nx/**', '**/*.mjs', '**/*.js', '**/*.d.mts'] },
+  { ignores: ['dist/**', 'node_modules/**', 'tmp/**', '.data/**', '.nx/**', '**/*.mjs', '**/*.js', '**/*.d.mts', 'apps/portal/**'] },
   {
     files: ['**/*.ts'],
     extends: [tseslint.configs.recommended],

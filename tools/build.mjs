@@ -58,5 +58,11 @@ for (const top of ['apps', 'libs']) {
   }
 }
 await Promise.all(jobs);
+// The merchant portal (apps/portal): Preact + chart.js bundled by Vite, hashed asset names.
+const { build: viteBuild } = await import('vite');
+await viteBuild({
+  configFile: path.join(root, 'apps', 'portal', 'vite.config.mjs'),
+  build: { outDir: path.join(out, 'portal') },
+});
 // Progress goes to stderr: stdout belongs to the programs built here (the CLI prints JSON).
-process.stderr.write(`build: ${count} files compiled to dist/\n`);
+process.stderr.write(`build: ${count} files compiled to dist/, the portal bundled to dist/portal/\n`);

@@ -94,7 +94,10 @@ export class MerchantAuthGuard implements CanActivate {
     const req = context.switchToHttp().getRequest<RequestWithMerchant>();
     const reply = context.switchToHttp().getResponse<FastifyReply>();
     const fail = (): never => {
-      void reply.header('WWW-Authenticate', 'Basic realm="retain"');
+      // Not for the portal's own requests: a browser answers a Basic challenge with a login dialog
+      // (a headless one waits for it forever); the portal shows its own login page instead.
+      if (req.headers['x-requested-with'] !== PORTAL_HEADER_VALUE)
+        void reply.header('WWW-Authenticate', 'Basic realm="retain"');
       throw new UnauthorizedError();
     };
     const token = req.headers.authorization ? undefined : readCookie(req.headers.cookie, SESSION_COOKIE);

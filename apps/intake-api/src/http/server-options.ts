@@ -8,6 +8,7 @@ import type { RetainConfig } from '@retain/config';
 import { RetCode, RetMessage, newRequestId } from '@retain/domain';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { hasDuplicateKey } from './json-body';
+import { servePortal } from './portal';
 import { addSecurityHeaders } from './security-headers';
 
 /**
@@ -142,7 +143,7 @@ function parseJsonStrictly(app: NestFastifyApplication, bodyLimit: number): void
   });
 }
 
-export function configureIntake(app: NestFastifyApplication, config: RetainConfig): void {
+export async function configureIntake(app: NestFastifyApplication, config: RetainConfig): Promise<void> {
   const fastify = app.getHttpAdapter().getInstance();
   fastify.addHook('onSend', (req, reply, payload, done) => {
     void reply.header('X-Request-Id', req.id);
@@ -166,4 +167,5 @@ export function configureIntake(app: NestFastifyApplication, config: RetainConfi
       .build(),
   );
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'openapi.json', raw: ['json'] });
+  await servePortal(app);
 }

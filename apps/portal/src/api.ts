@@ -1,0 +1,63 @@
+// The portal talks to the same API as any merchant, authenticated by the session cookie
+// (decisions §14). Every request carries X-Requested-With: a write without it is refused (CSRF).
+// Nothing here keeps a credential: the cookie is HttpOnly and never seen by this code.
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+  const res = await fetch(path, {
+    method,
+    credentials: 'same-origin',
+    headers: {
+      'X-Requested-With': 'retain-portal',
+      ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  const json = text ? JSON.parse(text) : null;
+  if (!res.ok && res.status !== 207) {
+    throw new ApiError(res.status, json?.code ?? String(res.status), json?.message ?? res.statusText);
+  }
+  return json as T;
+}
+
+export interface Figures {
+  failed_count: number;
+  failed_amount: number;
+  recovered_count: number;
+  recovered_amount: number;
+  recovery_rate: number | null;
+  amount_recovery_rate: number | null;
+  attempts: number;
+  attempts_per_recovery: number | null;
+  refunded_count: number;
+  refunded_amount: number;
+  stopped_count: number;
+  net_recovered_amount: number;
+}
+
+export interface CurrencyAnalytics {
+  currency: string;
+  totals: Figures;
+  network_fees_avoided: number;
+  series: ({ period_start: string } & Figures)[];
+  success_by_attempt: { attempt_number: number; attempts: number; recovered: number; success_rate: number | null }[];
+  breakdowns: Record<string, ({ key: string } & Figures)[]>;
+}
+
+export interface Analytics {
+  from: string;
+  to: string;
+  currencies: CurrencyAnalytics[];
+}
+
+export const day = (d: Date): string => d.toISOString().slice(0, 10);

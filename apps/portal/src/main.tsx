@@ -1,0 +1,91 @@
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { api } from './api';
+import { Login } from './pages/login';
+import { Overview } from './pages/overview';
+import { Pushes } from './pages/pushes';
+import { Settings } from './pages/settings';
+import { TransactionDetail, Transactions } from './pages/transactions';
+import './styles.css';
+
+const route = (): string => location.hash.replace(/^#/, '') || '/overview';
+
+function App() {
+  const [who, setWho] = useState<string | null | undefined>(undefined);
+  const [path, setPath] = useState(route());
+  const [message, setMessage] = useState<string | undefined>(undefined);
+  const check = () =>
+    api<{ login: string }>('GET', '/v1/retain/session')
+      .then((r) => setWho(r.login))
+      .catch(() => setWho(null));
+  useEffect(() => {
+    void check();
+    const onHash = () => setPath(route());
+    addEventListener('hashchange', onHash);
+    return () => removeEventListener('hashchange', onHash);
+  }, []);
+  useEffect(() => {
+    document.title = `Retain portal — ${path.split('/')[1] ?? ''}`;
+  }, [path]);
+  if (who === undefined) return <p>Loading…</p>;
+  if (who === null)
+    return (
+      <Login
+        message={message}
+        onLoggedIn={() => {
+          setMessage(undefined);
+          void check();
+        }}
+      />
+    );
+  const logout = async () => {
+    await api('DELETE', '/v1/retain/session').catch(() => undefined);
+    setMessage('You are logged out.');
+    setWho(null);
+  };
+  const txn = /^\/transactions\/(.+)$/.exec(path);
+  const page = txn ? (
+    <TransactionDetail id={decodeURIComponent(txn[1]!)} />
+  ) : path === '/transactions' ? (
+    <Transactions open={(id) => (location.hash = `#/transactions/${encodeURIComponent(id)}`)} />
+  ) : path === '/pushes' ? (
+    <Pushes />
+  ) : path === '/settings' ? (
+    <Settings
+      onKeyRotated={(m) => {
+        setMessage(m);
+        setWho(null);
+      }}
+    />
+  ) : (
+    <Overview />
+  );
+  const link = (href: string, label: string) => (
+    <a href={`#${href}`} aria-current={path.startsWith(href) ? 'page' : undefined}>
+      {label}
+    </a>
+  );
+  return (
+    <>
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <header>
+        <nav aria-label="Portal">
+          <span class="brand">Retain</span>
+          {link('/overview', 'Overview')}
+          {link('/transactions', 'Transactions')}
+          {link('/pushes', 'Pushes')}
+          {link('/settings', 'Settings')}
+          <span class="who">{who}</span>
+          <button type="button" class="secondary" onClick={() => void logout()}>
+            Log out
+          </button>
+        </nav>
+      </header>
+      {page}
+    </>
+  );
+}
+
+render(<App />, document.getElementById('app')!);

@@ -1,0 +1,108 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, ApiError } from '../api';
+import { DataTable, Notice } from '../components';
+
+type Msg = Record<string, any>;
+
+/** The push delivery log with replay of dead pushes, the webhook URL and a test push. */
+export function Pushes() {
+  const [status, setStatus] = useState('');
+  const [rows, setRows] = useState<Msg[]>([]);
+  const [url, setUrl] = useState('');
+  const [notice, setNotice] = useState<{ kind: 'ok' | 'error'; text: string } | null>(null);
+  const load = () =>
+    api<{ data: Msg[] }>('GET', `/v1/retain/webhook-messages?limit=100${status ? `&status=${status}` : ''}`)
+      .then((r) => setRows(r.data))
+      .catch((e: Error) => setNotice({ kind: 'error', text: e.message }));
+  useEffect(() => {
+    void load();
+  }, [status]);
+  useEffect(() => {
+    api<{ url: string | null }>('GET', '/v1/retain/merchant/webhook')
+      .then((r) => setUrl(r.url ?? ''))
+      .catch(() => undefined);
+  }, []);
+  const act = async (what: () => Promise<string>) => {
+    setNotice(null);
+    try {
+      setNotice({ kind: 'ok', text: await what() });
+      await load();
+    } catch (err) {
+      setNotice({
+        kind: 'error',
+        text: err instanceof ApiError ? `${err.code}: ${err.message}` : (err as Error).message,
+      });
+    }
+  };
+  return (
+    <main id="main">
+      <h1>Pushes</h1>
+      <form
+        class="webhook"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void act(async () => {
+            const r = await api<{ url: string | null }>('PUT', '/v1/retain/merchant/webhook', { url: url || null });
+            return `Webhook URL saved: ${r.url ?? '(none)'}`;
+          });
+        }}
+      >
+        <label for="webhook-url">Webhook URL</label>
+        <input id="webhook-url" type="url" value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} />
+        <button type="submit">Save</button>
+        <button
+          type="button"
+          class="secondary"
+          onClick={() =>
+            void act(async () => {
+              const r = await api<{ message_id: string }>('POST', '/v1/retain/merchant/webhook/test');
+              return `Test push sent: ${r.message_id}`;
+            })
+          }
+        >
+          Send test push
+        </button>
+      </form>
+      {notice ? <Notice kind={notice.kind}>{notice.text}</Notice> : null}
+      <label for="push-status">Status</label>{' '}
+      <select id="push-status" value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
+        <option value="">Any</option>
+        {['pending', 'delivered', 'dead', 'gone', 'no_endpoint'].map((s) => (
+          <option value={s}>{s}</option>
+        ))}
+      </select>
+      <DataTable
+        caption="Push delivery log"
+        file="retain-pushes.csv"
+        testId="pushes"
+        rows={rows}
+        columns={[
+          { title: 'Message', value: (m) => m['message_id'] },
+          { title: 'Event', value: (m) => m['event_name'] },
+          { title: 'Transaction', value: (m) => m['transaction_id'] ?? '' },
+          { title: 'Status', value: (m) => m['status'] },
+          { title: 'Attempts', value: (m) => m['attempt_count'] },
+          { title: 'Last error', value: (m) => m['last_error'] ?? '' },
+          {
+            title: 'Action',
+            value: () => '',
+            render: (m) =>
+              m['status'] === 'dead' || m['status'] === 'gone' ? (
+                <button
+                  type="button"
+                  onClick={() =>
+                    void act(async () => {
+                      await api('POST', `/v1/retain/webhook-messages/${m['message_id']}/replay`);
+                      return `Replaying ${m['message_id']}`;
+                    })
+                  }
+                >
+                  Replay<span class="visually-hidden"> {m['message_id']}</span>
+                </button>
+              ) : null,
+          },
+        ]}
+      />
+    </main>
+  );
+}

@@ -1,0 +1,162 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, ApiError } from '../api';
+import { DataTable, Notice, money } from '../components';
+
+type Txn = Record<string, any>;
+
+/** Search and list the merchant's transactions (the list API; card numbers come masked). */
+export function Transactions({ open }: { open: (id: string) => void }) {
+  const [status, setStatus] = useState('');
+  const [rows, setRows] = useState<Txn[]>([]);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    api<{ data: Txn[] }>(
+      'GET',
+      `/v1/retain/transactions?limit=50${status ? `&status=${encodeURIComponent(status)}` : ''}`,
+    )
+      .then((r) => setRows(r.data))
+      .catch((e: Error) => setError(e.message));
+  }, [status]);
+  const search = (e: Event) => {
+    e.preventDefault();
+    const id = String(new FormData(e.currentTarget as HTMLFormElement).get('id') ?? '').trim();
+    if (id) open(id);
+  };
+  return (
+    <main id="main">
+      <h1>Transactions</h1>
+      <form class="search" onSubmit={search} role="search">
+        <label for="txn-id">Transaction id</label>
+        <input id="txn-id" name="id" required />
+        <button type="submit">Open</button>
+        <label for="status">Status</label>
+        <select id="status" value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
+          <option value="">Any</option>
+          {['Failed', 'In Retry', 'Captured', 'Settled', 'Cancelled', 'Refunded', 'Partially Refunded', 'Stopped'].map(
+            (s) => (
+              <option value={s}>{s}</option>
+            ),
+          )}
+        </select>
+      </form>
+      {error ? <Notice kind="error">{error}</Notice> : null}
+      <DataTable
+        caption="Latest transactions"
+        file="retain-transactions.csv"
+        testId="transactions"
+        rows={rows}
+        columns={[
+          {
+            title: 'Id',
+            value: (t) => t['id'],
+            render: (t) => <a href={`#/transactions/${encodeURIComponent(t['id'])}`}>{t['id']}</a>,
+          },
+          { title: 'Status', value: (t) => t['status'] },
+          { title: 'Amount', value: (t) => t['amount'], render: (t) => money(t['amount'], t['currency']) },
+          { title: 'Decline', value: (t) => t['auth_code'] },
+          { title: 'Card', value: (t) => t['payment_method']?.credit_card?.account ?? '' },
+          { title: 'Submitted', value: (t) => t['submitted_ts'] },
+        ]}
+      />
+    </main>
+  );
+}
+
+/** One transaction: its attempts as a timeline, its pushes, refund and stop. */
+export function TransactionDetail({ id }: { id: string }) {
+  const [rows, setRows] = useState<Txn[] | null>(null);
+  const [pushes, setPushes] = useState<Txn[]>([]);
+  const [error, setError] = useState<string | null>(null);
+  const [done, setDone] = useState<string | null>(null);
+  const load = () => {
+    api<{ data: Txn[] }>('GET', `/v1/retain/transactions/${encodeURIComponent(id)}?related=true`)
+      .then((r) => setRows(r.data))
+      .catch((e: Error) => setError(e instanceof ApiError && e.status === 404 ? `No transaction "${id}".` : e.message));
+    api<{ data: Txn[] }>('GET', `/v1/retain/webhook-messages?transaction_id=${encodeURIComponent(id)}&limit=100`)
+      .then((r) => setPushes(r.data))
+      .catch(() => setPushes([]));
+  };
+  useEffect(load, [id]);
+  const refund = async (e: Event) => {
+    e.preventDefault();
+    const amount = String(new FormData(e.currentTarget as HTMLFormElement).get('amount') ?? '').trim();
+    setError(null);
+    setDone(null);
+    try {
+      const r = await api<any>('POST', '/v1/retain/refunds', {
+        refunds: [{ id, ...(amount ? { amount: Number(amount) } : {}) }],
+      });
+      const rejected = r?.rejected?.[0]?.errors?.[0];
+      if (rejected) setError(`${rejected.code}: ${rejected.message}`);
+      else setDone(r?.message ?? 'Refund requested.');
+      load();
+    } catch (err) {
+      setError(err instanceof ApiError ? `${err.code}: ${err.message}` : (err as Error).message);
+    }
+  };
+  if (!rows) return <main id="main">{error ? <Notice kind="error">{error}</Notice> : <p>Loading…</p>}</main>;
+  const [t, ...attempts] = rows;
+  return (
+    <main id="main">
+      <h1>Transaction {t!['id']}</h1>
+      <dl class="figures">
+        <div>
+          <dt>Status</dt>
+          <dd data-testid="status">{t!['status']}</dd>
+        </div>
+        <div>
+          <dt>Amount</dt>
+          <dd>{money(t!['amount'], t!['currency'])}</dd>
+        </div>
+        <div>
+          <dt>Card</dt>
+          <dd>{t!['payment_method']?.credit_card?.account ?? '—'}</dd>
+        </div>
+        <div>
+          <dt>Original decline</dt>
+          <dd>{t!['auth_code']}</dd>
+        </div>
+      </dl>
+      <h2>Timeline</h2>
+      <ol class="timeline" data-testid="timeline">
+        <li>
+          <strong>Failed</strong> {t!['timestamp']}: decline {t!['auth_code']}, submitted {t!['submitted_ts']}
+        </li>
+        {attempts.map((a) => (
+          <li>
+            <strong>
+              Attempt {a['retry_number']}: {a['status']}
+            </strong>{' '}
+            {a['timestamp']} — code {a['auth_code'] ?? '—'}
+            {a['retry_plan']?.rule ? <span class="why"> (planned: {a['retry_plan'].rule})</span> : null}
+          </li>
+        ))}
+        {t!['next_activity'] ? <li>Next attempt on {t!['next_activity']}</li> : null}
+        {(t!['refunds'] ?? []).map((r: Txn) => (
+          <li>
+            <strong>Refund {r['status']}</strong> {money(r['amount'], t!['currency'])} {r['timestamp'] ?? ''}
+          </li>
+        ))}
+      </ol>
+      <h2>Refund or stop</h2>
+      <form class="refund" onSubmit={refund}>
+        <label for="amount">Amount (empty: all that can be refunded, or stop the retries)</label>
+        <input id="amount" name="amount" inputMode="decimal" />
+        <button type="submit">Refund / stop</button>
+      </form>
+      {error ? <Notice kind="error">{error}</Notice> : null}
+      {done ? <Notice kind="ok">{done}</Notice> : null}
+      <DataTable
+        caption="Pushes of this transaction"
+        file={`retain-pushes-${id}.csv`}
+        rows={pushes}
+        columns={[
+          { title: 'Message', value: (p) => p['message_id'] },
+          { title: 'Event', value: (p) => p['event_name'] },
+          { title: 'Status', value: (p) => p['status'] },
+          { title: 'Attempts', value: (p) => p['attempt_count'] },
+        ]}
+      />
+    </main>
+  );
+}

@@ -1,0 +1,259 @@
+/// <reference lib="dom" />
+import { mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ApiClient,
+  WebhookReceiver,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  txn,
+  waitFor,
+  type RunningApp,
+  type TestMerchant,
+} from '@retain/testing';
+
+const ENV = {
+  RETRY_TIME_SCALE: '1000000',
+  JOB_LOCK_MS: '2000',
+  REFUND_BATCH_CRON: '*/1 * * * * *',
+  WEBHOOK_RETRY_SCHEDULE: '50ms,50ms',
+  WEBHOOK_ALLOW_PRIVATE: 'true',
+};
+const SHOTS = path.resolve(__dirname, '../../tmp/portal-screenshots');
+const CHROMIUM = '/usr/bin/chromium';
+const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+
+// Issue 13: the merchant portal in a real browser (Debian's chromium driven by playwright-core):
+// log in, the overview's figures equal the analytics API's, find a transaction and open its
+// timeline, refund it, replay a dead push, rotate the webhook secret, log out. Every step takes a
+// screenshot (tmp/portal-screenshots) and every page passes axe-core without a serious violation.
+describe('the merchant portal in headless Chromium', () => {
+  const apps: RunningApp[] = [];
+  let receiver: WebhookReceiver;
+  let merchant: TestMerchant;
+  let api: ApiClient;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  let base = '';
+  const captured: string[] = [];
+
+  beforeAll(async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    receiver = await new WebhookReceiver().start();
+    receiver.status = 500; // every push dies (two quick attempts) until the receiver recovers
+    apps.push(
+      ...(await Promise.all([
+        startApp('intake-api', { env: ENV }),
+        startApp('submission-validator', { env: ENV }),
+        startApp('retry-worker', { env: ENV }),
+        startApp('refund-batcher', { env: ENV }),
+        startApp('webhook-dispatcher', { env: ENV }),
+      ])),
+    );
+    base = apps[0]!.url;
+    merchant = await createMerchant(receiver.url);
+    api = new ApiClient(base, merchant.api_key);
+    const batch = [txn({ amount: 25 }), txn({ amount: 40 }), txn({ auth_code: '05' }, '4000000000000069')];
+    expect((await api.submit(batch)).status).toBe(200);
+    for (const t of batch.slice(0, 2)) captured.push(t['id'] as string);
+    await waitFor(
+      async () => {
+        const r = await api.request('GET', '/v1/retain/transactions?status=Captured');
+        return (r.json.data as unknown[]).length === 2;
+      },
+      { timeoutMs: 60_000, what: 'two captured' },
+    );
+    await waitFor(
+      async () => {
+        const r = await api.request('GET', '/v1/retain/webhook-messages?status=dead');
+        return (r.json.data as unknown[]).length >= 1;
+      },
+      { timeoutMs: 60_000, what: 'a dead push' },
+    );
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+    context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+    page = await context.newPage();
+    page.on('pageerror', (e) => console.error('portal page error:', e.message));
+    page.on('console', (m) => {
+      if (m.type() === 'error') console.error('portal console:', m.text());
+    });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    for (const a of apps) await a.stop();
+    await receiver.stop();
+    await closeTestDb();
+  });
+
+  const shot = async (name: string, p: Page = page) => {
+    await p.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+  };
+  /** axe-core on the page as it stands: no serious or critical violation. */
+  const accessible = async (p: Page = page) => {
+    // Evaluated through the DevTools protocol: the page's CSP (no inline script) stays in force.
+    await p.evaluate(AXE);
+    const result = await p.evaluate(async () => {
+      const axe = (globalThis as unknown as { axe: { run: (c: unknown, o: unknown) => Promise<any> } }).axe;
+      return axe.run(document, { resultTypes: ['violations'] });
+    });
+    const bad = (result.violations as { id: string; impact: string; nodes: unknown[] }[]).filter(
+      (v) => v.impact === 'serious' || v.impact === 'critical',
+    );
+    expect(bad.map((v) => `${v.id} (${v.impact})`)).toEqual([]);
+  };
+
+  it('1. logs in with the merchant login and API key', async () => {
+    await page.goto(`${base}/portal/`);
+    await page.getByLabel('Login').waitFor();
+    await accessible();
+    await shot('01-login');
+    await page.getByLabel('Login').fill(merchant.login);
+    await page.getByLabel('API key').fill(merchant.api_key);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    // The session is an HttpOnly cookie: the page's script cannot read it, and nothing is stored.
+    expect(await page.evaluate(() => document.cookie)).toBe('');
+    expect(await page.evaluate(() => JSON.stringify({ ...localStorage, ...sessionStorage }))).toBe('{}');
+  });
+
+  it('2. the overview shows the analytics API figures', async () => {
+    const usd = page.locator('[data-currency="USD"]');
+    await usd.waitFor();
+    const analytics = (await api.request('GET', '/v1/retain/analytics')).json.currencies[0];
+    const money = (n: number, c = 'USD') =>
+      new Intl.NumberFormat('en-US', { style: 'currency', currency: c, maximumFractionDigits: 2 }).format(n);
+    await expect
+      .poll(() => page.getByTestId('recovered_count-USD').textContent())
+      .toBe(String(analytics.totals.recovered_count));
+    expect(await page.getByTestId('failed_amount-USD').textContent()).toBe(money(analytics.totals.failed_amount));
+    expect(await page.getByTestId('recovered_amount-USD').textContent()).toBe(money(analytics.totals.recovered_amount));
+    expect(await page.getByTestId('recovery_rate-USD').textContent()).toBe(
+      `${(analytics.totals.recovery_rate * 100).toFixed(1)}%`,
+    );
+    expect(await page.getByTestId('network_fees_avoided-USD').textContent()).toBe(
+      money(analytics.network_fees_avoided),
+    );
+    expect(analytics.totals.recovered_count).toBe(2);
+    await accessible();
+    await shot('02-overview');
+    // At phone width the same page stays usable (no horizontal scroll of the page).
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 390, height: 844 });
+    await phone.goto(`${base}/portal/#/overview`);
+    await phone.getByTestId('recovered_count-USD').waitFor();
+    expect(await phone.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth + 1)).toBe(true);
+    await shot('02b-overview-phone', phone);
+    await phone.close();
+  });
+
+  it('3. finds a transaction and opens its timeline', async () => {
+    await page.getByRole('link', { name: 'Transactions' }).click();
+    await page.getByLabel('Transaction id').fill(captured[0]!);
+    await page.getByRole('button', { name: 'Open' }).click();
+    await page.getByTestId('timeline').waitFor();
+    expect(await page.getByTestId('status').textContent()).toBe('Captured');
+    expect(await page.getByTestId('timeline').textContent()).toContain('Attempt 1: Captured');
+    // Card numbers are shown masked only.
+    expect(await page.content()).not.toContain('4111111111111111');
+    await accessible();
+    await shot('03-transaction-timeline');
+  });
+
+  it('4. refunds it, with the API rules: too much is refused with its code, the rest is accepted', async () => {
+    await page.getByLabel(/Amount/).fill('1000');
+    await page.getByRole('button', { name: 'Refund / stop' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('RET027');
+    await page.getByLabel(/Amount/).fill('');
+    await page.getByRole('button', { name: 'Refund / stop' }).click();
+    await expect.poll(() => page.getByRole('status').textContent()).toContain('refunds received');
+    await expect
+      .poll(async () => (await api.request('GET', `/v1/retain/transactions/${captured[0]}`)).json.data[0].status, {
+        timeout: 30_000,
+      })
+      .toMatch(/Refund Requested|Refunded/);
+    await shot('04-refund');
+  });
+
+  it('5. replays a dead push', async () => {
+    receiver.status = 202;
+    await page.getByRole('link', { name: 'Pushes' }).click();
+    await page.getByLabel('Status').selectOption('dead');
+    const replay = page.getByRole('button', { name: /^Replay/ }).first();
+    await replay.waitFor();
+    await accessible();
+    await shot('05-pushes-dead');
+    const before = receiver.received.filter((p) => p.answered === 202).length;
+    await replay.click();
+    await expect.poll(() => page.getByRole('status').textContent()).toContain('Replaying');
+    await waitFor(() => receiver.received.filter((p) => p.answered === 202).length > before, {
+      timeoutMs: 30_000,
+      what: 'the replayed push delivered',
+    });
+    await shot('05b-pushes-replayed');
+  });
+
+  it('6. rotates the webhook secret without showing or storing it', async () => {
+    await page.getByRole('link', { name: 'Settings' }).click();
+    await page.getByRole('button', { name: 'Rotate webhook secret' }).click();
+    await expect.poll(() => page.getByRole('status').textContent()).toContain('copied to your clipboard');
+    const secret = await page.evaluate(() => navigator.clipboard.readText());
+    expect(secret).toMatch(/^whsec_/);
+    expect(secret).not.toBe(merchant.webhook_secret);
+    expect(await page.content()).not.toContain(secret);
+    expect(await page.evaluate(() => JSON.stringify({ ...localStorage, ...sessionStorage }))).toBe('{}');
+    await accessible();
+    await shot('06-settings-rotated');
+    // Pushes are signed with the new secret once the dispatcher's 5 s merchant cache has expired.
+    await new Promise((r) => setTimeout(r, 5500));
+    const { Webhook } = await import('standardwebhooks');
+    const n = receiver.received.length;
+    expect((await api.request('POST', '/v1/retain/merchant/webhook/test')).status).toBe(202);
+    const push = await waitFor(() => receiver.received.slice(n).find((p) => p.body.header['event_name'] === 'test'), {
+      timeoutMs: 30_000,
+      what: 'the test push',
+    });
+    expect(() => new Webhook(secret).verify(push.raw, push.headers as Record<string, string>)).not.toThrow();
+  });
+
+  it('7. logs out: the session ends on the server', async () => {
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.getByLabel('Login').waitFor();
+    expect(await page.getByRole('status').textContent()).toContain('logged out');
+    const status = await page.evaluate(
+      async () => (await fetch('/v1/retain/session', { headers: { 'X-Requested-With': 'retain-portal' } })).status,
+    );
+    expect(status).toBe(401);
+    await shot('07-logged-out');
+  });
+
+  it('serves the portal with a CSP that allows no inline script and hashed assets cached for a year', async () => {
+    const index = await fetch(`${base}/portal/`);
+    expect(index.status).toBe(200);
+    const csp = index.headers.get('content-security-policy') ?? '';
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).not.toContain('unsafe-inline');
+    expect(index.headers.get('cache-control')).toBe('no-cache');
+    const html = await index.text();
+    const asset = /src="(\/portal\/assets\/index-[A-Za-z0-9_-]+\.js)"/.exec(html)![1]!;
+    const js = await fetch(`${base}${asset}`);
+    expect(js.status).toBe(200);
+    expect(js.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+    expect(html).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/);
+  });
+});
