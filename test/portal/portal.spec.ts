@@ -60,13 +60,28 @@ describe('the merchant portal in headless Chromium', () => {
     const batch = [txn({ amount: 25 }), txn({ amount: 40 }), txn({ auth_code: '05' }, '4000000000000069')];
     expect((await api.submit(batch)).status).toBe(200);
     for (const t of batch.slice(0, 2)) captured.push(t['id'] as string);
-    await waitFor(
-      async () => {
-        const r = await api.request('GET', '/v1/retain/transactions?status=Captured');
-        return (r.json.data as unknown[]).length === 2;
-      },
-      { timeoutMs: 60_000, what: 'two captured' },
-    );
+    // Both approved transactions captured (and the third ended): the retry worker has done its part.
+    const states = async () =>
+      Promise.all(
+        batch.map(async (t) => {
+          const r = await api.request('GET', `/v1/retain/transactions/${t['id']}?related=true`);
+          const rows = (r.json?.data ?? []) as { status: string; next_activity?: string; retry_plan?: unknown }[];
+          return {
+            status: rows[0]?.status,
+            attempts: rows.length - 1,
+            next: rows[0]?.next_activity,
+            plan: rows[0]?.retry_plan,
+          };
+        }),
+      );
+    try {
+      await waitFor(async () => (await states()).filter((s) => s.status === 'Captured').length === 2, {
+        timeoutMs: 90_000,
+        what: 'two captured',
+      });
+    } catch (err) {
+      throw new Error(`${(err as Error).message}: ${JSON.stringify(await states())}`);
+    }
     await waitFor(
       async () => {
         const r = await api.request('GET', '/v1/retain/webhook-messages?status=dead');

@@ -360,6 +360,32 @@ describe('adaptive policy: the learner', () => {
     for (const p of plans) expect(p.explain!.slot.dayAfterFailure).toBeLessThan(8);
   });
 
+  it('other merchants\' outcomes (global scope) reorder slots but never stop a merchant\'s recovery on their own', () => {
+    const learned: SlotStat[] = [];
+    for (let d = 0; d <= 30; d++)
+      for (let h = 0; h < 24; h += 2)
+        learned.push({
+          scope: 'global',
+          declineClass: 'funds',
+          country: null,
+          binPrefix: null,
+          dayAfterFailure: d,
+          localHour: h,
+          attempts: 5000,
+          approvals: 0,
+        });
+    const failedAt = new Date('2026-06-01T14:00:00Z');
+    const plan = planNextAttempt(
+      base(failedAt, {
+        lastDecline: { responseCode: '51' },
+        learned,
+        rng: seededRng(5),
+        policy: { version: POLICY_VERSION, learning: true },
+      }),
+    );
+    expect(plan.kind).toBe('retry');
+  });
+
   it('is deterministic with a seeded rng', () => {
     expect(bandit(2, 10, 200, 7)).toEqual(bandit(2, 10, 200, 7));
   });
