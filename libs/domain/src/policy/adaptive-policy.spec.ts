@@ -360,7 +360,7 @@ describe('adaptive policy: the learner', () => {
     for (const p of plans) expect(p.explain!.slot.dayAfterFailure).toBeLessThan(8);
   });
 
-  it('other merchants\' outcomes (global scope) reorder slots but never stop a merchant\'s recovery on their own', () => {
+  it("other merchants' outcomes (global scope) reorder slots but never stop a merchant's recovery on their own", () => {
     const learned: SlotStat[] = [];
     for (let d = 0; d <= 30; d++)
       for (let h = 0; h < 24; h += 2)
