@@ -20,6 +20,7 @@ import { NetworkFees1797970000000 } from './migrations/1797970000000-NetworkFees
 import { NetworkAdviceCode1797980000000 } from './migrations/1797980000000-NetworkAdviceCode';
 import { Settlement1797990000000 } from './migrations/1797990000000-Settlement';
 import { ForcedDeposit1798000000000 } from './migrations/1798000000000-ForcedDeposit';
+import { ListIndexes1798100000000 } from './migrations/1798100000000-ListIndexes';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -42,6 +43,7 @@ export const MIGRATIONS = [
   NetworkAdviceCode1797980000000,
   Settlement1797990000000,
   ForcedDeposit1798000000000,
+  ListIndexes1798100000000,
 ];
 
 export interface PoolTuning {

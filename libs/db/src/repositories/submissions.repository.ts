@@ -101,18 +101,19 @@ export class SubmissionsRepository {
     );
   }
 
-  /** This merchant's stored transactions with one of these ids or on one of these subscriptions. */
+  /**
+   * This merchant's stored transactions with one of these ids, or still being recovered on one of
+   * these subscriptions (what RETDUP2 / RET004 / RET003 need): two
+   * index lookups (the unique (merchant, merchant_txn_id) and the (merchant, subscription_id)
+   * index), never a scan of the merchant's rows, whatever the statistics say (issue 14).
+   */
   storedMatching(
     m: Sql,
     merchantId: string,
     merchantTxnIds: string[],
     subscriptionIds: string[],
   ): Promise<StoredSubmissionRow[]> {
-    return m.query(
-      `SELECT merchant_txn_id, subscription_id, status, review_status FROM transactions
-        WHERE merchant_id = $1 AND (merchant_txn_id = ANY($2::text[]) OR subscription_id = ANY($3::text[]))`,
-      [merchantId, merchantTxnIds, subscriptionIds],
-    );
+    return m.query(storedMatchingQuery, [merchantId, merchantTxnIds, subscriptionIds]);
   }
 
   /** The submission row; returns its id. */
@@ -344,3 +345,12 @@ export class SubmissionsRepository {
     return m.getRepository(TransactionEntity).findOneOrFail({ where: { id: transactionId, merchantId } });
   }
 }
+
+/** The duplicate check of a POST (exported for the plan test). */
+export const storedMatchingQuery = `
+  SELECT merchant_txn_id, subscription_id, status, review_status FROM transactions
+   WHERE merchant_id = $1 AND merchant_txn_id = ANY($2::text[])
+  UNION
+  SELECT merchant_txn_id, subscription_id, status, review_status FROM transactions
+   WHERE merchant_id = $1 AND subscription_id = ANY($3::text[])
+     AND status IN ('Failed', 'In Retry', 'Stop Requested') AND review_status <> 'rejected'`;

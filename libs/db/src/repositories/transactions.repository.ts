@@ -1,4 +1,4 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import { In, type DataSource, type EntityManager } from 'typeorm';
 import { AttemptEntity, RefundEntity, TransactionEntity } from '../entities';
 import { attemptView, transactionView, type TransactionView } from './transaction-view';
 
@@ -94,30 +94,19 @@ export class TransactionsRepository {
   /** Cursor paging, newest submitted_ts first, ties by vid (decisions §5). */
   async list(merchantId: string, f: TransactionListFilters): Promise<TransactionPage> {
     const backwards = f.endingBefore !== undefined;
-    const qb = this.db
-      .getRepository(TransactionEntity)
-      .createQueryBuilder('t')
-      .where('t.merchant_id = :merchantId', { merchantId });
-    if (f.statuses?.length) qb.andWhere('t.status = ANY(:statuses)', { statuses: f.statuses });
-    if (f.subscriptionId !== undefined) qb.andWhere('t.subscription_id = :sid', { sid: f.subscriptionId });
-    if (f.accountId !== undefined) qb.andWhere('t.account_id = :aid', { aid: f.accountId });
-    if (f.submittedSince) qb.andWhere('t.submitted_ts >= :ss', { ss: f.submittedSince });
-    if (f.submittedUntil) qb.andWhere('t.submitted_ts <= :su', { su: f.submittedUntil });
-    if (f.updatedSince) qb.andWhere('t.status_changed_at >= :us', { us: f.updatedSince });
     const cursorId = f.startingAfter ?? f.endingBefore;
+    let cursor: { submittedTs: Date; vid: string } | null = null;
     if (cursorId !== undefined) {
-      const cursor = await this.findByMerchantTxnId(merchantId, cursorId);
+      cursor = await this.findByMerchantTxnId(merchantId, cursorId);
       if (!cursor) return { data: [], hasMore: false, backwards, unknownCursor: true };
-      qb.andWhere(backwards ? '(t.submitted_ts, t.vid) > (:cts, :cvid)' : '(t.submitted_ts, t.vid) < (:cts, :cvid)', {
-        cts: cursor.submittedTs,
-        cvid: cursor.vid,
-      });
     }
-    const dir = backwards ? 'ASC' : 'DESC';
-    qb.orderBy('t.submitted_ts', dir)
-      .addOrderBy('t.vid', dir)
-      .take(f.limit + 1);
-    const rows = await qb.getMany();
+    const { sql, params } = listQuery(merchantId, f, cursor);
+    const ids: { id: string }[] = await this.db.query(sql, params);
+    const loaded = ids.length
+      ? await this.db.getRepository(TransactionEntity).findBy({ id: In(ids.map((r) => r.id)) })
+      : [];
+    const byId = new Map(loaded.map((t) => [t.id, t]));
+    const rows = ids.map((r) => byId.get(r.id)!).filter(Boolean);
     const hasMore = rows.length > f.limit;
     const page = rows.slice(0, f.limit);
     if (backwards) page.reverse();
@@ -127,4 +116,46 @@ export class TransactionsRepository {
     );
     return { data: page.map((t) => transactionView(t, refunds.get(t.id) ?? [])), hasMore, backwards };
   }
+}
+
+/**
+ * The ids of one page of the list, in order, as one SQL statement whose plan does not depend on the
+ * status mix (issue 14): without a status filter, the (merchant, submitted_ts, vid) index in order;
+ * with one status, the (merchant, status, submitted_ts, vid) index in order; with several, one such
+ * ordered, limited index range per status, merged (UNION ALL), so the newest rows of a rare status
+ * are never searched for under millions of rows of another. Exported for the plan test.
+ */
+export function listQuery(
+  merchantId: string,
+  f: TransactionListFilters,
+  cursor: { submittedTs: Date; vid: string } | null,
+): { sql: string; params: unknown[] } {
+  const backwards = f.endingBefore !== undefined;
+  const dir = backwards ? 'ASC' : 'DESC';
+  const params: unknown[] = [merchantId];
+  const p = (v: unknown): string => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  const where: string[] = [];
+  if (f.subscriptionId !== undefined) where.push(`subscription_id = ${p(f.subscriptionId)}`);
+  if (f.accountId !== undefined) where.push(`account_id = ${p(f.accountId)}`);
+  if (f.submittedSince) where.push(`submitted_ts >= ${p(f.submittedSince)}`);
+  if (f.submittedUntil) where.push(`submitted_ts <= ${p(f.submittedUntil)}`);
+  if (f.updatedSince) where.push(`status_changed_at >= ${p(f.updatedSince)}`);
+  if (cursor)
+    where.push(
+      `(submitted_ts, vid) ${backwards ? '>' : '<'} (${p(cursor.submittedTs)}::timestamptz, ${p(cursor.vid)}::varchar)`,
+    );
+  const limit = p(f.limit + 1);
+  const rest = where.map((w) => ` AND ${w}`).join('');
+  const order = `ORDER BY submitted_ts ${dir}, vid ${dir}`;
+  const statuses = [...new Set(f.statuses ?? [])];
+  if (statuses.length === 0)
+    return { sql: `SELECT id FROM transactions WHERE merchant_id = $1${rest} ${order} LIMIT ${limit}`, params };
+  const branch = (status: string): string =>
+    `(SELECT id, submitted_ts, vid FROM transactions WHERE merchant_id = $1 AND status = ${p(status)}${rest} ${order} LIMIT ${limit})`;
+  const branches = statuses.map(branch);
+  if (branches.length === 1) return { sql: `SELECT id FROM ${branches[0]} AS b ${order}`, params };
+  return { sql: `SELECT id FROM (${branches.join(' UNION ALL ')}) AS b ${order} LIMIT ${limit}`, params };
 }
