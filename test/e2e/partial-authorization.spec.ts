@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROLLUP } from '@retain/db';
 import {
   ApiClient,
   WebhookReceiver,
@@ -103,7 +104,7 @@ describe('partial authorizations through the real apps', () => {
     // The analytics rollup counts the captured half as recovered.
     const db = await testDb();
     const [row] = await db.query(
-      `SELECT r.recovered_amount::int AS recovered FROM analytics_rollup r
+      `SELECT sum(r.recovered_amount)::int AS recovered FROM (${ROLLUP}) r
          JOIN transactions t ON t.merchant_id = r.merchant_id
         WHERE t.merchant_txn_id = $1 AND r.dim = 'all' AND r.day = (t.submitted_ts AT TIME ZONE 'UTC')::date`,
       [id],

@@ -71,7 +71,8 @@ describe('retry policy versions through the real apps', () => {
       expect(typeof attempt.plan.rule).toBe('string');
 
       const stats = await db.query(
-        `SELECT sum(attempts)::int AS attempts, sum(approvals)::int AS approvals FROM policy_slot_stats
+        `SELECT sum(attempts)::int AS attempts, sum(approvals)::int AS approvals FROM (SELECT scope, attempts, approvals FROM policy_slot_stats
+                UNION ALL SELECT scope, attempts, approvals FROM policy_slot_pending) s
         WHERE scope = (SELECT id::text FROM merchants WHERE login = $1)`,
         [merchant.login],
       );
@@ -99,7 +100,8 @@ describe('retry policy versions through the real apps', () => {
       expect(attempt.plan.policy_version).toBe('utc-heuristics-2026-10');
       expect(attempt.plan.slot.timeZone).toBe('UTC');
       const stats = await db.query(
-        `SELECT sum(attempts)::int AS attempts FROM policy_slot_stats
+        `SELECT sum(attempts)::int AS attempts FROM (SELECT scope, attempts, approvals FROM policy_slot_stats
+                UNION ALL SELECT scope, attempts, approvals FROM policy_slot_pending) s
         WHERE scope = (SELECT id::text FROM merchants WHERE login = $1)`,
         [merchant.login],
       );

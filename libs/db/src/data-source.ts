@@ -21,6 +21,7 @@ import { NetworkAdviceCode1797980000000 } from './migrations/1797980000000-Netwo
 import { Settlement1797990000000 } from './migrations/1797990000000-Settlement';
 import { ForcedDeposit1798000000000 } from './migrations/1798000000000-ForcedDeposit';
 import { ListIndexes1798100000000 } from './migrations/1798100000000-ListIndexes';
+import { PendingCounters1798200000000 } from './migrations/1798200000000-PendingCounters';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -44,6 +45,7 @@ export const MIGRATIONS = [
   Settlement1797990000000,
   ForcedDeposit1798000000000,
   ListIndexes1798100000000,
+  PendingCounters1798200000000,
 ];
 
 export interface PoolTuning {

@@ -22,7 +22,22 @@ export class AttemptSchedulerService {
     private readonly relay: OutboxRelay,
   ) {}
 
-  async scheduleDue(): Promise<number> {
+  /**
+   * Hands out due attempts in batches while a whole batch was due (more may be), for up to
+   * `budgetMs` (about one tick period): a backlog drains at the rate the workers take it, not at
+   * one batch per tick. Each batch commits and is published on its own.
+   */
+  async scheduleDue(budgetMs = 0): Promise<number> {
+    const started = Date.now();
+    let total = 0;
+    for (;;) {
+      const n = await this.scheduleBatch();
+      total += n;
+      if (n < BATCH || Date.now() - started >= budgetMs) return total;
+    }
+  }
+
+  private async scheduleBatch(): Promise<number> {
     const outboxIds = await this.db.transaction(async (m) => {
       const attemptIds = await this.schedule.claimDue(m, BATCH);
       if (attemptIds.length === 0) return [] as string[];

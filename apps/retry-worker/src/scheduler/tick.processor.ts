@@ -1,9 +1,11 @@
 import { InjectQueue, WorkerHost } from '@nestjs/bullmq';
 import { Inject, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
+import { AnalyticsRepository, PolicyStatsRepository } from '@retain/db';
 import { QueueProcessor, RETAIN_CONFIG } from '@retain/platform';
 import { QueueName } from '@retain/queues';
 import type { Queue } from 'bullmq';
+import { DataSource } from 'typeorm';
 import { ReconcileService } from '../reconcile/reconcile.service';
 import { AttemptSchedulerService } from './attempt-scheduler.service';
 
@@ -24,6 +26,7 @@ export class TickProcessor extends WorkerHost implements OnModuleInit, OnApplica
     private readonly reconciler: ReconcileService,
     @InjectQueue(QueueName.RetryTick) private readonly queue: Queue,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
+    private readonly db: DataSource,
   ) {
     super();
   }
@@ -50,13 +53,24 @@ export class TickProcessor extends WorkerHost implements OnModuleInit, OnApplica
     }
   }
 
-  /** Each tick reconciles unknown attempts first (one may unblock its transaction), then schedules. */
+  /**
+   * Each tick reconciles unknown attempts first (one may unblock its transaction), then schedules,
+   * then folds the pending counters of the analytics rollup and the policy's slots (reads count
+   * them either way).
+   */
   async process(): Promise<number> {
     try {
       await this.reconciler.reconcile();
     } catch (err) {
       this.logger.warn({ err: (err as Error).message }, 'reconciliation pass failed; retried next tick');
     }
-    return this.scheduler.scheduleDue();
+    const scheduled = await this.scheduler.scheduleDue(this.config.tickMs);
+    try {
+      await AnalyticsRepository.fold(this.db);
+      await PolicyStatsRepository.fold(this.db);
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, 'folding pending counters failed; retried next tick');
+    }
+    return scheduled;
   }
 }

@@ -35,7 +35,7 @@ const TXN_DIMS = `CROSS JOIN LATERAL (VALUES
       ('country', coalesce(upper(nullif(t.payment_method->'billing_address'->>'country', '')), 'unknown'))
     ) AS d(dim, key)`;
 
-const COUNTERS = [
+export const COUNTERS = [
   'failed_count',
   'failed_amount',
   'attempts',
@@ -98,7 +98,7 @@ export const attemptRows = (src: string, s: string, recovered = 'a.amount_minor'
     ) AS v(dim, key)) AS d`;
 
 /** Contribution of refund rows in `src` with sign `s`: completed refunds that gave money back. */
-const refundRows = (src: string, s: string): string => `
+export const refundRows = (src: string, s: string): string => `
   SELECT t.merchant_id, (t.submitted_ts AT TIME ZONE 'UTC')::date AS day, t.currency, d.dim, d.key,
          ${s} * (f.kind = 'refund' AND f.status = 'Completed' AND f.amount_minor > 0)::int AS refunded_count,
          ${s} * CASE WHEN f.kind = 'refund' AND f.status = 'Completed' THEN f.amount_minor ELSE 0 END AS refunded_amount

@@ -2,7 +2,7 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { attemptRows, upsert, type Counter } from './1797400000100-AnalyticsRollup';
 
 const COUNTERS: Counter[] = ['attempts', 'recovered_count', 'recovered_amount'];
-const RECOVERED = 'coalesce(a.partial_amount_minor, a.amount_minor)';
+export const RECOVERED = 'coalesce(a.partial_amount_minor, a.amount_minor)';
 
 /**
  * Partial authorizations (decisions §15): an attempt the issuer approved for less than its amount

@@ -49,16 +49,26 @@ export class PolicyStatsRepository {
     return row ?? null;
   }
 
-  /** The merchant's counts and the global counts of one decline class. */
+  /** The merchant's counts and the global counts of one decline class (folded plus pending). */
   static async slots(m: Sql, merchantId: string, declineClass: string): Promise<SlotCountRow[]> {
     return m.query(
-      `SELECT scope, decline_class, day_after_failure, local_hour, attempts, approvals
-         FROM policy_slot_stats WHERE scope = ANY($1::text[]) AND decline_class = $2`,
+      `SELECT scope, decline_class, day_after_failure, local_hour, sum(attempts)::int AS attempts,
+              sum(approvals)::int AS approvals
+         FROM (SELECT scope, decline_class, day_after_failure, local_hour, attempts, approvals
+                 FROM policy_slot_stats WHERE scope = ANY($1::text[]) AND decline_class = $2
+               UNION ALL
+               SELECT scope, decline_class, day_after_failure, local_hour, attempts, approvals
+                 FROM policy_slot_pending WHERE scope = ANY($1::text[]) AND decline_class = $2) c
+        GROUP BY scope, decline_class, day_after_failure, local_hour`,
       [[merchantId, GLOBAL_SCOPE], declineClass],
     );
   }
 
-  /** Counts one attempt outcome in its slot, for the merchant and for all merchants. */
+  /**
+   * Counts one attempt outcome in its slot, for the merchant and for all merchants: appended to
+   * policy_slot_pending (no shared row, so concurrent attempts never wait on each other), folded
+   * into policy_slot_stats by the retry tick (`fold`).
+   */
   static async count(
     m: Sql,
     merchantId: string,
@@ -66,12 +76,16 @@ export class PolicyStatsRepository {
     approved: boolean,
   ): Promise<void> {
     await m.query(
-      `INSERT INTO policy_slot_stats AS s (scope, decline_class, day_after_failure, local_hour, attempts, approvals)
-       SELECT scope, $2, $3, $4, 1, $5 FROM unnest($1::text[]) AS scope
-       ON CONFLICT (scope, decline_class, day_after_failure, local_hour) DO UPDATE
-         SET attempts = s.attempts + 1, approvals = s.approvals + EXCLUDED.approvals, updated_at = now()`,
+      `INSERT INTO policy_slot_pending (scope, decline_class, day_after_failure, local_hour, attempts, approvals)
+       SELECT scope, $2, $3, $4, 1, $5 FROM unnest($1::text[]) AS scope`,
       [[merchantId, GLOBAL_SCOPE], slot.declineClass, slot.dayAfterFailure, slot.localHour, approved ? 1 : 0],
     );
+  }
+
+  /** Moves up to `limit` pending counts into policy_slot_stats; returns how many it moved. */
+  static async fold(m: Sql, limit = 50_000): Promise<number> {
+    const [{ n }] = (await m.query(`SELECT policy_slot_fold($1) AS n`, [limit])) as { n: number }[];
+    return n;
   }
 
   /** When the account's other transactions at this merchant were charged (newest first), and its outcomes. */
