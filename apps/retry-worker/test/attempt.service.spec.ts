@@ -528,6 +528,22 @@ describe('attempt service: every branch of prepare and record', () => {
     expect(await attempts.run(a3.id)).toBe('approved');
   });
 
+  it('the scheduler keeps handing out while whole batches are due: 1,100 due transactions in one call', async () => {
+    const m = await insertMerchantRow(db);
+    const ids: string[] = [];
+    for (let i = 0; i < 1100; i += 50) {
+      const rows = await Promise.all(
+        Array.from({ length: 50 }, () => insertTransactionRow(db, m, { nextAttemptAt: new Date(Date.now() - 1000) })),
+      );
+      ids.push(...rows.map((r) => r.id));
+    }
+    await mod.get(AttemptSchedulerService).scheduleDue(60_000);
+    const [{ n }] = await db.query(`SELECT count(*)::int AS n FROM attempts WHERE transaction_id = ANY($1::uuid[])`, [
+      ids,
+    ]);
+    expect(n).toBe(1100);
+  });
+
   it('a transaction without a card to charge fails the job for good (UnrecoverableError)', async () => {
     const t = await insertTransactionRow(db, await insertMerchantRow(db));
     await db.query(`UPDATE transactions SET card_enc = NULL WHERE id = $1`, [t.id]);
