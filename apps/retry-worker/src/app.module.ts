@@ -5,11 +5,15 @@ import { AttemptProcessor } from './attempts/attempt.processor';
 import { AttemptService } from './attempts/attempt.service';
 import { PaymentMethodsService } from './attempts/payment-methods.service';
 import { ReconcileService } from './reconcile/reconcile.service';
+import { RetentionService } from './retention/retention.service';
 import { SettlementService } from './settlement/settlement.service';
 import { AttemptSchedulerService } from './scheduler/attempt-scheduler.service';
 import { TickProcessor } from './scheduler/tick.processor';
 
-/** retry-worker: the scheduler tick and the attempt processor (decisions §7, network-rules.md). */
+/**
+ * retry-worker: the scheduler tick and the attempt processor (decisions §7, network-rules.md), the
+ * reconciliation, the settlement check and the retention sweep.
+ */
 @Module({})
 export class RetryWorkerModule {
   static forRoot(config: RetainConfig): DynamicModule {
@@ -24,6 +28,7 @@ export class RetryWorkerModule {
         AttemptService,
         ReconcileService,
         SettlementService,
+        RetentionService,
         AttemptProcessor,
       ],
     };

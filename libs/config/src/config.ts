@@ -85,6 +85,14 @@ export interface RetainConfig {
   settlementCheckMs: number;
   /** Per-request timeout of the Stripe/Adyen adapters (PROCESSOR_TIMEOUT, default 30s): then the outcome is unknown. */
   processorTimeoutMs: number;
+  /** Retention (issue 14), real time: how often the retry worker sweeps, and how long each kind is kept. */
+  retention: {
+    intervalMs: number;
+    outboxMs: number;
+    webhooksMs: number;
+    sandboxLedgerMs: number;
+    cardDataMs: number;
+  };
 }
 
 const DEFAULT_HEALTH_PORTS: Record<AppName, number> = {
@@ -332,6 +340,31 @@ export function configSchema(app: AppName) {
       default: '30s',
       desc: 'per-request timeout of the Stripe/Adyen adapters; a charge without an answer by then is unknown and looked up',
     }),
+    RETENTION_INTERVAL: variable({
+      parse: durationAtLeast(1),
+      default: '1h',
+      desc: 'how often the retry worker runs the retention sweep (batched deletes and card-data erasure)',
+    }),
+    OUTBOX_RETENTION: variable({
+      parse: durationAtLeast(1),
+      default: '7d',
+      desc: 'outbox rows are deleted this long after their job completed',
+    }),
+    WEBHOOK_RETENTION: variable({
+      parse: durationAtLeast(1),
+      default: '30d',
+      desc: 'delivered (or dead) push messages and their delivery logs are deleted this long after delivery',
+    }),
+    SANDBOX_LEDGER_RETENTION: variable({
+      parse: durationAtLeast(1),
+      default: '30d',
+      desc: "the sandbox processor's ledger operations are deleted this long after they were made (never one an unresolved attempt or open refund needs)",
+    }),
+    CARD_DATA_ERASE_AFTER: variable({
+      parse: durationAtLeast(1),
+      default: '180d',
+      desc: "the refund window: a transaction's card data is erased this long after its recovery ended (fingerprint, BIN, last four and expiry kept)",
+    }),
     SETTLEMENT_CHECK_INTERVAL: variable({
       parse: durationAtLeast(1),
       default: '1h',
@@ -529,6 +562,13 @@ export function loadConfig(
     settlementCheckMs: v.SETTLEMENT_CHECK_INTERVAL!,
     processorTimeoutMs: v.PROCESSOR_TIMEOUT!,
     httpRequestTimeoutMs: v.HTTP_REQUEST_TIMEOUT!,
+    retention: {
+      intervalMs: v.RETENTION_INTERVAL!,
+      outboxMs: v.OUTBOX_RETENTION!,
+      webhooksMs: v.WEBHOOK_RETENTION!,
+      sandboxLedgerMs: v.SANDBOX_LEDGER_RETENTION!,
+      cardDataMs: v.CARD_DATA_ERASE_AFTER!,
+    },
   };
 }
 

@@ -22,6 +22,7 @@ import { Settlement1797990000000 } from './migrations/1797990000000-Settlement';
 import { ForcedDeposit1798000000000 } from './migrations/1798000000000-ForcedDeposit';
 import { ListIndexes1798100000000 } from './migrations/1798100000000-ListIndexes';
 import { PendingCounters1798200000000 } from './migrations/1798200000000-PendingCounters';
+import { Retention1798300000000 } from './migrations/1798300000000-Retention';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -46,6 +47,7 @@ export const MIGRATIONS = [
   ForcedDeposit1798000000000,
   ListIndexes1798100000000,
   PendingCounters1798200000000,
+  Retention1798300000000,
 ];
 
 export interface PoolTuning {

@@ -109,6 +109,13 @@ export class RetainMetrics {
     help: 'Captures reported after a Cancelled or Stopped result, refunded automatically',
     registers: [this.registry],
   });
+  /** Rows the retention sweep deleted (outbox, webhook_messages, sandbox_ledger) or erased (card_data...). */
+  readonly retained = new Counter({
+    name: 'retain_retention_rows_total',
+    help: 'Rows removed by the retention sweep, by kind (deleted records, or card data erased)',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
   readonly webhookDeliveries = new Counter({
     name: 'retain_webhook_deliveries_total',
     help: 'Webhook delivery attempts by result (2xx, 4xx, 5xx, 410, error, refused)',

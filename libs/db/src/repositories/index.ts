@@ -14,3 +14,4 @@ export * from './portal-sessions.repository';
 export * from './analytics.repository';
 export * from './experiments.repository';
 export * from './settlement.repository';
+export * from './retention.repository';

@@ -90,7 +90,7 @@ export class PaymentMethodsRepository {
          account_hash = EXCLUDED.account_hash, expiration_date = EXCLUDED.expiration_date,
          cryptogram_enc = EXCLUDED.cryptogram_enc, cryptogram_key_id = EXCLUDED.cryptogram_key_id,
          eci_indicator = EXCLUDED.eci_indicator, payment_method = EXCLUDED.payment_method,
-         last_seen_at = EXCLUDED.last_seen_at,
+         last_seen_at = EXCLUDED.last_seen_at, card_erased_at = NULL,
          ended_at = CASE WHEN p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
                           OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date THEN NULL ELSE p.ended_at END,
          ended_reason = CASE WHEN p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
@@ -143,11 +143,12 @@ export class PaymentMethodsRepository {
     return row ?? null;
   }
 
-  /** The account's payment methods not ended, in the order they are tried: primary, then most recently seen. */
+  /** The account's payment methods not ended (nor erased), in the order they are tried: primary, then most recently seen. */
   static alternatives(m: Sql, merchantId: string, accountId: string, except: string[]): Promise<PaymentMethodRow[]> {
     return m.query(
       `SELECT * FROM payment_methods
-        WHERE merchant_id = $1 AND account_id = $2 AND ended_at IS NULL AND NOT (id = ANY($3::uuid[]))
+        WHERE merchant_id = $1 AND account_id = $2 AND ended_at IS NULL AND card_erased_at IS NULL
+          AND NOT (id = ANY($3::uuid[]))
         ORDER BY is_primary DESC, last_seen_at DESC, created_at DESC`,
       [merchantId, accountId, except],
     );

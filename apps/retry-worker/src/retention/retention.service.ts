@@ -1,0 +1,77 @@
+import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import type { RetainConfig } from '@retain/config';
+import { RetentionRepository, type RetentionKind } from '@retain/db';
+import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
+import { DataSource } from 'typeorm';
+
+/** Rows per statement: short enough never to hold locks the hot path waits for. */
+const BATCH = 1000;
+
+/**
+ * Retention (issue 14): every RETENTION_INTERVAL, deletes what nothing reads any more (completed
+ * outbox rows, delivered or dead push messages with their delivery logs, old sandbox ledger
+ * operations) and erases the card data of transactions whose recovery ended more than the refund
+ * window ago (CARD_DATA_ERASE_AFTER), then of payment methods no recovery can fall back to.
+ * Batched: each batch is its own statement over an index, SKIP LOCKED; a kind repeats while a
+ * whole batch was done. Replicas may sweep at once: they take different rows.
+ */
+@Injectable()
+export class RetentionService implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger(RetentionService.name);
+  private timer: NodeJS.Timeout | undefined;
+  private running = false;
+
+  constructor(
+    private readonly db: DataSource,
+    private readonly metrics: RetainMetrics,
+    @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
+  ) {}
+
+  onModuleInit(): void {
+    this.timer = setInterval(() => void this.sweep(), this.config.retention.intervalMs);
+    this.timer.unref();
+  }
+
+  onApplicationShutdown(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  /** One sweep of every kind; returns the rows removed or erased per kind. */
+  async sweep(now = new Date()): Promise<Record<RetentionKind, number>> {
+    const done: Record<RetentionKind, number> = {
+      outbox: 0,
+      webhook_messages: 0,
+      sandbox_ledger: 0,
+      card_data: 0,
+      payment_method_card_data: 0,
+    };
+    if (this.running) return done;
+    this.running = true;
+    const r = this.config.retention;
+    const before = (ms: number): Date => new Date(now.getTime() - ms);
+    const kinds: [RetentionKind, (batch: number) => Promise<number>][] = [
+      ['outbox', (n) => RetentionRepository.outbox(this.db, before(r.outboxMs), n)],
+      ['webhook_messages', (n) => RetentionRepository.webhookMessages(this.db, before(r.webhooksMs), n)],
+      ['sandbox_ledger', (n) => RetentionRepository.sandboxLedger(this.db, before(r.sandboxLedgerMs), n)],
+      ['card_data', (n) => RetentionRepository.transactionCardData(this.db, before(r.cardDataMs), n)],
+      // After the transactions: an account's payment methods wait until its transactions are ended.
+      ['payment_method_card_data', (n) => RetentionRepository.paymentMethodCardData(this.db, before(r.cardDataMs), n)],
+    ];
+    try {
+      for (const [kind, batch] of kinds) {
+        for (;;) {
+          const n = await batch(BATCH);
+          done[kind] += n;
+          if (n > 0) this.metrics.retained.inc({ kind }, n);
+          if (n < BATCH) break;
+        }
+      }
+      if (Object.values(done).some((n) => n > 0)) this.logger.log({ ...done }, 'retention sweep');
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, 'retention sweep failed; retried next interval');
+    } finally {
+      this.running = false;
+    }
+    return done;
+  }
+}

@@ -1,0 +1,233 @@
+import { loadConfig, type RetainConfig } from '@retain/config';
+import { AttemptsRepository } from '@retain/db';
+import { RetainMetrics } from '@retain/platform';
+import {
+  closeTestDb,
+  insertAttemptRow,
+  insertMerchantRow,
+  insertRefundRow,
+  insertTransactionRow,
+  testDb,
+} from '@retain/testing';
+import { randomBytes } from 'node:crypto';
+import type { DataSource } from 'typeorm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RetentionService } from '../src/retention/retention.service';
+
+const DAY = 86_400_000;
+// The sweep runs "on" 2002-01-01 with every retention at one day: rows dated 2001-06 are past it,
+// rows dated 2001-12-31 12:00 are not. Every other test file's rows are from today: untouched.
+const NOW = new Date('2002-01-01T00:00:00Z');
+const OLD = new Date('2001-06-01T00:00:00Z');
+const RECENT = new Date('2001-12-31T12:00:00Z');
+/** A Luhn-valid Visa number of this run only, so a search for it finds nothing of other files. */
+function uniqueCard(): string {
+  const body = `4${Array.from(randomBytes(14), (b) => b % 10).join('')}`;
+  let sum = 0;
+  for (let k = 0; k < body.length; k++) {
+    let d = Number(body[body.length - 1 - k]);
+    if (k % 2 === 0) {
+      d *= 2;
+      if (d > 9) d -= 9;
+    }
+    sum += d;
+  }
+  return body + ((10 - (sum % 10)) % 10);
+}
+const CARD = uniqueCard();
+
+describe('retention sweep: what it deletes and erases, and what it never touches', () => {
+  let db: DataSource;
+  let sweep: RetentionService;
+  let metrics: RetainMetrics;
+  let merchantId: string;
+
+  beforeAll(async () => {
+    db = await testDb();
+    const config: RetainConfig = {
+      ...loadConfig('retry-worker'),
+      retention: { intervalMs: 3_600_000, outboxMs: DAY, webhooksMs: DAY, sandboxLedgerMs: DAY, cardDataMs: DAY },
+    };
+    metrics = new RetainMetrics('retry-worker');
+    sweep = new RetentionService(db, metrics, config);
+    merchantId = await insertMerchantRow(db);
+  });
+  afterAll(async () => {
+    await closeTestDb();
+  });
+
+  const outboxRow = async (completedAt: Date | null): Promise<string> =>
+    (
+      await db.query(
+        // An open row is marked failed for good, so no sweeper of another test file re-publishes it.
+        `INSERT INTO outbox (queue, job_name, payload, published_at, completed_at, failed_at, created_at)
+         VALUES ('retry-attempt', 'x', '{"v":1}', $2, $1, CASE WHEN $1::timestamptz IS NULL THEN $2::timestamptz END, $2)
+         RETURNING id`,
+        [completedAt, OLD],
+      )
+    )[0].id;
+  const message = async (status: string, at: Date): Promise<string> => {
+    const id = `msg_${randomBytes(12).toString('hex')}`.slice(0, 27);
+    await db.query(
+      `INSERT INTO webhook_messages (message_id, merchant_id, event_name, payload_id, body, status, delivered_at, dead_at,
+         created_at)
+       VALUES ($1, $2, 'retry failed', 'p', '{"email":"someone@example.com"}', $3,
+               CASE WHEN $3::varchar = 'delivered' THEN $4::timestamptz END, CASE WHEN $3::varchar = 'dead' THEN $4::timestamptz END, $4)`,
+      [id, merchantId, status, at],
+    );
+    await db.query(
+      `INSERT INTO webhook_deliveries (message_id, attempt, attempted_at, url, status_code, latency_ms)
+       VALUES ($1, 1, $2, 'https://example.com/hook', 200, 12)`,
+      [id, at],
+    );
+    return id;
+  };
+  const ledgerOp = async (key: string, kind: string, at: Date): Promise<void> => {
+    await db.query(
+      `INSERT INTO sandbox_operations (idempotency_key, kind, result, created_at) VALUES ($1, $2, '{}', $3)`,
+      [key, kind, at],
+    );
+  };
+  const exists = async (sql: string, params: unknown[]): Promise<boolean> =>
+    (await db.query(`SELECT EXISTS (${sql}) AS e`, params))[0].e;
+  const ended = async (status: string, changedAt: Date) => {
+    const t = await insertTransactionRow(db, merchantId, { card: CARD, status });
+    await db.query(
+      `UPDATE transactions SET status_changed_at = $2, card_jwe = 'eyJhbGciOi.jwe.of.the.card', next_attempt_at = NULL
+        WHERE id = $1`,
+      [t.id, changedAt],
+    );
+    return t;
+  };
+  const cardColumns = async (id: string) =>
+    (
+      await db.query(
+        `SELECT card_enc, card_jwe, cryptogram, account_update_jwe, card_hmac, card_bin, card_last4, expiration_date,
+                card_erased_at FROM transactions WHERE id = $1`,
+        [id],
+      )
+    )[0];
+
+  it('outbox: completed rows past retention go; open rows and recent ones stay', async () => {
+    const old = await outboxRow(OLD);
+    const open = await outboxRow(null);
+    const recent = await outboxRow(RECENT);
+    const done = await sweep.sweep(NOW);
+    expect(done.outbox).toBeGreaterThanOrEqual(1);
+    expect(await exists(`SELECT 1 FROM outbox WHERE id = $1`, [old])).toBe(false);
+    expect(await exists(`SELECT 1 FROM outbox WHERE id = $1`, [open])).toBe(true);
+    expect(await exists(`SELECT 1 FROM outbox WHERE id = $1`, [recent])).toBe(true);
+  });
+
+  it('push messages: delivered and dead ones past retention go with their delivery logs; pending ones stay', async () => {
+    const delivered = await message('delivered', OLD);
+    const dead = await message('dead', OLD);
+    const pending = await message('pending', OLD);
+    const recent = await message('delivered', RECENT);
+    await sweep.sweep(NOW);
+    for (const gone of [delivered, dead]) {
+      expect(await exists(`SELECT 1 FROM webhook_messages WHERE message_id = $1`, [gone])).toBe(false);
+      expect(await exists(`SELECT 1 FROM webhook_deliveries WHERE message_id = $1`, [gone])).toBe(false);
+    }
+    for (const kept of [pending, recent]) {
+      expect(await exists(`SELECT 1 FROM webhook_messages WHERE message_id = $1`, [kept])).toBe(true);
+    }
+  });
+
+  it('sandbox ledger: old operations go, except what an unresolved attempt or an open refund still looks up', async () => {
+    const t = await ended('Cancelled', OLD);
+    const settled = await insertAttemptRow(db, t, { state: 'declined', processedAt: OLD });
+    const unknown = await insertAttemptRow(db, t, { state: 'unknown', retryNumber: 2, preparedAt: OLD });
+    const refundId = await insertRefundRow(db, t, 'refund', '100');
+    const [{ vid: refundVid }] = await db.query(`SELECT vid FROM refunds WHERE id = $1`, [refundId]);
+    await ledgerOp(settled.vid, 'charge', OLD);
+    await ledgerOp(unknown.vid, 'charge', OLD);
+    await ledgerOp(refundVid, 'refund', OLD);
+    await ledgerOp(`recent_${randomBytes(4).toString('hex')}`, 'charge', RECENT);
+    await sweep.sweep(NOW);
+    const held = async (key: string) => exists(`SELECT 1 FROM sandbox_operations WHERE idempotency_key = $1`, [key]);
+    expect(await held(settled.vid)).toBe(false);
+    expect(await held(unknown.vid)).toBe(true);
+    expect(await held(refundVid)).toBe(true);
+  });
+
+  it('card data: erased once the recovery ended and the refund window passed; the fingerprint and masked fields stay', async () => {
+    const cancelled = await ended('Cancelled', OLD);
+    // Declined within the networks' counting windows, so the card history below must still find it.
+    await insertAttemptRow(db, cancelled, { state: 'declined', processedAt: new Date(), responseCode: '05' });
+    const before = await cardColumns(cancelled.id);
+    expect(before.card_enc).toMatch(/\S/);
+
+    const done = await sweep.sweep(NOW);
+    expect(done.card_data).toBeGreaterThanOrEqual(1);
+    const after = await cardColumns(cancelled.id);
+    expect(after).toMatchObject({
+      card_enc: null,
+      card_jwe: null,
+      cryptogram: null,
+      account_update_jwe: null,
+      card_hmac: before.card_hmac,
+      card_bin: before.card_bin,
+      card_last4: before.card_last4,
+      expiration_date: before.expiration_date,
+    });
+    expect(after.card_erased_at).not.toBeNull();
+    // No copy of the card number or of its sealed form is left in any row of any table.
+    const tables: { table_name: string }[] = await db.query(
+      `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`,
+    );
+    for (const { table_name } of tables) {
+      const [{ n }] = await db.query(
+        `SELECT count(*)::int AS n FROM "${table_name}" x WHERE x::text LIKE $1 OR x::text LIKE $2`,
+        [`%${CARD}%`, `%${before.card_enc}%`],
+      );
+      expect(n, table_name).toBe(0);
+    }
+    // The network rules still count this card's attempts by its fingerprint.
+    const history = await AttemptsRepository.cardHistory(db, merchantId, before.card_hmac, null);
+    expect(history.length).toBeGreaterThanOrEqual(1);
+    // The metric counts what was erased.
+    const metric = await metrics.registry.getSingleMetricAsString('retain_retention_rows_total');
+    expect(metric).toMatch(/kind="card_data"[^}]*} [1-9]/);
+  });
+
+  it('card data stays while anything may still need it', async () => {
+    const recent = await ended('Cancelled', RECENT); // inside the refund window
+    const inRetry = await ended('In Retry', OLD); // still being recovered
+    const unknown = await ended('Cancelled', OLD); // an attempt whose charge is not known
+    await insertAttemptRow(db, unknown, { state: 'unknown', preparedAt: OLD });
+    const refunding = await ended('Captured', OLD); // a refund still to send
+    await insertRefundRow(db, refunding, 'refund', '100');
+    const stopping = await ended('Stop Requested', OLD);
+    await sweep.sweep(NOW);
+    for (const t of [recent, inRetry, unknown, refunding, stopping]) {
+      const c = await cardColumns(t.id);
+      expect(c.card_enc, t.id).toMatch(/\S/);
+      expect(c.card_erased_at).toBeNull();
+    }
+  });
+
+  it("payment methods: erased once none of the customer's transactions is being recovered", async () => {
+    const account = `acct_${randomBytes(4).toString('hex')}`;
+    const t = await ended('Cancelled', OLD);
+    const live = await ended('In Retry', OLD);
+    await db.query(`UPDATE transactions SET account_id = $2 WHERE id = ANY($1::uuid[])`, [[t.id, live.id], account]);
+    const [{ id: pm }] = await db.query(
+      `INSERT INTO payment_methods (vid, merchant_id, account_id, pm_id, card_kind, card_enc, card_key_id, card_hmac,
+         payment_method, last_seen_at)
+       SELECT $2, merchant_id, $3, 'pm_1', card_kind, card_enc, card_key_id, card_hmac, payment_method, $4
+         FROM transactions WHERE id = $1 RETURNING id`,
+      [t.id, `pm${randomBytes(8).toString('hex')}`, account, OLD],
+    );
+    const pmCard = async () =>
+      (await db.query(`SELECT card_enc, card_erased_at FROM payment_methods WHERE id = $1`, [pm]))[0];
+    await sweep.sweep(NOW);
+    expect((await pmCard()).card_enc).toMatch(/\S/); // the account's other transaction may fall back to it
+    await db.query(`UPDATE transactions SET status = 'Cancelled', status_changed_at = $2 WHERE id = $1`, [
+      live.id,
+      OLD,
+    ]);
+    await sweep.sweep(NOW);
+    expect(await pmCard()).toMatchObject({ card_enc: null, card_erased_at: expect.any(Date) });
+  });
+});

@@ -1,0 +1,140 @@
+import type { DataSource } from 'typeorm';
+
+type Sql = Pick<DataSource, 'query'>;
+
+/** The kinds of record retention removes or erases (the metric's `kind` label). */
+export const RETENTION_KINDS = [
+  'outbox',
+  'webhook_messages',
+  'sandbox_ledger',
+  'card_data',
+  'payment_method_card_data',
+] as const;
+export type RetentionKind = (typeof RETENTION_KINDS)[number];
+
+/**
+ * Statuses after which a transaction's recovery has ended (nothing more is charged). Captured and
+ * the refund statuses may still be refunded, which never needs the card: a refund names the
+ * processor's transaction id. The erasure still waits the refund window (CARD_DATA_ERASE_AFTER)
+ * after the last status change, so disputes and support can see the row as it was.
+ */
+const ENDED = `('Captured', 'Settled', 'Refunded', 'Partially Refunded', 'Cancelled', 'Stopped', 'Void')`;
+
+const count = (result: unknown): number => (Array.isArray(result) && typeof result[1] === 'number' ? result[1] : 0);
+
+/**
+ * Retention, one batch per call (each its own short statement, rows taken with SKIP LOCKED so a
+ * batch never waits for the hot path and two sweepers never take the same rows). Every call
+ * returns how many rows it removed or erased; the caller repeats while a whole batch was done.
+ * What is never touched: transactions, attempts and refunds (the reads, the network rules' card
+ * history and every refund need them), outbox rows not yet completed, webhook messages still
+ * pending, ledger operations an unresolved attempt or an open refund may still look up.
+ */
+export class RetentionRepository {
+  /** Outbox rows whose job completed before `before`. */
+  static async outbox(db: Sql, before: Date, batch: number): Promise<number> {
+    return count(
+      await db.query(
+        `DELETE FROM outbox WHERE id IN (
+           SELECT id FROM outbox WHERE completed_at IS NOT NULL AND completed_at < $1
+            ORDER BY completed_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+        [before, batch],
+      ),
+    );
+  }
+
+  /** Webhook messages delivered (or given up, `dead`) before `before`, with their delivery logs (cascade). */
+  static async webhookMessages(db: Sql, before: Date, batch: number): Promise<number> {
+    const delivered = count(
+      await db.query(
+        `DELETE FROM webhook_messages WHERE id IN (
+           SELECT id FROM webhook_messages WHERE status = 'delivered' AND delivered_at < $1
+            ORDER BY delivered_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+        [before, batch],
+      ),
+    );
+    const dead = count(
+      await db.query(
+        `DELETE FROM webhook_messages WHERE id IN (
+           SELECT id FROM webhook_messages WHERE status = 'dead' AND dead_at < $1
+            ORDER BY dead_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+        [before, batch],
+      ),
+    );
+    return delivered + dead;
+  }
+
+  /**
+   * The sandbox processor's ledger: operations older than `before`, except a charge whose attempt
+   * is still pending, unknown or watched for a late capture, and a refund still Processing (their
+   * lookups and same-key replays read the ledger).
+   */
+  static async sandboxLedger(db: Sql, before: Date, batch: number): Promise<number> {
+    return count(
+      await db.query(
+        `DELETE FROM sandbox_operations WHERE idempotency_key IN (
+           SELECT o.idempotency_key FROM sandbox_operations o
+            WHERE o.created_at < $1
+              AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.vid = o.idempotency_key
+                                AND (a.state IN ('pending', 'unknown') OR a.lookup_after IS NOT NULL))
+              AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.vid = o.idempotency_key AND r.status = 'Processing')
+            ORDER BY o.created_at LIMIT $2 FOR UPDATE OF o SKIP LOCKED)`,
+        [before, batch],
+      ),
+    );
+  }
+
+  /**
+   * Card data of transactions whose recovery ended (or whose review rejected them) before
+   * `before`: the sealed card number, the intake's JWE, the cryptogram and the account updater's
+   * JWE are removed. Kept: the fingerprint (card_hmac: the network rules count attempts per card),
+   * BIN, last four, network and expiry (the reads show them masked). Never erased while an
+   * attempt may still be charged or looked up with its request, a refund is Processing, or a next
+   * attempt is planned.
+   */
+  static async transactionCardData(db: Sql, before: Date, batch: number): Promise<number> {
+    return count(
+      await db.query(
+        `UPDATE transactions t SET card_enc = NULL, card_key_id = NULL, card_jwe = NULL, cryptogram = NULL,
+                account_update_jwe = NULL, card_erased_at = now()
+          WHERE t.id IN (
+            SELECT x.id FROM transactions x
+             WHERE x.card_erased_at IS NULL
+               AND (x.card_enc IS NOT NULL OR x.card_jwe IS NOT NULL OR x.cryptogram IS NOT NULL
+                    OR x.account_update_jwe IS NOT NULL)
+               AND x.status_changed_at < $1
+               AND (x.status IN ${ENDED} OR x.review_status = 'rejected')
+               AND x.next_attempt_at IS NULL AND x.stop_requested_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.transaction_id = x.id
+                                 AND (a.state IN ('pending', 'unknown') OR a.lookup_after IS NOT NULL))
+               AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.transaction_id = x.id AND r.status = 'Processing')
+             ORDER BY x.status_changed_at LIMIT $2 FOR UPDATE OF x SKIP LOCKED)`,
+        [before, batch],
+      ),
+    );
+  }
+
+  /**
+   * Card data of a customer's payment methods last seen before `before`, once no transaction of
+   * that customer (account) still holds card data: none can fall back to them any more. A new
+   * submission with the payment method stores its card data again.
+   */
+  static async paymentMethodCardData(db: Sql, before: Date, batch: number): Promise<number> {
+    return count(
+      await db.query(
+        `UPDATE payment_methods p SET card_enc = NULL, card_key_id = NULL, cryptogram_enc = NULL,
+                cryptogram_key_id = NULL, account_update_jwe = NULL, card_erased_at = now()
+          WHERE p.id IN (
+            SELECT x.id FROM payment_methods x
+             WHERE x.card_erased_at IS NULL
+               AND (x.card_enc IS NOT NULL OR x.cryptogram_enc IS NOT NULL OR x.account_update_jwe IS NOT NULL)
+               AND x.last_seen_at < $1
+               AND NOT EXISTS (SELECT 1 FROM transactions t
+                                WHERE t.merchant_id = x.merchant_id AND t.account_id = x.account_id
+                                  AND t.status NOT IN ${ENDED} AND t.review_status <> 'rejected')
+             ORDER BY x.last_seen_at LIMIT $2 FOR UPDATE OF x SKIP LOCKED)`,
+        [before, batch],
+      ),
+    );
+  }
+}

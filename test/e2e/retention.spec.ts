@@ -1,0 +1,139 @@
+import { randomBytes } from 'node:crypto';
+import { migrate } from '@retain/db';
+import {
+  ApiClient,
+  WebhookReceiver,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  testDb,
+  txn,
+  waitFor,
+  type RunningApp,
+} from '@retain/testing';
+import { SANDBOX_APPROVED_CARD } from '@retain/processor';
+import { Client } from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+// Retention sweeps a whole database: this file runs on a private one (and a private queue
+// prefix), so its one-second windows never reach another file's rows.
+const ENV = {
+  RETRY_TIME_SCALE: '100000',
+  JOB_LOCK_MS: '2000',
+  REFUND_BATCH_CRON: '*/1 * * * * *',
+  RETENTION_INTERVAL: '500ms',
+  CARD_DATA_ERASE_AFTER: '1s',
+  OUTBOX_RETENTION: '1s',
+  WEBHOOK_RETENTION: '1h',
+  SANDBOX_LEDGER_RETENTION: '1h',
+};
+
+describe('retention through the real apps: erased card data, and reads and refunds that still work', () => {
+  const apps: RunningApp[] = [];
+  let client: ApiClient;
+  let receiver: WebhookReceiver;
+  let privateUrl: string;
+  const runUrl = process.env['DATABASE_URL']!;
+  const runPrefix = process.env['QUEUE_PREFIX']!;
+
+  beforeAll(async () => {
+    const url = new URL(runUrl);
+    url.pathname = `${url.pathname}_ret${randomBytes(3).toString('hex')}`;
+    privateUrl = url.toString();
+    await migrate(privateUrl);
+    await closeTestDb();
+    process.env['DATABASE_URL'] = privateUrl;
+    process.env['QUEUE_PREFIX'] = `{rr${randomBytes(4).toString('hex')}}`;
+    receiver = await new WebhookReceiver().start();
+    apps.push(
+      ...(await Promise.all([
+        startApp('intake-api', { env: ENV }),
+        startApp('submission-validator', { env: ENV }),
+        startApp('retry-worker', { env: ENV }),
+        startApp('refund-batcher', { env: ENV }),
+        startApp('webhook-dispatcher', { env: ENV }),
+      ])),
+    );
+    const merchant = await createMerchant(receiver.url);
+    client = new ApiClient(apps[0]!.url, merchant.api_key);
+  });
+  afterAll(async () => {
+    for (const a of apps) await a.stop();
+    await receiver?.stop();
+    await closeTestDb();
+    process.env['DATABASE_URL'] = runUrl;
+    process.env['QUEUE_PREFIX'] = runPrefix;
+    const admin = new URL(privateUrl);
+    const name = admin.pathname.slice(1);
+    admin.pathname = '/postgres';
+    const c = new Client({ connectionString: admin.toString() });
+    await c.connect();
+    await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).finally(() => c.end());
+  });
+
+  const related = async (id: string) =>
+    (await client.request('GET', `/v1/retain/transactions/${id}?related=true`)).json.data as Record<string, any>[];
+
+  it(
+    'a recovered transaction loses its card data after the window; it still reads the same and refunds',
+    { timeout: 120_000 },
+    async () => {
+      const t = txn({ amount: 12.5 });
+      const id = t['id'] as string;
+      expect((await client.submit([t])).status).toBe(200);
+      await waitFor(async () => ['Captured', 'Settled'].includes((await related(id))[0]?.status), {
+        timeoutMs: 60_000,
+        what: 'Captured',
+      });
+      const db = await testDb();
+      const row = async () =>
+        (
+          await db.query(
+            `SELECT card_enc, card_jwe, card_hmac, card_last4, card_erased_at FROM transactions
+              WHERE merchant_txn_id = $1`,
+            [id],
+          )
+        )[0];
+      const heldBefore = await row();
+      expect(heldBefore.card_hmac).toMatch(/^[0-9a-f]{64}$/);
+      const erased = await waitFor(async () => ((await row()).card_erased_at ? row() : null), {
+        timeoutMs: 30_000,
+        what: 'card data erased',
+      });
+      expect(erased).toMatchObject({ card_enc: null, card_jwe: null, card_hmac: heldBefore.card_hmac });
+
+      // The card number is nowhere in the service's database (every row of every table).
+      const tables: { table_name: string }[] = await db.query(
+        `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`,
+      );
+      for (const { table_name } of tables) {
+        const [{ n }] = await db.query(`SELECT count(*)::int AS n FROM "${table_name}" x WHERE x::text LIKE $1`, [
+          `%${SANDBOX_APPROVED_CARD}%`,
+        ]);
+        expect(n, table_name).toBe(0);
+      }
+      // The sealed value is gone too: nothing left to decrypt for this transaction.
+      const [{ sealed }] = await db.query(
+        `SELECT count(*)::int AS sealed FROM transactions WHERE merchant_txn_id = $1
+            AND (card_enc IS NOT NULL OR card_jwe IS NOT NULL OR cryptogram IS NOT NULL)`,
+        [id],
+      );
+      expect(sealed).toBe(0);
+
+      // Reads show the same masked card; a refund still goes through (it names the processor's charge).
+      const [submitted, attempt] = await related(id);
+      expect(JSON.stringify(submitted)).toContain(heldBefore.card_last4);
+      expect(attempt).toMatchObject({ status: 'Captured' });
+      expect((await client.request('POST', '/v1/retain/refunds', { refunds: [{ id }] })).status).toBe(200);
+      await waitFor(async () => (await related(id))[0]?.status === 'Refunded', { timeoutMs: 30_000, what: 'Refunded' });
+      await waitFor(() => receiver.byEvent('refund completed').find((p) => p.body.header['transaction_id'] === id));
+      // Completed outbox rows past OUTBOX_RETENTION are gone; none is left open.
+      await waitFor(
+        async () =>
+          (await db.query(`SELECT count(*)::int AS n FROM outbox WHERE completed_at < now() - interval '2 seconds'`))[0]
+            .n === 0,
+        { timeoutMs: 15_000, what: 'old outbox rows deleted' },
+      );
+    },
+  );
+});
