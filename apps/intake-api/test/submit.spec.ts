@@ -162,6 +162,40 @@ describe('POST /retain/transactions', () => {
     expect(await rowsOf([sameSub['id'] as string])).toHaveLength(0);
   });
 
+  it('concurrent calls of one merchant: disjoint batches all land; racing on an id or a subscription, one wins', async () => {
+    // Eight clients at once, 50 transactions each, nothing shared: all 400 saved.
+    const batches = Array.from({ length: 8 }, () => Array.from({ length: 50 }, () => txn()));
+    const answers = await Promise.all(batches.map((b) => client.submit(b)));
+    expect(answers.map((a) => a.status)).toEqual(Array(8).fill(200));
+    expect(await rowsOf(batches.flat().map((t) => t['id'] as string))).toHaveLength(400);
+
+    // Eight calls carry the same transaction id (each beside its own): exactly one saves it.
+    const shared = txn();
+    const withId = Array.from({ length: 8 }, () => [{ ...txn(), id: shared['id'] }, txn()]);
+    const idAnswers = await Promise.all(withId.map((b) => client.submit(b)));
+    expect(idAnswers.filter((a) => a.status === 200)).toHaveLength(1);
+    for (const a of idAnswers.filter((x) => x.status === 207)) {
+      expect(a.json).toMatchObject({ success_count: 1, error_count: 1 });
+      expect(a.json.rejected[0]).toMatchObject({ id: shared['id'], errors: [{ code: 'RETDUP2' }] });
+    }
+    expect(await rowsOf([shared['id'] as string])).toHaveLength(1);
+
+    // Eight calls carry a new transaction of one subscription: one is recovering it, seven get RET003.
+    const subscription = { id: `sub_${uniqueId()}` };
+    const sameSub = Array.from({ length: 8 }, () => [txn({ subscription }), txn()]);
+    const subAnswers = await Promise.all(sameSub.map((b) => client.submit(b)));
+    expect(subAnswers.filter((a) => a.status === 200)).toHaveLength(1);
+    expect(subAnswers.filter((a) => a.status === 207).map((a) => a.json.rejected[0].errors[0].code)).toEqual(
+      Array(7).fill('RET003'),
+    );
+    const saved = await (
+      await testDb()
+    ).query(`SELECT count(*)::int AS n FROM transactions WHERE subscription_id = $1`, [subscription.id]);
+    expect(saved[0].n).toBe(1);
+    // Every other transaction of those calls was saved.
+    expect(await rowsOf([...withId, ...sameSub].map((b) => b[1]!['id'] as string))).toHaveLength(16);
+  });
+
   it('dryrun=1 answers the same and leaves nothing behind', async () => {
     const ok = txn();
     const bad = txn({ amount: 0 });

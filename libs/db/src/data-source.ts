@@ -23,6 +23,7 @@ import { ForcedDeposit1798000000000 } from './migrations/1798000000000-ForcedDep
 import { ListIndexes1798100000000 } from './migrations/1798100000000-ListIndexes';
 import { PendingCounters1798200000000 } from './migrations/1798200000000-PendingCounters';
 import { Retention1798300000000 } from './migrations/1798300000000-Retention';
+import { ConcurrentSubmissions1798400000000 } from './migrations/1798400000000-ConcurrentSubmissions';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -48,6 +49,7 @@ export const MIGRATIONS = [
   ListIndexes1798100000000,
   PendingCounters1798200000000,
   Retention1798300000000,
+  ConcurrentSubmissions1798400000000,
 ];
 
 export interface PoolTuning {

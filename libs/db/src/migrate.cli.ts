@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { loadConfig } from '@retain/config';
-import { migrate } from './data-source';
+import { createDataSource, migrate } from './data-source';
+import { checkPostgresSettings } from './postgres-settings';
 
 /** `npm run db:migrate` and the migration Job: apply pending migrations once, then exit (needs DATABASE_URL only). */
 async function main(): Promise<void> {
@@ -9,6 +10,17 @@ async function main(): Promise<void> {
   process.stdout.write(
     JSON.stringify({ level: 'info', msg: 'migrations applied', applied, count: applied.length }) + '\n',
   );
+  // The settings the service's plans rely on (README "Postgres settings"): warned about, never changed.
+  const db = createDataSource(config.databaseUrl, 1);
+  await db.initialize();
+  try {
+    const report = await checkPostgresSettings(db);
+    for (const warning of report.warnings) {
+      process.stdout.write(JSON.stringify({ level: 'warn', msg: `postgres settings: ${warning}` }) + '\n');
+    }
+  } finally {
+    await db.destroy();
+  }
 }
 
 main().catch((err: unknown) => {

@@ -40,7 +40,7 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
        SELECT md5(g::text || 'plan'), $1, $2, 'p' || g,
          CASE WHEN g % 1000 = 0 THEN 'Captured' WHEN g % 997 = 0 THEN 'Stopped' ELSE 'Failed' END, 'passed', 1000, 'USD',
          now() - (g || ' seconds')::interval, now() - (g || ' seconds')::interval, now(), 'd', '51',
-         's' || (g % 5000), 'a' || g, '{}'::jsonb, '{}'::jsonb, '{}'::jsonb, 'pan'
+         's' || g, 'a' || g, '{}'::jsonb, '{}'::jsonb, '{}'::jsonb, 'pan'
        FROM generate_series(1, 60000) AS g`,
       [merchantId, sub.id],
     );

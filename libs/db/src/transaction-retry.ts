@@ -14,6 +14,13 @@ export function pgErrorCode(err: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
+/** The constraint a pg error names (a unique violation's index), else undefined. */
+export function constraintOf(err: unknown): string | undefined {
+  const e = err as { constraint?: unknown; driverError?: { constraint?: unknown } } | null;
+  const c = e?.constraint ?? e?.driverError?.constraint;
+  return typeof c === 'string' ? c : undefined;
+}
+
 /** A serialization failure or a deadlock: the whole transaction may simply run again. */
 export function isRetryableTransactionError(err: unknown): boolean {
   const code = pgErrorCode(err);
@@ -27,6 +34,11 @@ export interface TransactionRetryOptions {
   baseDelayMs?: number;
   maxDelayMs?: number;
   isolation?: 'READ COMMITTED' | 'REPEATABLE READ' | 'SERIALIZABLE';
+  /**
+   * Unique constraints whose violation means "another transaction just committed this key": the
+   * run is repeated and then sees that row (the intake's duplicate checks, without a lock).
+   */
+  retryOnUniqueViolation?: readonly string[];
   /** Told about each retry (to log it); `attempt` is the run that failed. */
   onRetry?: (info: { code: string; attempt: number; delayMs: number }) => void;
 }
@@ -50,7 +62,9 @@ export async function inTransactionWithRetry<T>(
     try {
       return options.isolation ? await dataSource.transaction(options.isolation, fn) : await dataSource.transaction(fn);
     } catch (err) {
-      if (attempt >= attempts || !isRetryableTransactionError(err)) throw err;
+      const raced =
+        pgErrorCode(err) === '23505' && (options.retryOnUniqueViolation ?? []).includes(constraintOf(err) ?? '');
+      if (attempt >= attempts || !(raced || isRetryableTransactionError(err))) throw err;
       const delayMs = Math.round(Math.random() * Math.min(max, base * 2 ** (attempt - 1)));
       options.onRetry?.({ code: pgErrorCode(err)!, attempt, delayMs });
       await new Promise((resolve) => setTimeout(resolve, delayMs));

@@ -15,6 +15,7 @@ import {
 } from '@retain/domain';
 import {
   ExperimentsRepository,
+  SUBMISSION_RACE_CONSTRAINTS,
   SubmissionsRepository,
   inTransactionWithRetry,
   settleCardFingerprints,
@@ -83,16 +84,16 @@ export class SubmissionService {
 
     // Rejections found while validating; a saving transaction that is retried starts again from these.
     const validationErrors = new Map(errors);
-    const run = async (m: EntityManager | DataSource, lock: boolean): Promise<NormalizedTransaction[]> => {
+    const run = async (m: EntityManager | DataSource): Promise<NormalizedTransaction[]> => {
       errors.clear();
       for (const [index, errs] of validationErrors) errors.set(index, [...errs]);
-      const accepted = await this.checkAgainstStored(m, merchant.id, candidates, addError, lock);
+      const accepted = await this.checkAgainstStored(m, merchant.id, candidates, addError);
       return accepted;
     };
 
     let accepted: NormalizedTransaction[];
     if (dryrun) {
-      accepted = await run(this.db, false);
+      accepted = await run(this.db);
     } else {
       accepted = await this.save(merchant, requestId, validated.items.length, run, () => errors.size);
     }
@@ -117,15 +118,10 @@ export class SubmissionService {
     merchantId: string,
     candidates: { index: number; value: NormalizedTransaction }[],
     addError: (index: number, e: ErrorEntry) => void,
-    lock: boolean,
   ): Promise<NormalizedTransaction[]> {
     if (candidates.length === 0) return [];
     const ids = candidates.map((c) => c.value.id);
     const subs = [...new Set(candidates.map((c) => c.value.subscription.id))];
-    if (lock) {
-      // Serialise this merchant's submissions (RET003/RETDUP2 must hold under concurrency).
-      await this.submissions.lockMerchantSubmissions(m, merchantId);
-    }
     const existing = await this.submissions.storedMatching(m, merchantId, ids, subs);
     const byId = new Map(existing.map((r) => [r.merchant_txn_id, r]));
     const recoveringSubs = new Map<string, string>();
@@ -175,11 +171,11 @@ export class SubmissionService {
     merchant: AuthenticatedMerchant,
     requestId: string,
     received: number,
-    check: (m: EntityManager, lock: boolean) => Promise<NormalizedTransaction[]>,
+    check: (m: EntityManager) => Promise<NormalizedTransaction[]>,
     rejectedCount: () => number,
   ): Promise<NormalizedTransaction[]> {
     const { accepted, outboxIds } = await this.transaction(async (m) => {
-      const acceptedRows = await check(m, true);
+      const acceptedRows = await check(m);
       const submissionId = await this.submissions.create(m, merchant.id, requestId, {
         received,
         accepted: acceptedRows.length,
@@ -215,7 +211,12 @@ export class SubmissionService {
   /** A database transaction, run again after a deadlock or serialization failure (libs/db). */
   private transaction<T>(fn: (m: EntityManager) => Promise<T>): Promise<T> {
     return inTransactionWithRetry(this.db, fn, {
-      onRetry: (r) => this.logger.warn(r, 'submission transaction retried'),
+      // No lock serialises a merchant's submissions: two that race on one key meet at its unique
+      // index, the later one waits for the first to commit, fails, and runs again, now seeing the
+      // stored row (RETDUP2/RET004 by id, RET003 by subscription in recovery, RET012 by external_id).
+      retryOnUniqueViolation: SUBMISSION_RACE_CONSTRAINTS,
+      attempts: 8,
+      onRetry: (r) => this.logger.log(r, 'submission ran again after a concurrent one took a key'),
     });
   }
 

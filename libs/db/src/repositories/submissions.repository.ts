@@ -57,19 +57,20 @@ export interface ReviewedTokenCard {
  * `lockForReview` are id-scoped by design and hand back the submission's merchant id, which the
  * review carries into every other call.
  */
+/**
+ * The unique indexes two concurrent submissions of one merchant meet at when they race on one key
+ * (no lock serialises them): transaction id, subscription in recovery, account external_id.
+ */
+export const SUBMISSION_RACE_CONSTRAINTS: readonly string[] = [
+  'transactions_merchant_txn',
+  'transactions_recovering_subscription',
+  'merchant_accounts_external_id',
+];
+
 export class SubmissionsRepository {
   constructor(private readonly db: DataSource) {}
 
   // ---- intake (POST /retain/transactions) ----
-
-  /**
-   * Serialises this merchant's submissions until the caller's transaction ends (RET003/RETDUP2
-   * must hold under concurrency). One lock per merchant, not per subscription: a 1000-row batch
-   * would otherwise take 1000 locks.
-   */
-  async lockMerchantSubmissions(m: Sql, merchantId: string): Promise<void> {
-    await m.query(`SELECT pg_advisory_xact_lock(hashtextextended('retain-submit:' || $1, 0))`, [merchantId]);
-  }
 
   /** Which account of this merchant holds each of these external ids (external_id -> account id). */
   async externalIdHolders(m: Sql, merchantId: string, externalIds: string[]): Promise<Map<string, string>> {
