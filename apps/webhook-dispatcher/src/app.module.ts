@@ -2,6 +2,7 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import { PlatformModule, registerQueues } from '@retain/platform';
 import { DeliverProcessor } from './delivery/deliver.processor';
+import { DeliveryPump } from './delivery/delivery-pump.service';
 import { DeliveryService } from './delivery/delivery.service';
 import { RetryTickService } from './delivery/retry-tick.service';
 
@@ -12,7 +13,7 @@ export class WebhookDispatcherModule {
     return {
       module: WebhookDispatcherModule,
       imports: [PlatformModule.forApp('webhook-dispatcher', config), registerQueues('webhook-dispatcher')],
-      providers: [DeliveryService, DeliverProcessor, RetryTickService],
+      providers: [DeliveryService, DeliveryPump, DeliverProcessor, RetryTickService],
     };
   }
 }

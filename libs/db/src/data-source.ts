@@ -24,6 +24,7 @@ import { ListIndexes1798100000000 } from './migrations/1798100000000-ListIndexes
 import { PendingCounters1798200000000 } from './migrations/1798200000000-PendingCounters';
 import { Retention1798300000000 } from './migrations/1798300000000-Retention';
 import { ConcurrentSubmissions1798400000000 } from './migrations/1798400000000-ConcurrentSubmissions';
+import { DeliveryPump1798500000000 } from './migrations/1798500000000-DeliveryPump';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -50,6 +51,7 @@ export const MIGRATIONS = [
   PendingCounters1798200000000,
   Retention1798300000000,
   ConcurrentSubmissions1798400000000,
+  DeliveryPump1798500000000,
 ];
 
 export interface PoolTuning {

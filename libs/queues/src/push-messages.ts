@@ -27,8 +27,8 @@ export interface PushEvent {
 }
 
 /**
- * Records a push notification and its delivery job in the caller's database transaction, so the
- * push exists exactly when the state change it reports committed. The header is fixed here;
+ * Records push notifications and one delivery wake-up job in the caller's database transaction, so
+ * a push exists exactly when the state change it reports committed. The header is fixed here;
  * `message_id` never changes across delivery retries. Returns outbox ids to publish after commit.
  */
 export async function announce(manager: EntityManager, events: PushEvent[]): Promise<string[]> {
@@ -76,8 +76,7 @@ export async function announce(manager: EntityManager, events: PushEvent[]): Pro
          payload_id text, transaction_id uuid, body jsonb)`,
     [JSON.stringify(rows)],
   );
-  return addToOutbox(
-    manager,
-    rows.map((r) => ({ queue: QueueName.WebhookDeliver, data: { v: 1, messageId: r.message_id } })),
-  );
+  // One job wakes the dispatcher's pump, which claims every due message from Postgres (these
+  // among them): the rows are the work, the job only says there is some.
+  return addToOutbox(manager, [{ queue: QueueName.WebhookDeliver, data: { v: 1, messageId: rows[0]!.message_id } }]);
 }

@@ -1,26 +1,27 @@
 import { WorkerHost } from '@nestjs/bullmq';
-import { JobRunner, QueueProcessor, outboxIdOf } from '@retain/platform';
+import { JobRunner, QueueProcessor } from '@retain/platform';
 import { QueueName, type JobData } from '@retain/queues';
 import type { Job } from 'bullmq';
-import { DeliveryService } from './delivery.service';
+import { DeliveryPump } from './delivery-pump.service';
 
-/** Consumer of `webhook.deliver`: one job per delivery attempt of a push. */
+/**
+ * Consumer of `webhook.deliver`: a job says "a push is waiting" and wakes the pump, which claims
+ * due messages from Postgres in batches (the message named is among them). The job's outbox row is
+ * completed by the runner: the message row itself is what makes the delivery happen.
+ */
 @QueueProcessor(QueueName.WebhookDeliver)
 export class DeliverProcessor extends WorkerHost {
   constructor(
-    private readonly delivery: DeliveryService,
+    private readonly pump: DeliveryPump,
     private readonly runner: JobRunner,
   ) {
     super();
   }
 
   async process(job: Job<JobData<'webhook.deliver'>>): Promise<unknown> {
-    // The delivery completes the job's outbox row in the statement that records the attempt.
-    return this.runner.run(
-      QueueName.WebhookDeliver,
-      job,
-      () => this.delivery.deliver(job.data.messageId, outboxIdOf(job)),
-      { handlerCompletesOutbox: true },
-    );
+    return this.runner.run(QueueName.WebhookDeliver, job, () => {
+      this.pump.wake();
+      return Promise.resolve('woken');
+    });
   }
 }

@@ -8,13 +8,13 @@ import {
   type WebhookAttemptRecord,
 } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
-import { OutboxRelay, groupCommit } from '@retain/queues';
+import { groupCommit } from '@retain/queues';
 import axios, { type AxiosInstance } from 'axios';
 import { Webhook } from 'standardwebhooks';
 import { literalAddressAllowed, webhookAgents } from './address-guard';
 
 /** How long a claimed attempt is leased before a tick may hand the message out again. */
-const LEASE_SECONDS = 60;
+export const LEASE_SECONDS = 60;
 const JITTER = 0.2;
 
 interface CachedMerchant {
@@ -25,7 +25,7 @@ interface CachedMerchant {
 export type DeliveryResult = 'delivered' | 'retry' | 'dead' | 'gone' | 'no_endpoint' | 'skipped';
 
 /**
- * Delivers one attempt of a push: claim it (one worker per attempt), sign it the Standard Webhooks
+ * Delivers one attempt of a push claimed by the pump (one worker per attempt): sign it the Standard Webhooks
  * way, POST it (no redirects, 10 s timeout, SSRF-guarded), log the attempt, then record the result:
  * delivered on 2xx, stop on 410, otherwise the next attempt per WEBHOOK_RETRY_SCHEDULE with jitter,
  * dead after the last. message_id never changes across attempts.
@@ -40,7 +40,6 @@ export class DeliveryService {
     private readonly messages: WebhookMessagesRepository,
     private readonly merchants: MerchantsRepository,
     private readonly metrics: RetainMetrics,
-    private readonly relay: OutboxRelay,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
   ) {
     const agents = webhookAgents(config.webhookAllowPrivate);
@@ -55,35 +54,25 @@ export class DeliveryService {
     });
   }
 
-  /**
-   * Claims due attempts (one worker per attempt): many concurrent jobs, one UPDATE. A message
-   * named twice in one batch (a duplicate job) is handed to the first caller only.
-   */
-  private readonly claim = groupCommit<string, ClaimedWebhookMessage | null>(async (ids) => {
-    const rows = await this.messages.claimDue(ids, LEASE_SECONDS);
-    const byId = new Map(rows.map((r) => [r.message_id, r]));
-    return ids.map((id) => {
-      const row = byId.get(id) ?? null;
-      byId.delete(id);
-      return row;
-    });
-  });
-
   /** Records attempts: the delivery-log rows and the messages' new states, many in one statement. */
   private readonly record = groupCommit<WebhookAttemptRecord, void>(async (records) => {
     await this.messages.recordAttempts(records);
     return records.map(() => undefined);
   });
 
-  async deliver(messageId: string, outboxId: string | null = null): Promise<DeliveryResult> {
-    const claimed = await this.claim(messageId);
-    if (!claimed) {
-      // Nothing to record (delivered already, or not due): the job's outbox row is done all the same.
-      if (outboxId) await this.relay.complete(outboxId);
-      return 'skipped';
-    }
+  /**
+   * One attempt of a message this worker's pump has claimed (leased to it). `onSent` is called once
+   * the HTTP exchange is over, before the result is recorded: the pump's next request need not wait
+   * for this one's group commit (the lease keeps the message this worker's until it is recorded).
+   */
+  async deliverClaimed(
+    claimed: ClaimedWebhookMessage,
+    outboxId: string | null = null,
+    onSent: () => void = () => undefined,
+  ): Promise<DeliveryResult> {
     const merchant = await this.merchant(claimed.merchant_id);
     if (!merchant?.merchant.webhookUrl) {
+      onSent();
       await this.record({
         message_id: claimed.message_id,
         outbox_id: outboxId,
@@ -116,6 +105,7 @@ export class DeliveryService {
       error = describe(err);
     }
     const latencyMs = Date.now() - started;
+    onSent();
     const log = {
       attempt: claimed.attempt_count,
       attempted_at: new Date(started).toISOString(),

@@ -21,12 +21,6 @@ export interface WebhookAttemptRecord {
   last_error: string | null;
 }
 
-export interface DueWebhookMessage {
-  message_id: string;
-  attempt_count: number;
-  replay_count: number;
-}
-
 /**
  * Push messages (webhook_messages) and their delivery log (webhook_deliveries). The dispatcher's
  * methods are id-scoped by design: a delivery job carries only the message id, and the claim hands
@@ -38,18 +32,24 @@ export class WebhookMessagesRepository {
   constructor(private readonly db: DataSource) {}
 
   /**
-   * Claims due attempts of these messages (one UPDATE for many): each is leased for `leaseSeconds`
-   * and its attempt counted. Messages not pending or not due are left out of the answer.
+   * Claims the next due attempts of any merchant (the dispatcher's pump): new messages first (no
+   * attempt yet), then retries whose time has come, each leased for `leaseSeconds` and its attempt
+   * counted, in one statement. SKIP LOCKED: dispatchers claiming at once take different messages.
    */
-  async claimDue(ids: readonly string[], leaseSeconds: number): Promise<ClaimedWebhookMessage[]> {
-    // TypeORM answers an UPDATE ... RETURNING with [rows, affected].
+  async claimNextDue(limit: number, leaseSeconds: number): Promise<ClaimedWebhookMessage[]> {
     const [rows]: [ClaimedWebhookMessage[], number] = await this.db.query(
-      `UPDATE webhook_messages SET attempt_count = attempt_count + 1,
+      `WITH fresh AS (
+         SELECT id FROM webhook_messages WHERE status = 'pending' AND next_attempt_at IS NULL
+          ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED
+       ), due AS (
+         SELECT id FROM webhook_messages WHERE status = 'pending' AND next_attempt_at <= now()
+          ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+       )
+       UPDATE webhook_messages SET attempt_count = attempt_count + 1,
               next_attempt_at = now() + ($2::int * interval '1 second'), updated_at = now()
-        WHERE message_id = ANY($1::bpchar[]) AND status = 'pending'
-          AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+        WHERE id IN (SELECT id FROM fresh UNION ALL SELECT id FROM due)
         RETURNING message_id, merchant_id, body, attempt_count`,
-      [ids, leaseSeconds],
+      [limit, leaseSeconds],
     );
     return rows;
   }
@@ -80,15 +80,6 @@ export class WebhookMessagesRepository {
               dead_at = CASE WHEN x.status = 'dead' THEN now() ELSE m.dead_at END, updated_at = now()
          FROM x WHERE m.message_id = x.message_id AND m.status = 'pending'`,
       [JSON.stringify(records)],
-    );
-  }
-
-  /** Pending messages whose next attempt is due, oldest first (all merchants: the retry tick). */
-  dueForDelivery(limit: number): Promise<DueWebhookMessage[]> {
-    return this.db.query(
-      `SELECT message_id, attempt_count, replay_count FROM webhook_messages
-        WHERE status = 'pending' AND next_attempt_at <= now() ORDER BY next_attempt_at LIMIT $1`,
-      [limit],
     );
   }
 
