@@ -3,7 +3,9 @@
 // at the same concurrency (16) draining the same number of jobs in the same run. Prints the ratio.
 // With `--processor stripe` the merchant has a Stripe account pointed at the local Stripe wire fake
 // (libs/processor/test), so every attempt goes through the real Stripe SDK and HTTP.
-// Run: node bench/attempts/attempts.bench.mjs [count] [--processor sandbox|stripe]
+// With `--workers 1,2` it drains N due attempts with one retry-worker, then N more (a new merchant)
+// with two, and prints the scaling ratio (target >= 1.7).
+// Run: node bench/attempts/attempts.bench.mjs [count] [--processor sandbox|stripe] [--workers 1,2]
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Queue, Worker } from 'bullmq';
@@ -15,9 +17,14 @@ const args = process.argv.slice(2);
 const at = args.indexOf('--processor');
 const PROCESSOR = at >= 0 ? args.splice(at, 2)[1] : 'sandbox';
 if (!['sandbox', 'stripe'].includes(PROCESSOR)) throw new Error(`--processor sandbox|stripe, not ${PROCESSOR}`);
+const wi = args.indexOf('--workers');
+const WORKERS = (wi >= 0 ? args.splice(wi, 2)[1] : '1')
+  .split(',')
+  .map(Number)
+  .filter((n) => n > 0);
 const N = Number(args[0] ?? 3000);
 const env = await benchEnv('attempts');
-const merchant = await env.createMerchant();
+let merchant = await env.createMerchant();
 const { createRedis } = require(path.join(root, 'dist/libs/queues/src/index.js'));
 
 let stripeFake = null;
@@ -53,43 +60,69 @@ function visa(i) {
 }
 
 const { base } = await env.startApp('intake-api');
-for (let off = 0; off < N; off += 1000) {
-  const transactions = Array.from({ length: Math.min(1000, N - off) }, (_, k) => {
-    const i = off + k;
-    return {
-      id: `a_${i}`,
-      timestamp: '2026-11-20T10:15:00Z',
-      amount: 10,
-      currency: 'USD',
-      status: 'Failed',
-      division_number: 'd',
-      auth_code: '05',
-      account: { id: `c${i}` },
-      subscription: { id: `s${i}` },
-      // Stripe: a saved PaymentMethod (Stripe's approved test one); sandbox: a card of its own.
-      payment_method:
-        PROCESSOR === 'stripe'
-          ? { id: 'pm_card_visa', is_tokenized: true }
-          : { id: `p${i}`, is_tokenized: false, credit_card: { account: visa(i), expiration_date: '202912' } },
-    };
-  });
-  const res = await fetch(`${base}/v1/retain/transactions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${merchant.api_key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ transactions }),
-  });
-  if (res.status !== 200) throw new Error(`submit ${res.status}`);
+/** Submits N due transactions of a new merchant, drains them with `workers` retry-workers: seconds. */
+async function drain(workers, round) {
+  if (round > 0) {
+    merchant = await env.createMerchant();
+    if (stripeFake) throw new Error('--workers with several counts is for the sandbox processor');
+  }
+  for (let off = 0; off < N; off += 1000) {
+    const transactions = Array.from({ length: Math.min(1000, N - off) }, (_, k) => {
+      const i = off + k;
+      return {
+        id: `a_${i}`,
+        timestamp: '2026-11-20T10:15:00Z',
+        amount: 10,
+        currency: 'USD',
+        status: 'Failed',
+        division_number: 'd',
+        auth_code: '05',
+        account: { id: `c${i}` },
+        subscription: { id: `s${i}` },
+        // Stripe: a saved PaymentMethod (Stripe's approved test one); sandbox: a card of its own.
+        payment_method:
+          PROCESSOR === 'stripe'
+            ? { id: 'pm_card_visa', is_tokenized: true }
+            : {
+                id: `p${i}`,
+                is_tokenized: false,
+                credit_card: { account: visa(round * N + i), expiration_date: '202912' },
+              },
+      };
+    });
+    const res = await fetch(`${base}/v1/retain/transactions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${merchant.api_key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ transactions }),
+    });
+    if (res.status !== 200) throw new Error(`submit ${res.status}`);
+  }
+  // Skip the review: every transaction of this merchant is due now.
+  const [{ id: merchantId }] = await env.db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+  await env.db.query(
+    `UPDATE transactions SET review_status = 'passed', next_attempt_at = now() WHERE merchant_id = $1`,
+    [merchantId],
+  );
+  const t0 = performance.now();
+  const started = await Promise.all(
+    Array.from({ length: workers }, () => env.startApp('retry-worker', { SCHEDULER_TICK: '200ms' })),
+  );
+  for (;;) {
+    const [{ n }] = await env.db.query(
+      `SELECT count(*)::int AS n FROM attempts WHERE merchant_id = $1 AND state <> 'pending'`,
+      [merchantId],
+    );
+    if (n >= N) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  for (const { child } of started) child.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 1000));
+  return seconds;
 }
-// Skip the review: every transaction is due now.
-await env.db.query(`UPDATE transactions SET review_status = 'passed', next_attempt_at = now()`);
-const t0 = performance.now();
-await env.startApp('retry-worker', { SCHEDULER_TICK: '200ms' });
-for (;;) {
-  const [{ n }] = await env.db.query(`SELECT count(*)::int AS n FROM attempts WHERE state <> 'pending'`);
-  if (n >= N) break;
-  await new Promise((r) => setTimeout(r, 50));
-}
-const workerSeconds = (performance.now() - t0) / 1000;
+const runs = [];
+for (const [round, workers] of WORKERS.entries()) runs.push({ workers, seconds: await drain(workers, round) });
+const workerSeconds = runs[0].seconds;
 
 // Floor: a BullMQ worker that does nothing, same concurrency, same number of jobs.
 const redis = createRedis(env.env.REDIS_URL);
@@ -107,24 +140,32 @@ await q.close();
 redis.disconnect();
 
 const captured = (await env.db.query(`SELECT count(*)::int AS n FROM attempts WHERE state = 'captured'`))[0].n;
+const total = (await env.db.query(`SELECT count(*)::int AS n FROM attempts`))[0].n;
 const processorNote =
   PROCESSOR === 'stripe'
     ? `Stripe account -> Stripe SDK -> HTTP -> local Stripe fake; ${stripeFake.succeeded().length} PaymentIntents succeeded`
     : 'sandbox processor';
-console.log(`\nbench/attempts: ${N} due attempts through one retry-worker (${processorNote}); ${captured} captured\n`);
+console.log(
+  `\nbench/attempts: ${N} due attempts per run, ${runs.map((r) => r.workers).join(' then ')} retry-worker(s) (${processorNote}); ${captured} of ${total} captured\n`,
+);
 table([
-  {
-    what: 'retry-worker (tick + attempt + record)',
-    seconds: workerSeconds.toFixed(2),
-    per_s: Math.round(N / workerSeconds),
-  },
+  ...runs.map((r) => ({
+    what: `retry-worker x${r.workers} (tick + attempt + record)`,
+    seconds: r.seconds.toFixed(2),
+    per_s: Math.round(N / r.seconds),
+  })),
   {
     what: 'BullMQ no-op worker, concurrency 16',
     seconds: floorSeconds.toFixed(2),
     per_s: Math.round(N / floorSeconds),
   },
 ]);
-console.log(`\nratio retry-worker/no-op throughput: ${(floorSeconds / workerSeconds).toFixed(2)}`);
+for (const r of runs.slice(1)) {
+  console.log(`\n${r.workers} workers / 1 worker: ${(workerSeconds / r.seconds).toFixed(2)}x (target >= 1.7 for 2)`);
+}
+console.log(
+  `\nratio retry-worker (x${runs[0].workers})/no-op throughput: ${(floorSeconds / workerSeconds).toFixed(2)} (target >= 0.3)`,
+);
 await stripeFake?.close();
 await env.close();
 process.exit(0);

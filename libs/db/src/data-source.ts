@@ -25,6 +25,7 @@ import { PendingCounters1798200000000 } from './migrations/1798200000000-Pending
 import { Retention1798300000000 } from './migrations/1798300000000-Retention';
 import { ConcurrentSubmissions1798400000000 } from './migrations/1798400000000-ConcurrentSubmissions';
 import { DeliveryPump1798500000000 } from './migrations/1798500000000-DeliveryPump';
+import { UnreadAttemptIndexes1798600000000 } from './migrations/1798600000000-UnreadAttemptIndexes';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -52,6 +53,7 @@ export const MIGRATIONS = [
   Retention1798300000000,
   ConcurrentSubmissions1798400000000,
   DeliveryPump1798500000000,
+  UnreadAttemptIndexes1798600000000,
 ];
 
 export interface PoolTuning {
