@@ -26,6 +26,7 @@ import { Retention1798300000000 } from './migrations/1798300000000-Retention';
 import { ConcurrentSubmissions1798400000000 } from './migrations/1798400000000-ConcurrentSubmissions';
 import { DeliveryPump1798500000000 } from './migrations/1798500000000-DeliveryPump';
 import { UnreadAttemptIndexes1798600000000 } from './migrations/1798600000000-UnreadAttemptIndexes';
+import { QuietRollupTriggers1798700000000 } from './migrations/1798700000000-QuietRollupTriggers';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -54,6 +55,7 @@ export const MIGRATIONS = [
   ConcurrentSubmissions1798400000000,
   DeliveryPump1798500000000,
   UnreadAttemptIndexes1798600000000,
+  QuietRollupTriggers1798700000000,
 ];
 
 export interface PoolTuning {

@@ -17,11 +17,11 @@ export function append(rows: string, counters: readonly string[]): string {
     HAVING ${nonZero};`;
 }
 
-/** The trigger functions' bodies, as the earlier migrations last defined them, on a given writer. */
-function bodies(write: (rows: string, counters: readonly string[]) => string): Record<string, Record<string, string>> {
+/** What each table contributes to the rollup, as the earlier migrations last defined it. */
+export function rollupTables(): Record<string, { rows: (src: string, s: string) => string; counters: string[] }> {
   const txnExtra = (s: string): string => `
          ${s} * coalesce(t.naive_network_fees_minor - t.network_fees_minor, 0) AS network_fees_avoided,`;
-  const tables = {
+  return {
     transactions: {
       rows: (src: string, s: string) => txnRows(src, s, txnExtra(s)),
       counters: ['failed_count', 'failed_amount', 'stopped_count', 'network_fees_avoided'],
@@ -32,8 +32,14 @@ function bodies(write: (rows: string, counters: readonly string[]) => string): R
     },
     refunds: { rows: refundRows, counters: ['refunded_count', 'refunded_amount'] },
   };
+}
+
+/** The trigger functions' bodies, as the earlier migrations last defined them, on a given writer. */
+export function bodies(
+  write: (rows: string, counters: readonly string[]) => string,
+): Record<string, Record<string, string>> {
   const out: Record<string, Record<string, string>> = {};
-  for (const [table, { rows, counters }] of Object.entries(tables)) {
+  for (const [table, { rows, counters }] of Object.entries(rollupTables())) {
     out[table] = {
       ins: write(rows('new_rows', '1'), counters),
       upd: write(`${rows('new_rows', '1')} UNION ALL ${rows('old_rows', '-1')}`, counters),
