@@ -3,10 +3,9 @@ import type { Command } from 'commander';
 import type { CliContext } from './main';
 
 /**
- * Webhook operations. A replay puts a message back to `pending` and due now: the dispatcher's tick
- * sends it with the SAME message_id (no Redis needed here, so replay works even with Redis down).
- * Each replay starts a new generation (replay_count), so its delivery jobs get fresh job ids and a
- * message can be replayed any number of times.
+ * Webhook operations. A replay puts a message back to `pending` and due now: the dispatcher's pump
+ * (woken by its tick) sends it with the SAME message_id (no Redis needed here, so replay works even
+ * with Redis down). Each replay bumps replay_count; a message can be replayed any number of times.
  */
 export function registerWebhookCommands(program: Command, ctx: CliContext): void {
   const repo = async (): Promise<WebhookMessagesRepository> => new WebhookMessagesRepository(await ctx.db());
