@@ -144,7 +144,7 @@ table([
   },
 ]);
 console.log(
-  `\nratio service/floor at 1 client (p50): ${(median(one.latencies) / floorP50).toFixed(2)} (target <= 2.0)`,
+  `\nratio service/floor at 1 client (p50): ${(median(one.latencies) / floorP50).toFixed(2)} (target <= 1.25)`,
 );
 await client.end();
 await env.close();

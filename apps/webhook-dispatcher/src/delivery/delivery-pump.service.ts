@@ -7,8 +7,6 @@ import { DeliveryService, LEASE_SECONDS } from './delivery.service';
 const IN_FLIGHT = QUEUES['webhook.deliver'].concurrency;
 /** Messages claimed per statement. */
 const CLAIM = 32;
-/** A claim waits for this many free slots (unless none is busy): a statement per few deliveries. */
-const MIN_FREE = 8;
 /** Deliveries whose record has not committed yet, at most (memory and lease bound). */
 const MAX_UNRECORDED = 4 * IN_FLIGHT;
 
@@ -56,11 +54,7 @@ export class DeliveryPump implements OnApplicationShutdown {
     try {
       do {
         this.again = false;
-        while (
-          !this.stopped &&
-          (this.inFlight === 0 || IN_FLIGHT - this.inFlight >= MIN_FREE) &&
-          this.unrecorded < MAX_UNRECORDED
-        ) {
+        while (!this.stopped && this.inFlight < IN_FLIGHT && this.unrecorded < MAX_UNRECORDED) {
           const want = Math.min(CLAIM, IN_FLIGHT - this.inFlight);
           const rows = await this.messages.claimNextDue(want, LEASE_SECONDS);
           this.more = rows.length >= want;
