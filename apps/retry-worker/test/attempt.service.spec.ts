@@ -537,11 +537,22 @@ describe('attempt service: every branch of prepare and record', () => {
       );
       ids.push(...rows.map((r) => r.id));
     }
-    await mod.get(AttemptSchedulerService).scheduleDue(60_000);
-    const [{ n }] = await db.query(`SELECT count(*)::int AS n FROM attempts WHERE transaction_id = ANY($1::uuid[])`, [
-      ids,
-    ]);
-    expect(n).toBe(1100);
+    try {
+      await mod.get(AttemptSchedulerService).scheduleDue(60_000);
+      const [{ n }] = await db.query(`SELECT count(*)::int AS n FROM attempts WHERE transaction_id = ANY($1::uuid[])`, [
+        ids,
+      ]);
+      expect(n).toBe(1100);
+    } finally {
+      // The 1,100 attempt jobs went to the run's shared queue: later files' retry-workers would charge
+      // one card 1,100 times (serialised on its limit lock) and starve their own attempts. Without
+      // their rows the jobs do nothing.
+      await db.query(`DELETE FROM attempts WHERE transaction_id = ANY($1::uuid[]) AND prepared_at IS NULL`, [ids]);
+      await db.query(
+        `UPDATE transactions SET status = 'Cancelled', next_attempt_at = NULL WHERE id = ANY($1::uuid[])`,
+        [ids],
+      );
+    }
   });
 
   it('a transaction without a card to charge fails the job for good (UnrecoverableError)', async () => {

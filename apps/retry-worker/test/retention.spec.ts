@@ -53,19 +53,26 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     merchantId = await insertMerchantRow(db);
   });
   afterAll(async () => {
+    // The pushes and outbox rows written here are not for other files' dispatchers and sweepers.
+    await db.query(`DELETE FROM webhook_messages WHERE merchant_id = $1`, [merchantId]);
+    // Unknown attempts made up here would be looked up, and raise the alert gauge, in other files.
+    await db.query(`UPDATE attempts SET state = 'declined', processed_at = now() WHERE merchant_id = $1`, [merchantId]);
+    await db.query(`DELETE FROM outbox WHERE id = ANY($1::uuid[])`, [outboxIds]);
     await closeTestDb();
   });
 
-  const outboxRow = async (completedAt: Date | null): Promise<string> =>
-    (
-      await db.query(
-        // An open row is marked failed for good, so no sweeper of another test file re-publishes it.
-        `INSERT INTO outbox (queue, job_name, payload, published_at, completed_at, failed_at, created_at)
-         VALUES ('retry-attempt', 'x', '{"v":1}', $2, $1, CASE WHEN $1::timestamptz IS NULL THEN $2::timestamptz END, $2)
-         RETURNING id`,
-        [completedAt, OLD],
-      )
-    )[0].id;
+  const outboxIds: string[] = [];
+  const outboxRow = async (completedAt: Date | null): Promise<string> => {
+    const [{ id }] = await db.query(
+      // An open row is marked failed for good, so no sweeper of another test file re-publishes it.
+      `INSERT INTO outbox (queue, job_name, payload, published_at, completed_at, failed_at, created_at)
+       VALUES ('retry-attempt', 'x', '{"v":1}', $2, $1, CASE WHEN $1::timestamptz IS NULL THEN $2::timestamptz END, $2)
+       RETURNING id`,
+      [completedAt, OLD],
+    );
+    outboxIds.push(id);
+    return id;
+  };
   const message = async (status: string, at: Date): Promise<string> => {
     const id = `msg_${randomBytes(12).toString('hex')}`.slice(0, 27);
     await db.query(
