@@ -51,14 +51,18 @@ describe('card history: per card per merchant, in-flight attempts, unknown outco
       async () =>
         (
           await db.query(
+            // A running worker's tick may already have taken one whose first attempt was planned for now.
             `SELECT count(*)::int AS n FROM transactions WHERE merchant_txn_id = ANY($1::text[])
-              AND review_status = 'passed' AND next_attempt_at IS NOT NULL`,
+              AND review_status = 'passed' AND (next_attempt_at IS NOT NULL OR attempt_count > 0)`,
             [ids],
           )
         )[0].n === ids.length,
-      { what: 'reviewed' },
+      { what: 'reviewed', timeoutMs: 50_000 },
     );
-    await db.query(`UPDATE transactions SET next_attempt_at = now() WHERE merchant_txn_id = ANY($1::text[])`, [ids]);
+    await db.query(
+      `UPDATE transactions SET next_attempt_at = now() WHERE merchant_txn_id = ANY($1::text[]) AND next_attempt_at IS NOT NULL`,
+      [ids],
+    );
     return ids;
   };
 
@@ -105,23 +109,27 @@ describe('card history: per card per merchant, in-flight attempts, unknown outco
     await worker.stop();
   });
 
-  it('approvals do not count: after 20 captures of 4111111111111111, the next 5 are captured at once too', async () => {
-    const client = await newClient();
-    const worker = await startApp('retry-worker', { env: REAL });
-    workers.push(worker);
-    for (const size of [20, 5]) {
-      const ids = await dueNow(
-        client,
-        Array.from({ length: size }, () => txn({}, '4111111111111111')),
-      );
-      for (const id of ids) {
-        const x = await finalOf(client, id);
-        expect(x[0].status).toBe('Captured');
-        expect(x.slice(1).map((a: any) => `${a.status}:${a.auth_code}`)).toEqual(['Captured:00']);
+  it(
+    'approvals do not count: after 20 captures of 4111111111111111, the next 5 are captured at once too',
+    { timeout: 150_000 },
+    async () => {
+      const client = await newClient();
+      const worker = await startApp('retry-worker', { env: REAL });
+      workers.push(worker);
+      for (const size of [20, 5]) {
+        const ids = await dueNow(
+          client,
+          Array.from({ length: size }, () => txn({}, '4111111111111111')),
+        );
+        for (const id of ids) {
+          const x = await finalOf(client, id);
+          expect(x[0].status).toBe('Captured');
+          expect(x.slice(1).map((a: any) => `${a.status}:${a.auth_code}`)).toEqual(['Captured:00']);
+        }
       }
-    }
-    await worker.stop();
-  });
+      await worker.stop();
+    },
+  );
 
   it('a hard decline bans the card for that merchant only, until the card data changes', async () => {
     const worker = await startApp('retry-worker', { env: FAST });
@@ -146,88 +154,96 @@ describe('card history: per card per merchant, in-flight attempts, unknown outco
     await worker.stop();
   });
 
-  it('a processor error whose charge went through is recorded as the capture: never a second charge', async () => {
-    const client = await newClient();
-    const worker = await startApp('retry-worker', { env: { ...FAST, TEST_PAUSE_AFTER_PROCESSOR_MS: '3000' } });
-    workers.push(worker);
-    const db = await testDb();
-    // 4000000000000119: processor error (timeout) on attempt 1.
-    const t = txn({}, '4000000000000119');
-    expect((await client.submit([t])).status).toBe(200);
-    const [op] = await waitFor(
-      async () => {
-        const rows: { key: string }[] = await db.query(
-          `SELECT s.idempotency_key AS key FROM sandbox_operations s JOIN attempts a ON a.vid = s.idempotency_key
+  it(
+    'a processor error whose charge went through is recorded as the capture: never a second charge',
+    { timeout: 120_000 },
+    async () => {
+      const client = await newClient();
+      const worker = await startApp('retry-worker', { env: { ...FAST, TEST_PAUSE_AFTER_PROCESSOR_MS: '3000' } });
+      workers.push(worker);
+      const db = await testDb();
+      // 4000000000000119: processor error (timeout) on attempt 1.
+      const t = txn({}, '4000000000000119');
+      expect((await client.submit([t])).status).toBe(200);
+      const [op] = await waitFor(
+        async () => {
+          const rows: { key: string }[] = await db.query(
+            `SELECT s.idempotency_key AS key FROM sandbox_operations s JOIN attempts a ON a.vid = s.idempotency_key
              JOIN transactions t ON t.id = a.transaction_id
             WHERE t.merchant_txn_id = $1 AND a.state = 'pending' AND s.result->>'outcome' = 'error'`,
-          [t['id']],
-        );
-        return rows.length ? rows : null;
-      },
-      { what: 'the timed-out attempt in flight' },
-    );
-    // The charge completed at the processor after the timeout: a lookup by its key now finds it.
-    await db.query(`UPDATE sandbox_operations SET result = $2::jsonb WHERE idempotency_key = $1`, [
-      op!.key,
-      JSON.stringify({
-        outcome: 'approved',
-        responseCode: '00',
-        processorTransactionId: 'sbx_late_capture',
-        message: 'Approved',
-      }),
-    ]);
-    const x = await finalOf(client, t['id'] as string);
-    expect(x[0].status).toBe('Captured');
-    expect(x.slice(1).map((a: any) => `${a.status}:${a.auth_code}`)).toEqual(['Captured:00']);
-    expect(x[1].processor_transaction_id).toBe('sbx_late_capture');
-    const [approved] = await db.query(
-      `SELECT count(*)::int AS n FROM sandbox_operations s JOIN attempts a ON a.vid = s.idempotency_key
+            [t['id']],
+          );
+          return rows.length ? rows : null;
+        },
+        { what: 'the timed-out attempt in flight', timeoutMs: 50_000 },
+      );
+      // The charge completed at the processor after the timeout: a lookup by its key now finds it.
+      await db.query(`UPDATE sandbox_operations SET result = $2::jsonb WHERE idempotency_key = $1`, [
+        op!.key,
+        JSON.stringify({
+          outcome: 'approved',
+          responseCode: '00',
+          processorTransactionId: 'sbx_late_capture',
+          message: 'Approved',
+        }),
+      ]);
+      const x = await finalOf(client, t['id'] as string);
+      expect(x[0].status).toBe('Captured');
+      expect(x.slice(1).map((a: any) => `${a.status}:${a.auth_code}`)).toEqual(['Captured:00']);
+      expect(x[1].processor_transaction_id).toBe('sbx_late_capture');
+      const [approved] = await db.query(
+        `SELECT count(*)::int AS n FROM sandbox_operations s JOIN attempts a ON a.vid = s.idempotency_key
          JOIN transactions t ON t.id = a.transaction_id
         WHERE t.merchant_txn_id = $1 AND s.result->>'outcome' = 'approved'`,
-      [t['id']],
-    );
-    expect(approved.n).toBe(1);
-    await worker.stop();
-  });
+        [t['id']],
+      );
+      expect(approved.n).toBe(1);
+      await worker.stop();
+    },
+  );
 
-  it('an attempt left unknown by a processor error is reconciled: a late capture is recorded, no new charge', async () => {
-    const client = await newClient();
-    const db = await testDb();
-    const [id] = await dueNow(client, [txn({}, '4000000000000119')]);
-    const worker = await startApp('retry-worker', { env: REAL });
-    workers.push(worker);
-    // Attempt 1 times out: its outcome is unknown (real time: not settled as "not charged" for 15 min),
-    // so no attempt 2 is planned while it is.
-    const [first] = await waitFor(
-      async () => {
-        const rows: { vid: string }[] = await db.query(
-          `SELECT a.vid FROM attempts a JOIN transactions t ON t.id = a.transaction_id
+  it(
+    'an attempt left unknown by a processor error is reconciled: a late capture is recorded, no new charge',
+    { timeout: 120_000 },
+    async () => {
+      const client = await newClient();
+      const db = await testDb();
+      const [id] = await dueNow(client, [txn({}, '4000000000000119')]);
+      const worker = await startApp('retry-worker', { env: REAL });
+      workers.push(worker);
+      // Attempt 1 times out: its outcome is unknown (real time: not settled as "not charged" for 15 min),
+      // so no attempt 2 is planned while it is.
+      const [first] = await waitFor(
+        async () => {
+          const rows: { vid: string }[] = await db.query(
+            `SELECT a.vid FROM attempts a JOIN transactions t ON t.id = a.transaction_id
             WHERE t.merchant_txn_id = $1 AND a.state = 'unknown' AND t.next_attempt_at IS NULL`,
-          [id],
-        );
-        return rows.length ? rows : null;
-      },
-      { what: 'attempt 1 unknown after a processor error' },
-    );
-    // The processor finished that charge after all.
-    await db.query(`UPDATE sandbox_operations SET result = $2::jsonb WHERE idempotency_key = $1`, [
-      first!.vid,
-      JSON.stringify({
-        outcome: 'approved',
-        responseCode: '00',
-        processorTransactionId: 'sbx_late',
-        message: 'Approved',
-      }),
-    ]);
-    const x = await finalOf(client, id!);
-    expect(x[0].status).toBe('Captured');
-    expect(x.slice(1).map((a: any) => `${a.retry_number}:${a.status}:${a.auth_code}`)).toEqual(['1:Captured:00']);
-    const [ops] = await db.query(
-      `SELECT count(*)::int AS n FROM sandbox_operations s JOIN attempts a ON a.vid = s.idempotency_key
+            [id],
+          );
+          return rows.length ? rows : null;
+        },
+        { what: 'attempt 1 unknown after a processor error', timeoutMs: 50_000 },
+      );
+      // The processor finished that charge after all.
+      await db.query(`UPDATE sandbox_operations SET result = $2::jsonb WHERE idempotency_key = $1`, [
+        first!.vid,
+        JSON.stringify({
+          outcome: 'approved',
+          responseCode: '00',
+          processorTransactionId: 'sbx_late',
+          message: 'Approved',
+        }),
+      ]);
+      const x = await finalOf(client, id!);
+      expect(x[0].status).toBe('Captured');
+      expect(x.slice(1).map((a: any) => `${a.retry_number}:${a.status}:${a.auth_code}`)).toEqual(['1:Captured:00']);
+      const [ops] = await db.query(
+        `SELECT count(*)::int AS n FROM sandbox_operations s JOIN attempts a ON a.vid = s.idempotency_key
          JOIN transactions t ON t.id = a.transaction_id WHERE t.merchant_txn_id = $1`,
-      [id],
-    );
-    expect(ops.n).toBe(1);
-    await worker.stop();
-  });
+        [id],
+      );
+      expect(ops.n).toBe(1);
+      await worker.stop();
+    },
+  );
 });
