@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Queue, Worker } from 'bullmq';
 import { root } from '../../tools/infra.mjs';
-import { benchEnv, table } from '../lib.mjs';
+import { benchEnv, table, visa } from '../lib.mjs';
 
 const require = createRequire(import.meta.url);
 const args = process.argv.slice(2);
@@ -42,21 +42,6 @@ if (PROCESSOR === 'stripe') {
     secret_key: stripeFake.secretKey,
     api_base: apiBase,
   });
-}
-
-/** A valid Visa number per index (Luhn digit computed), so every transaction has its own card. */
-function visa(i) {
-  const body = `4${String(100000000000000 + i).slice(1)}`;
-  let sum = 0;
-  for (let k = 0; k < body.length; k++) {
-    let d = Number(body[body.length - 1 - k]);
-    if (k % 2 === 0) {
-      d *= 2;
-      if (d > 9) d -= 9;
-    }
-    sum += d;
-  }
-  return body + ((10 - (sum % 10)) % 10);
 }
 
 const { base } = await env.startApp('intake-api');

@@ -10,7 +10,7 @@
 // Run: node bench/pipeline/pipeline.bench.mjs [transactions] [--replicas 1,2] [--scale 43200]
 import http from 'node:http';
 import { APPS } from '../../tools/infra.mjs';
-import { benchEnv, percentile, table } from '../lib.mjs';
+import { benchEnv, percentile, table, visa } from '../lib.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, fallback) => {
@@ -21,21 +21,6 @@ const REPLICAS = opt('--replicas', '1,2').split(',').map(Number);
 const SCALE = opt('--scale', '43200');
 const N = Number(args[0] ?? 100_000);
 const FINAL = new Set(['retry succeeded', 'retry failed', 'validation failed']);
-
-/** A valid Visa number per index (Luhn digit computed): every transaction has its own card. */
-function visa(i) {
-  const body = `4${String(100000000000000 + i).slice(1)}`;
-  let sum = 0;
-  for (let k = 0; k < body.length; k++) {
-    let d = Number(body[body.length - 1 - k]);
-    if (k % 2 === 0) {
-      d *= 2;
-      if (d > 9) d -= 9;
-    }
-    sum += d;
-  }
-  return body + ((10 - (sum % 10)) % 10);
-}
 
 async function run(replicas, round) {
   const submittedAt = new Map();

@@ -40,7 +40,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { root } from '../../tools/infra.mjs';
-import { benchEnv, percentile, table } from '../lib.mjs';
+import { benchEnv, percentile, table, visa } from '../lib.mjs';
 
 const require = createRequire(import.meta.url);
 const N = Number(process.argv[2] ?? 1_000_000);
@@ -408,20 +408,6 @@ async function main() {
   const readRows = await measureGets('fresh stats', variants);
 
   // ---------------------------------------------------------------- 2. POST at N vs empty
-  /** A valid Visa number per index (Luhn digit computed). */
-  function visa(i) {
-    const body = `4${String(100000000000000 + i).slice(1)}`;
-    let sum = 0;
-    for (let k = 0; k < body.length; k++) {
-      let d = Number(body[body.length - 1 - k]);
-      if (k % 2 === 0) {
-        d *= 2;
-        if (d > 9) d -= 9;
-      }
-      sum += d;
-    }
-    return body + ((10 - (sum % 10)) % 10);
-  }
   let cardNo = 1_000_000;
   function newTransaction(sub, i, prefix) {
     const id = `${prefix}_${randomBytes(8).toString('hex')}_${i}`;
