@@ -193,26 +193,48 @@ describe('attempt service: every branch of prepare and record', () => {
     expect(await pushes(t.id)).toEqual(['refund completed']);
   });
 
-  it('network limit, temporary: no attempt, the transaction waits until the window allows one', async () => {
-    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
-    // 20 declines (Visa category 4) on this card for this merchant in the last 30 days.
-    const other = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+  /** 20 declines (Visa category 4) on a card for this merchant, `daysAgo` days ago: its 30-day budget. */
+  const useUpVisaBudget = async (card: string, daysAgo: number) => {
+    const other = await insertTransactionRow(db, merchantId, { card });
+    const at = new Date(Date.now() - daysAgo * 86_400_000);
     for (let n = 1; n <= 20; n++)
       await insertAttemptRow(db, other, {
         retryNumber: n,
         state: 'declined',
-        preparedAt: new Date(),
-        processedAt: new Date(),
+        preparedAt: at,
+        processedAt: at,
         responseCode: '05',
         authCodeDescription: 'Soft Failure',
       });
+  };
+
+  it('network limit, temporary: no attempt, the transaction waits until the window allows one', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
+    // The budget frees 25 days from now, inside t's recovery window (submitted a day ago: 29 days left).
+    await useUpVisaBudget('4000000000000002', 5);
     const a = await insertAttemptRow(db, t);
     expect(await attempts.run(a.id)).toBe('nothing to do');
     expect(await attemptRows(t.id)).toEqual([]);
     const row = await txnRow(t.id);
     expect(row.status).toBe('In Retry');
-    expect(new Date(row.next_attempt_at).getTime()).toBeGreaterThan(Date.now() + 29 * 86_400_000);
+    expect(new Date(row.next_attempt_at).getTime()).toBeGreaterThan(Date.now() + 24 * 86_400_000);
     expect(await charges(a.vid)).toBe(0);
+    expect(await pushes(t.id)).toEqual([]);
+  });
+
+  it('network limit until after the recovery window: Cancelled now, never an attempt after the window', async () => {
+    // Seen first in CI: the transaction waited 30 days for the card's budget and was charged after its window.
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000010' });
+    // The budget frees 30 days from now; t's window ends in 29.
+    await useUpVisaBudget('4000000000000010', 0);
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('nothing to do');
+    expect(await attemptRows(t.id)).toEqual([]);
+    const row = await txnRow(t.id);
+    expect(row.status).toBe('Cancelled');
+    expect(row.next_attempt_at).toBeNull();
+    expect(await charges(a.vid)).toBe(0);
+    expect(await pushes(t.id)).toEqual(['retry failed']);
   });
 
   it('network limit, permanent: a card blocked by a hard decline is Cancelled without an attempt', async () => {

@@ -82,7 +82,8 @@ describe('horizontal safety of the retry engine', () => {
     const batch = Array.from({ length: 120 }, (_, i) => txn({}, cards[i % cards.length]));
     expect((await client.submit(batch)).status).toBe(200);
     const ids = batch.map((t) => t['id'] as string);
-    await waitFor(() => allFinal(ids), { timeoutMs: 60_000, what: 'all transactions final' });
+    // The test's own timeout is longer, so a slow run fails here, saying what it waited for.
+    await waitFor(() => allFinal(ids), { timeoutMs: 90_000, what: 'all transactions final' });
     await assertNoDoubleCharge(ids);
     // Each worker took part: its own /metrics counts the attempts it sent to the processor (summing
     // the two processes' logs could not fail: a started process always logs). Together they made at
@@ -96,7 +97,7 @@ describe('horizontal safety of the retry engine', () => {
       // Never left running into the next test (it counts on being the only worker).
       await Promise.all([a.stop(), b.stop()]);
     }
-  });
+  }, 120_000);
 
   it('a worker killed after charging is recovered by another without a second charge', async () => {
     const slow = await startApp('retry-worker', { env: { ...ENV, TEST_PAUSE_AFTER_PROCESSOR_MS: '60000' } });

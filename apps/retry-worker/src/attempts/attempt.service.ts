@@ -22,6 +22,7 @@ import {
   newVid,
   open,
   planNextAttempt,
+  recoveryWindowEnd,
 } from '@retain/domain';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import {
@@ -301,12 +302,27 @@ export class AttemptService {
       await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
       let outbox: string[] = [];
       if (check.permanently) outbox = await this.cancel(m, txn, check.rule, null);
-      else await AttemptsRepository.deferTransaction(m, txn.id, check.notBefore);
+      else if (check.notBefore > (await this.windowEnd(m, txn))) {
+        // The limit frees the card only after the recovery window: no attempt is ever made after
+        // it, so the recovery ends now instead of waiting to make one.
+        outbox = await this.cancel(
+          m,
+          txn,
+          `${check.rule}: not before the recovery window ends`,
+          txn.authCodeDescription,
+        );
+      } else await AttemptsRepository.deferTransaction(m, txn.id, check.notBefore);
       this.logger.log({ rule: check.rule }, 'attempt not made: network limit');
       return done(outbox);
     }
     await this.markInFlight(m, attempt, txn, dataVersion);
     return this.toCharge(attempt, txn);
+  }
+
+  /** The end of the transaction's recovery window under its own policy version and experiment arm. */
+  private async windowEnd(m: EntityManager, txn: TransactionEntity): Promise<Date> {
+    const inputs = await policyInputsFor(m, txn.merchantId, txn.id);
+    return recoveryWindowEnd({ ...inputs, startedAt: txn.submittedTs, timeScale: this.config.retryTimeScale });
   }
 
   /** The attempt goes to the processor: from now on it counts in the card's history until recorded. */

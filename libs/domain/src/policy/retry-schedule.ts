@@ -201,6 +201,21 @@ export interface PlanInput {
  * and consecutive calls see the virtual days pass. Every candidate time is checked against the
  * card-network limits; a temporary limit pushes it to the next slot after `notBefore`.
  */
+/**
+ * When the transaction's recovery window ends, in real time (RETRY_TIME_SCALE applied): the policy
+ * plans nothing after it, so an attempt the network limits push past it is never made.
+ */
+export function recoveryWindowEnd(
+  input: Pick<PlanInput, 'startedAt' | 'firstFailedAt' | 'timeScale' | 'config' | 'policy'>,
+): Date {
+  const adaptive = input.policy && input.policy.version !== LEGACY_POLICY_VERSION;
+  const config = { ...DEFAULT_RETRY_POLICY, ...input.config, ...(adaptive ? input.policy?.config : {}) };
+  const scale = validScale(input.timeScale);
+  const anchor = input.startedAt.getTime();
+  const v = (input.firstFailedAt ?? input.startedAt).getTime() + config.windowDays * DAY;
+  return new Date(v <= anchor ? v : anchor + Math.ceil((v - anchor) / scale));
+}
+
 export function planNextAttempt(input: PlanInput): Plan {
   if (input.policy && input.policy.version !== LEGACY_POLICY_VERSION)
     return planAdaptive(
