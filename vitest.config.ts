@@ -28,7 +28,10 @@ export default defineConfig({
     setupFiles: ['libs/testing/src/vitest.setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
-    fileParallelism: false,
+    // Files run RETAIN_TEST_WORKERS at a time (default 2), each worker on its own database copy and
+    // queue prefix (libs/testing/src/global-setup.ts); most of a file's time is spent waiting on apps.
+    fileParallelism: true,
+    maxWorkers: Number(process.env['RETAIN_TEST_WORKERS'] ?? 2),
     pool: 'forks',
   },
 });

@@ -77,19 +77,19 @@ describe('card history: per card per merchant, in-flight attempts, unknown outco
     const worker = await startApp('retry-worker', { env: { ...REAL, TEST_PAUSE_AFTER_PROCESSOR_MS: '1500' } });
     workers.push(worker);
     const db = await testDb();
-    // Settled: every transaction has its attempt recorded, or was deferred by the limit (no attempt).
+    // Settled: every transaction has its attempt recorded, or was ended by the limit (no attempt).
     const settled = async () => {
       const [r] = await db.query(
         `SELECT count(*)::int AS n FROM transactions t
           WHERE t.merchant_txn_id = ANY($1::text[])
             AND NOT ((t.attempt_count > 0
                       AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.transaction_id = t.id AND a.state = 'pending'))
-                  OR (t.attempt_count = 0 AND t.next_attempt_at > now() + interval '29 days'))`,
+                  OR (t.attempt_count = 0 AND t.status = 'Cancelled'))`,
         [ids],
       );
       return r.n === 0;
     };
-    await waitFor(settled, { timeoutMs: 45_000, what: 'every attempt made or deferred' });
+    await waitFor(settled, { timeoutMs: 45_000, what: 'every attempt made or the recovery ended by the limit' });
     let made = 0;
     for (const id of ids) made += (await related(client, id)).length - 1;
     expect(made).toBe(20);
@@ -99,13 +99,14 @@ describe('card history: per card per merchant, in-flight attempts, unknown outco
       [ids],
     );
     expect(charges.n).toBe(20);
-    // The 5 left wait until the oldest decline leaves the 30-day window.
-    const [deferred] = await db.query(
+    // The card's budget frees when the oldest decline leaves the 30-day window, after the 5 others'
+    // recovery windows end: they end Cancelled at once, never charged after their window.
+    const [ended] = await db.query(
       `SELECT count(*)::int AS n FROM transactions WHERE merchant_txn_id = ANY($1::text[]) AND attempt_count = 0
-          AND next_attempt_at > now() + interval '29 days'`,
+          AND status = 'Cancelled' AND next_attempt_at IS NULL`,
       [ids],
     );
-    expect(deferred.n).toBe(5);
+    expect(ended.n).toBe(5);
     await worker.stop();
   });
 

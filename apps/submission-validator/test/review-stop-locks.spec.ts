@@ -44,7 +44,8 @@ describe('reviews and stop requests at the same time', () => {
     // No validator process: the reviews below are the only ones.
     api = await startApp('intake-api');
     const config = loadConfig('submission-validator');
-    ds = createDataSource(config.databaseUrl, 10);
+    // A connection for every review at once: none waits for the pool (a slow machine timed them out).
+    ds = createDataSource(config.databaseUrl, 40);
     await ds.initialize();
     const moduleRef = await Test.createTestingModule({
       providers: [
@@ -83,13 +84,13 @@ describe('reviews and stop requests at the same time', () => {
     const reviewErrors: string[] = [];
     await Promise.all(
       submissions.flatMap((s) => [
-        pause(Math.random() * 8).then(async () => {
+        pause(Math.random() * 40).then(async () => {
           // Stops name the ids in another order than the review reads them.
           const body = { refunds: [...s.txnIds].reverse().map((id) => ({ id })) };
           const r = await client.request('POST', '/v1/retain/refunds', body);
           statuses.push(r.status);
         }),
-        pause(Math.random() * 8).then(async () => {
+        pause(Math.random() * 40).then(async () => {
           await review.review(s.id).catch((err: unknown) => {
             reviewErrors.push((err as Error).message);
           });

@@ -17,19 +17,36 @@ export default async function setup(): Promise<() => Promise<void>> {
   const { ensureBuilt } = await import('../../../tools/infra.mjs');
   ensureBuilt();
   await migrate(testUrl);
-  const prefix = `{rt${randomBytes(4).toString('hex')}}`;
+  const prefix = `rt${randomBytes(4).toString('hex')}`;
   process.env['DATABASE_URL'] = testUrl;
-  process.env['QUEUE_PREFIX'] = prefix;
-  return async () => {
-    if (process.env['KEEP_TEST_DB']) return;
-    const admin = new URL(base);
-    admin.pathname = '/postgres';
+  process.env['QUEUE_PREFIX'] = `{${prefix}}`;
+  // Test files run in parallel workers (vitest.config.ts): each worker gets its own copy of the
+  // migrated database and its own queue prefix (vitest.setup.ts picks them by VITEST_POOL_ID), so a
+  // file's workers never take another file's due transactions, outbox rows or jobs.
+  const workers = testWorkers();
+  const admin = new URL(base);
+  admin.pathname = '/postgres';
+  const withAdmin = async (sql: string[]) => {
     const c = new Client({ connectionString: admin.toString() });
     await c.connect();
     try {
-      await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      for (const q of sql) await c.query(q);
     } finally {
       await c.end();
     }
   };
+  const copies = Array.from({ length: workers }, (_, i) => `${name}_w${i + 1}`);
+  await withAdmin(copies.map((copy) => `CREATE DATABASE "${copy}" TEMPLATE "${name}"`));
+  process.env['RETAIN_TEST_DB_NAME'] = name;
+  process.env['RETAIN_TEST_QUEUE_PREFIX'] = prefix;
+  return async () => {
+    if (process.env['KEEP_TEST_DB']) return;
+    await withAdmin([name, ...copies].map((db) => `DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`));
+  };
+}
+
+/** How many test files run at once (RETAIN_TEST_WORKERS, default 2). */
+export function testWorkers(): number {
+  const n = Number(process.env['RETAIN_TEST_WORKERS'] ?? 2);
+  return Number.isInteger(n) && n >= 1 ? n : 2;
 }
