@@ -123,8 +123,14 @@ export async function startApp(app: AppName, opts: StartOptions = {}): Promise<R
         const res = await fetch(`${proc.url}/${opts.ready === false ? 'healthz' : 'readyz'}`);
         return res.ok;
       },
-      { timeoutMs: 30_000, intervalMs: 100, what: `${app} to start` },
-    ).then(() => true),
+      // Generous: two test files start their apps at once on a loaded two-core machine.
+      { timeoutMs: 60_000, intervalMs: 100, what: `${app} to start` },
+    ).then(
+      () => true,
+      (err: Error) => {
+        throw new Error(`${err.message}\n${proc.logs().slice(-4000)}`);
+      },
+    ),
     proc.exited.then(() => false),
   ]);
   if (!started) throw new Error(`${app} exited at start:\n${proc.logs()}`);
