@@ -1,4 +1,12 @@
-import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHmac,
+  createSecretKey,
+  hkdfSync,
+  randomBytes,
+  type KeyObject,
+} from 'node:crypto';
 import { accountHash, maskCardNumber } from './card';
 
 /** A data key of the configuration: id kept beside each sealed value so keys can rotate. */
@@ -13,12 +21,27 @@ export interface Sealed {
   value: string;
 }
 
+const keyObjects = new WeakMap<Buffer, KeyObject>();
+
+/**
+ * The KeyObject of a configured key, made once: Node imports a raw Buffer key into a new KeyObject
+ * on every cipher and HMAC, which cost 5x the operation itself (a quarter of the intake's CPU).
+ */
+function keyObject(key: Buffer): KeyObject {
+  let k = keyObjects.get(key);
+  if (!k) {
+    k = createSecretKey(key);
+    keyObjects.set(key, k);
+  }
+  return k;
+}
+
 /** AES-256-GCM with the first (current) key. */
 export function seal(keys: readonly DataKey[], plaintext: string, aad = 'retain'): Sealed {
   const current = keys[0];
   if (!current) throw new Error('no data key configured');
   const iv = randomBytes(12);
-  const cipher = createCipheriv('aes-256-gcm', current.key, iv);
+  const cipher = createCipheriv('aes-256-gcm', keyObject(current.key), iv);
   cipher.setAAD(Buffer.from(aad));
   const ct = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
   const tag = cipher.getAuthTag();
@@ -31,7 +54,7 @@ export function open(keys: readonly DataKey[], sealed: Sealed, aad = 'retain'): 
   if (!k) throw new Error(`data key ${sealed.keyId} is not configured`);
   const [iv, tag, ct] = sealed.value.split('.').map((p) => Buffer.from(p, 'base64'));
   if (!iv || !tag || !ct) throw new Error('malformed sealed value');
-  const decipher = createDecipheriv('aes-256-gcm', k.key, iv);
+  const decipher = createDecipheriv('aes-256-gcm', keyObject(k.key), iv);
   decipher.setAAD(Buffer.from(aad));
   decipher.setAuthTag(tag);
   return Buffer.concat([decipher.update(ct), decipher.final()]).toString('utf8');
@@ -91,7 +114,7 @@ function legacyFingerprintKey(dataKey: Buffer): Buffer {
 }
 
 function hmacHex(key: Buffer, pan: string): string {
-  return createHmac('sha256', key).update(pan).digest('hex');
+  return createHmac('sha256', keyObject(key)).update(pan).digest('hex');
 }
 
 /** The card's fingerprint under the current (first) fingerprint key. */
