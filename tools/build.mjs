@@ -2,7 +2,7 @@
 // for Nest/TypeORM, and the @retain/* path aliases rewritten to relative requires.
 // Type checking is a separate step (`npm run typecheck`), so builds stay fast.
 import { transformFile } from '@swc/core';
-import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -40,7 +40,17 @@ const swcOptions = (filename) => ({
   },
 });
 
-await rm(out, { recursive: true, force: true });
+// No `rm` of the whole output first: apps may be starting from it while it is rebuilt (`npm start`
+// beside running tests, a developer rebuilding under a running app). Each file is replaced
+// atomically (written beside, then renamed), and files no source produces any more are removed last.
+const written = new Set();
+/** Writes a file so that a reader sees the old or the new content, never a missing or partial one. */
+async function replaceFile(target, content) {
+  const tmp = `${target}.${process.pid}.tmp`;
+  await writeFile(tmp, content);
+  await rename(tmp, target);
+  written.add(target);
+}
 let count = 0;
 const jobs = [];
 for (const top of ['apps', 'libs']) {
@@ -50,19 +60,37 @@ for (const top of ['apps', 'libs']) {
         const res = await transformFile(file, swcOptions(file));
         const target = path.join(out, path.relative(root, file)).replace(/\.ts$/, '.js');
         await mkdir(path.dirname(target), { recursive: true });
-        await writeFile(target, res.code + `\n//# sourceMappingURL=${path.basename(target)}.map\n`);
-        if (res.map) await writeFile(target + '.map', res.map);
+        await replaceFile(target, res.code + `\n//# sourceMappingURL=${path.basename(target)}.map\n`);
+        if (res.map) await replaceFile(target + '.map', res.map);
         count++;
       })(),
     );
   }
 }
 await Promise.all(jobs);
-// The merchant portal (apps/portal): Preact + chart.js bundled by Vite, hashed asset names.
+const portal = path.join(out, 'portal');
+async function removeStale(dir) {
+  for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    const p = path.join(dir, entry.name);
+    if (entry.isDirectory()) {
+      if (p !== portal && !path.basename(p).startsWith('.portal-')) await removeStale(p);
+    } else if ((p.endsWith('.js') || p.endsWith('.js.map') || p.endsWith('.tmp')) && !written.has(p)) {
+      await rm(p, { force: true });
+    }
+  }
+}
+await removeStale(out);
+// The merchant portal (apps/portal): Preact + chart.js bundled by Vite, hashed asset names. Built
+// beside and swapped in, for the same reason.
 const { build: viteBuild } = await import('vite');
+const nextPortal = path.join(out, `.portal-${process.pid}`);
 await viteBuild({
   configFile: path.join(root, 'apps', 'portal', 'vite.config.mjs'),
-  build: { outDir: path.join(out, 'portal') },
+  build: { outDir: nextPortal, emptyOutDir: true },
 });
+const oldPortal = path.join(out, `.portal-old-${process.pid}`);
+await rename(portal, oldPortal).catch(() => {});
+await rename(nextPortal, portal);
+await rm(oldPortal, { recursive: true, force: true });
 // Progress goes to stderr: stdout belongs to the programs built here (the CLI prints JSON).
 process.stderr.write(`build: ${count} files compiled to dist/, the portal bundled to dist/portal/\n`);

@@ -85,7 +85,10 @@ describe('inTransactionWithRetry (real Postgres)', () => {
         { onRetry: (r) => retries.push(r.code) },
       );
     await Promise.all([run(1, 2), run(2, 1)]);
-    expect(retries).toEqual(['40P01']);
+    // Usually one of the two is chosen as the victim; on a loaded machine both deadlock checks may fire
+    // before either abort lands, and both run again (seen in a full parallel run).
+    expect(retries.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(retries)).toEqual(new Set(['40P01']));
     const rows: { id: number; n: number }[] = await ds.query(`SELECT id, n FROM retry_probe ORDER BY id`);
     expect(rows).toEqual([
       { id: 1, n: 2 },

@@ -6,15 +6,31 @@ const root = path.resolve(__dirname, '..', '..', '..');
 
 export type AppName = 'intake-api' | 'submission-validator' | 'retry-worker' | 'refund-batcher' | 'webhook-dispatcher';
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** True when nothing listens on the port now. */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(addr.port));
-    });
-    srv.once('error', reject);
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
+}
+
+const PORTS_PER_WORKER = 2000;
+let nextPort = (process.pid * 7) % PORTS_PER_WORKER;
+
+/**
+ * A port for an app this test starts. Test files run in parallel workers, and an app binds its port
+ * a moment after it was chosen: two workers drawing from the OS's ephemeral ports could both get
+ * one, and a test would then talk to the other worker's app. Each worker draws from its own range
+ * below the ephemeral range (20000 + 2000 x VITEST_POOL_ID), in turn, skipping ports in use.
+ */
+export async function freePort(): Promise<number> {
+  const base = 20_000 + (Number(process.env['VITEST_POOL_ID'] ?? 0) % 6) * PORTS_PER_WORKER;
+  for (let i = 0; i < PORTS_PER_WORKER; i++) {
+    const port = base + (nextPort++ % PORTS_PER_WORKER);
+    if (await canListen(port)) return port;
+  }
+  throw new Error("no free port in this test worker's range");
 }
 
 export async function waitFor<T>(
