@@ -218,7 +218,7 @@ type Alone = { kind: 'alone' };
 const ALONE: Alone = { kind: 'alone' };
 
 /** Attempts a grouped prepare or record takes at most. */
-const MAX_BATCH = 64;
+const MAX_BATCH = 256;
 
 /** An outcome waiting for the grouped record. */
 interface RecordItem {
