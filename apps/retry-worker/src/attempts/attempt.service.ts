@@ -933,7 +933,8 @@ export class AttemptService {
               .get(cardHistoryKey(txn.merchantId, txn.cardHmac))!
               .filter((h) => h.id !== attempt.id)
               .map(({ id: _id, ...h }) => h),
-            own,
+            // Its own row is in the card's history when it was made on that card (the usual case).
+            ...(attempt.cardHmac === txn.cardHmac ? [own] : []),
           ]
         : [];
       const policyInputs = withOwnCount(
