@@ -577,6 +577,107 @@ describe('attempt service: every branch of prepare and record', () => {
     }
   });
 
+  // Concurrent attempts of one process share their statements (prepareBatch, recordBatch): these
+  // run several at once, so they form one batch, and check the batch keeps every per-attempt rule.
+  describe('grouped: concurrent attempts in one batch', () => {
+    it('several attempts on one card never pass its limit together: 18 declines, 4 at once, 2 charged', async () => {
+      const merchant = await insertMerchantRow(db);
+      const card = '4000000000000002';
+      const other = await insertTransactionRow(db, merchant, { card });
+      for (let n = 1; n <= 18; n++)
+        await insertAttemptRow(db, other, {
+          retryNumber: n,
+          state: 'declined',
+          preparedAt: new Date(),
+          processedAt: new Date(),
+          responseCode: '05',
+          authCodeDescription: 'Soft Failure',
+        });
+      const ts = await Promise.all([1, 2, 3, 4].map(() => insertTransactionRow(db, merchant, { card })));
+      const as = await Promise.all(ts.map((t) => insertAttemptRow(db, t)));
+      const results = await Promise.all(as.map((a) => attempts.run(a.id)));
+      const charged = (await Promise.all(as.map((a) => charges(a.vid)))).reduce((x, y) => x + y, 0);
+      expect(charged).toBe(2);
+      expect(results.filter((r) => r === 'nothing to do')).toHaveLength(2);
+      // The two not made wait for the card's window; the card never saw more than 20 attempts.
+      for (const [i, t] of ts.entries()) {
+        if (results[i] !== 'nothing to do') continue;
+        expect(await attemptRows(t.id)).toEqual([]);
+        expect(new Date((await txnRow(t.id)).next_attempt_at).getTime()).toBeGreaterThan(Date.now() + 86_400_000);
+      }
+      const [{ n }] = await db.query(
+        `SELECT count(*)::int AS n FROM attempts WHERE merchant_id = $1 AND prepared_at IS NOT NULL`,
+        [merchant],
+      );
+      expect(n).toBe(20);
+    });
+
+    it('uncommon attempts of a batch run alone: a stop, an attempt prepared by an earlier run, beside a common one', async () => {
+      const merchant = await insertMerchantRow(db);
+      const plain = await insertTransactionRow(db, merchant);
+      const stopped = await insertTransactionRow(db, merchant, { stopRequested: true });
+      const earlier = await insertTransactionRow(db, merchant, { card: '4000000000000077' });
+      const [a1, a2, a3] = await Promise.all([
+        insertAttemptRow(db, plain),
+        insertAttemptRow(db, stopped),
+        insertAttemptRow(db, earlier, { preparedAt: new Date() }),
+      ]);
+      await setSandboxCharge(db, a3!.vid, { outcome: 'approved', processorTransactionId: 'sbx_earlier_batch' });
+      const results = await Promise.all([a1!, a2!, a3!].map((a) => attempts.run(a.id)));
+      expect(results).toEqual(['approved', 'nothing to do', 'approved']);
+      expect((await txnRow(plain.id)).status).toBe('Captured');
+      expect(await attemptRows(stopped.id)).toEqual([]);
+      expect((await txnRow(stopped.id)).status).toBe('Stopped');
+      expect(await charges(a2!.vid)).toBe(0);
+      expect(await attemptRows(earlier.id)).toMatchObject([
+        { state: 'captured', processor_transaction_id: 'sbx_earlier_batch' },
+      ]);
+      expect(await charges(a3!.vid)).toBe(1);
+      // Run again (a redelivered job each): nothing more.
+      expect(await Promise.all([a1!, a2!, a3!].map((a) => attempts.run(a.id)))).toEqual([
+        'nothing to do',
+        'nothing to do',
+        'nothing to do',
+      ]);
+      expect(await pushes(plain.id)).toEqual(['retry succeeded']);
+    });
+
+    it('outcomes of one batch: a capture and a decline recorded together, the end of a recovery and an unknown alone', async () => {
+      const merchant = await insertMerchantRow(db);
+      const [ok, soft, hard, error] = await Promise.all(
+        [undefined, '4000000000000077', '4100000000000019', '4000000000000119'].map((card) =>
+          insertTransactionRow(db, merchant, card ? { card } : {}),
+        ),
+      );
+      // On the adaptive policy, whose learner counts each decided attempt.
+      await db.query(`UPDATE transactions SET policy_version = 'adaptive-2026-11' WHERE merchant_id = $1`, [merchant]);
+      const as = await Promise.all([ok!, soft!, hard!, error!].map((t) => insertAttemptRow(db, t)));
+      expect(await Promise.all(as.map((a) => attempts.run(a.id)))).toEqual([
+        'approved',
+        'declined',
+        'declined',
+        'unknown',
+      ]);
+      expect(await txnRow(ok!.id)).toMatchObject({ status: 'Captured', captured_amount_minor: '1999' });
+      expect(await pushes(ok!.id)).toEqual(['retry succeeded']);
+      const retry = await txnRow(soft!.id);
+      expect(retry.status).toBe('In Retry');
+      expect(retry.next_attempt_at).not.toBeNull();
+      expect(await attemptRows(soft!.id)).toMatchObject([{ state: 'declined', response_code: '51' }]);
+      expect((await txnRow(hard!.id)).status).toBe('Cancelled');
+      expect(await pushes(hard!.id)).toEqual(['retry failed']);
+      expect(await attemptRows(error!.id)).toMatchObject([{ state: 'unknown', response_code: '96' }]);
+      // The learner counted the two decisions of the batch's merchant, the unknown not.
+      const [{ n }] = await db.query(
+        `SELECT coalesce(sum(attempts), 0)::int AS n FROM (
+           SELECT attempts FROM policy_slot_pending WHERE scope = $1
+           UNION ALL SELECT attempts FROM policy_slot_stats WHERE scope = $1) c`,
+        [merchant],
+      );
+      expect(n).toBe(3);
+    });
+  });
+
   it('a transaction without a card to charge fails the job for good (UnrecoverableError)', async () => {
     const t = await insertTransactionRow(db, await insertMerchantRow(db));
     await db.query(`UPDATE transactions SET card_enc = NULL WHERE id = $1`, [t.id]);

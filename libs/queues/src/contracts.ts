@@ -89,7 +89,9 @@ export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
     version: 1,
     idFields: ['attemptId'],
     jobOptions: { ...keepSome, attempts: 10, backoff: { type: 'exponential', delay: 2000 } },
-    concurrency: 16,
+    // Concurrent attempts share their statements (group commit in AttemptService): more in flight,
+    // bigger batches. Per customer and per card the locks still let one decision through at a time.
+    concurrency: 256,
     lockDuration: 'JOB_LOCK_MS',
     consumer: 'retry-worker',
     keda: { listLength: 100 },

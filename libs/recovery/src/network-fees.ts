@@ -24,6 +24,14 @@ export async function networkFeeFields(
   const rows = await m
     .getRepository(AttemptEntity)
     .find({ where: { transactionId: txn.id }, order: { retryNumber: 'ASC' } });
+  return networkFeesOf(txn, rows);
+}
+
+/** networkFeeFields from the transaction's attempts as loaded by the caller (in retry_number order). */
+export function networkFeesOf(
+  txn: TransactionEntity,
+  rows: readonly AttemptEntity[],
+): Pick<TransactionEntity, 'networkFeesMinor' | 'naiveNetworkFeesMinor'> {
   const made = rows.filter((a) => a.state !== 'pending' || a.preparedAt !== null);
   const asCardAttempt = (a: AttemptEntity): CardAttempt => ({
     at: a.processedAt ?? a.preparedAt ?? a.scheduledFor,

@@ -3,12 +3,14 @@ import {
   PaymentMethodsRepository,
   PolicyStatsRepository,
   type PolicyTransactionRow,
+  type SlotCountRow,
 } from '@retain/db';
 import {
   LEGACY_POLICY_VERSION,
   declineClassOf,
   slotKeyFor,
   timeZoneFor,
+  type ExperimentVariant,
   type PlanInput,
   type PlanExplanation,
   type SlotStat,
@@ -49,6 +51,18 @@ export async function policyInputsFor(m: Sql, merchantId: string, transactionId:
       : Promise.resolve({ paidAt: [], approvals: 0, declines: 0 }),
     PaymentMethodsRepository.updaterKey(m, merchantId),
   ]);
+  return adaptiveInputs(row, variant, config, slots, history, updaterKey !== null);
+}
+
+function adaptiveInputs(
+  row: PolicyTransactionRow,
+  variant: ExperimentVariant | null,
+  config: Partial<PlanInput>,
+  slots: readonly SlotCountRow[],
+  history: { paidAt: Date[]; approvals: number; declines: number },
+  renewable: boolean,
+): Partial<PlanInput> {
+  const merchantId = row.merchant_id;
   const learned: SlotStat[] = slots.map((s) => ({
     scope: s.scope === merchantId ? 'merchant' : 'global',
     declineClass: s.decline_class,
@@ -66,11 +80,116 @@ export async function policyInputsFor(m: Sql, merchantId: string, transactionId:
     originalDeclinedAt: new Date(row.failed_at),
     originalAdviceCode: row.network_advice_code,
     cardholder: cardholderOf(row),
-    card: { bin: row.card_bin, expiry: row.expiration_date, renewable: updaterKey !== null },
+    card: { bin: row.card_bin, expiry: row.expiration_date, renewable },
     paidBefore: history.paidAt,
     accountOutcomes: { approvals: history.approvals, declines: history.declines },
     learned,
   };
+}
+
+/**
+ * What a batch of attempts records about many transactions at once (the retry worker's grouped
+ * record): their policy rows, read once and shared by the counts and the policy inputs.
+ */
+export function policyRowsFor(
+  m: Sql,
+  refs: readonly { merchantId: string; transactionId: string }[],
+): Promise<Map<string, PolicyTransactionRow>> {
+  return PolicyStatsRepository.transactions(m, refs);
+}
+
+/** The slot of a decided attempt (null: not counted, the transaction is not on the adaptive policy). */
+export function outcomeSlotOf(
+  row: PolicyTransactionRow | undefined,
+  attemptAt: Date,
+): { declineClass: string; dayAfterFailure: number; localHour: number } | null {
+  if (!row || !adaptive(row)) return null;
+  const { timeZone } = timeZoneFor({ cardholder: cardholderOf(row) });
+  return slotKeyFor({
+    declineClass: declineClassOf(row.card_network, row.auth_code, null, row.failed_at),
+    country: null,
+    binPrefix: null,
+    failedAt: row.failed_at,
+    at: attemptAt,
+    timeZone,
+  });
+}
+
+/** countAttemptOutcome of many attempts, from their rows (policyRowsFor): one statement. */
+export async function countAttemptOutcomes(
+  m: Sql,
+  rows: ReadonlyMap<string, PolicyTransactionRow>,
+  items: readonly { merchantId: string; transactionId: string; attemptAt: Date; approved: boolean }[],
+): Promise<void> {
+  const counted = items.flatMap((i) => {
+    const slot = outcomeSlotOf(rows.get(i.transactionId), i.attemptAt);
+    return slot ? [{ merchantId: i.merchantId, slot, approved: i.approved }] : [];
+  });
+  await PolicyStatsRepository.countMany(m, counted);
+}
+
+/**
+ * policyInputsFor of many transactions, from their rows (policyRowsFor), with the statements
+ * shared: the slot counts once per merchant and decline class, the account histories in one
+ * statement, the updater keys once per merchant. The same inputs as policyInputsFor, by
+ * transaction id (a transaction without a row gets `{}`).
+ */
+export async function policyInputsForMany(
+  m: Sql,
+  rows: ReadonlyMap<string, PolicyTransactionRow>,
+  transactionIds: readonly string[],
+): Promise<Map<string, Partial<PlanInput>>> {
+  const result = new Map<string, Partial<PlanInput>>();
+  const adaptiveRows: { row: PolicyTransactionRow; variant: ExperimentVariant | null; config: Partial<PlanInput> }[] =
+    [];
+  for (const id of new Set(transactionIds)) {
+    const row = rows.get(id);
+    if (!row) {
+      result.set(id, {});
+      continue;
+    }
+    const variant =
+      row.experiment_id && row.experiment_arm
+        ? await ExperimentsRepository.armOf(m, row.merchant_id, row.experiment_id, row.experiment_arm)
+        : null;
+    const config = variant && Object.keys(variant.config).length > 0 ? { config: variant.config } : {};
+    if (adaptive(row)) adaptiveRows.push({ row, variant, config });
+    else result.set(id, config);
+  }
+  if (adaptiveRows.length === 0) return result;
+  const classOf = (row: PolicyTransactionRow) => declineClassOf(row.card_network, row.auth_code, null, row.failed_at);
+  const slotKeys = new Map(adaptiveRows.map(({ row }) => [`${row.merchant_id}|${classOf(row)}`, row]));
+  const slots = new Map<string, SlotCountRow[]>();
+  for (const [key, row] of slotKeys)
+    slots.set(key, await PolicyStatsRepository.slots(m, row.merchant_id, classOf(row)));
+  const withAccount = adaptiveRows.filter(({ row }) => row.account_id);
+  const histories = await PolicyStatsRepository.accountHistories(
+    m,
+    withAccount.map(({ row }) => ({
+      merchantId: row.merchant_id,
+      accountId: row.account_id!,
+      exceptTransactionId: row.id,
+    })),
+  );
+  const historyOf = new Map(withAccount.map(({ row }, i) => [row.id, histories[i]!]));
+  const updaterKeys = await PaymentMethodsRepository.updaterKeys(
+    m,
+    adaptiveRows.map(({ row }) => row.merchant_id),
+  );
+  for (const { row, variant, config } of adaptiveRows) {
+    result.set(
+      row.id,
+      adaptiveInputs(
+        row,
+        variant,
+        config,
+        slots.get(`${row.merchant_id}|${classOf(row)}`) ?? [],
+        historyOf.get(row.id) ?? { paidAt: [], approvals: 0, declines: 0 },
+        (updaterKeys.get(row.merchant_id) ?? null) !== null,
+      ),
+    );
+  }
+  return result;
 }
 
 /**

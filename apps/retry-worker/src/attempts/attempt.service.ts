@@ -8,8 +8,13 @@ import {
   RefundEntity,
   PaymentMethodsRepository,
   TransactionEntity,
+  accountLockKey,
   attemptView,
+  cardHistoryKey,
+  cardLockKey,
   chargedPaymentMethodFields,
+  setFieldsMany,
+  type LockedAttempt,
 } from '@retain/db';
 import {
   AuthCodeDescription,
@@ -23,6 +28,9 @@ import {
   open,
   planNextAttempt,
   recoveryWindowEnd,
+  type CardAttempt,
+  type Plan,
+  type PlanInput,
 } from '@retain/domain';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import {
@@ -34,7 +42,7 @@ import {
   type RefundResult,
   type TransactionProcessors,
 } from '@retain/processor';
-import { OutboxRelay, announce } from '@retain/queues';
+import { OutboxRelay, announce, groupCommit } from '@retain/queues';
 import {
   AttemptState,
   ENDED_WITHOUT_CAPTURE,
@@ -44,9 +52,16 @@ import {
   canDropAttempt,
   canTransition,
   closeStopIfSettled,
+  cardExpired,
   countAttemptOutcome,
+  countAttemptOutcomes,
   networkFeeFields,
+  networkFeesOf,
+  outcomeSlotOf,
+  paymentMethodChanged,
   policyInputsFor,
+  policyInputsForMany,
+  policyRowsFor,
   storedExplanation,
   recordRefundAnswer,
   stopToRefund,
@@ -72,9 +87,145 @@ async function setFields<E extends { id: string }>(
   await m.getRepository(target).update(row.id, fields as never);
 }
 
+/** The attempt's fields once captured (`record`, grouped or not). */
+function capturedAttemptFields(
+  attempt: AttemptEntity,
+  result: ChargeResult & { outcome: 'approved' },
+  from: AttemptState,
+  now: Date,
+): Partial<AttemptEntity> {
+  const edge: AttemptEdgeName =
+    from === AttemptState.Pending ? 'approved' : from === AttemptState.Unknown ? 'resolvedCaptured' : 'lateCapture';
+  return {
+    processedAt: now,
+    partialAmountMinor: partialCapture(attempt, result),
+    state: attemptTransition(attempt.state, edge),
+    status: TransactionStatus.Captured,
+    responseCode: result.responseCode,
+    authCodeDescription: null,
+    processorTransactionId: result.processorTransactionId,
+    message: result.message,
+    lookupAfter: null,
+  };
+}
+
+/** A partial authorization (decisions §15) captured less than asked: that is what is refundable. */
+function partialCapture(attempt: AttemptEntity, result: ChargeResult & { outcome: 'approved' }): string | null {
+  return result.amountMinor !== undefined && result.amountMinor > 0n && result.amountMinor < BigInt(attempt.amountMinor)
+    ? result.amountMinor.toString()
+    : null;
+}
+
+/** The transaction's fields for a capture, whatever its status becomes. */
+function capturedTransactionFields(attempt: AttemptEntity, result: ChargeResult & { outcome: 'approved' }, now: Date) {
+  return {
+    forcedDeposit: attempt.forcedDeposit,
+    capturedAmountMinor: partialCapture(attempt, result) ?? attempt.amountMinor,
+    processorTransactionId: result.processorTransactionId,
+    nextAttemptAt: null,
+    statusChangedAt: now,
+    authCodeDescription: null,
+  };
+}
+
+/** The attempt's fields once declined or settled as not charged (`record`, grouped or not). */
+function notCapturedAttemptFields(
+  attempt: AttemptEntity,
+  result: AttemptOutcome & { outcome: 'declined' | 'not-charged' },
+  from: AttemptState,
+  now: Date,
+): { fields: Partial<AttemptEntity>; classification: ReturnType<typeof classifyDecline> | null } {
+  const declined = result.outcome === 'declined';
+  const classification = declined
+    ? classifyDecline({
+        network: result.network,
+        responseCode: result.responseCode,
+        merchantAdviceCode: result.merchantAdviceCode,
+      })
+    : null;
+  const edge: AttemptEdgeName = declined
+    ? from === AttemptState.Pending
+      ? 'declined'
+      : 'resolvedDeclined'
+    : 'resolvedNotCharged';
+  return {
+    classification,
+    fields: {
+      processedAt: now,
+      state: attemptTransition(attempt.state, edge),
+      status: TransactionStatus.Failed,
+      responseCode: declined ? result.responseCode : PROCESSOR_ERROR_CODE,
+      merchantAdviceCode: declined ? (result.merchantAdviceCode ?? null) : null,
+      authCodeDescription: classification?.description ?? AuthCodeDescription.Soft,
+      processorTransactionId: declined ? result.processorTransactionId : null,
+      message: result.message,
+      // Settled as not charged: the late-capture watch keeps looking it up for the processor's window.
+      lookupAfter: declined ? null : now,
+    },
+  };
+}
+
+/** The transaction's fields when its next attempt is planned. */
+function rescheduledTransactionFields(
+  txn: TransactionEntity,
+  attempt: { authCodeDescription: string | null },
+  plan: Plan & { kind: 'retry' },
+  now: Date,
+): Partial<TransactionEntity> {
+  return {
+    status: transition(txn.status, 'retryScheduled', { unresolvedAttempts: 0 }).to,
+    nextAttemptAt: plan.at,
+    nextAttemptPlan: storedExplanation(plan.explain, txn.policyVersion),
+    authCodeDescription: attempt.authCodeDescription,
+    statusChangedAt: txn.status === TransactionStatus.InRetry ? txn.statusChangedAt : now,
+  };
+}
+
+/**
+ * Policy inputs with the attempt's own outcome counted in its slot (merchant and global), as
+ * `record` reads them after countAttemptOutcome.
+ */
+function withOwnCount(
+  inputs: Partial<PlanInput>,
+  slot: { declineClass: string; dayAfterFailure: number; localHour: number } | null,
+  approved: boolean,
+): Partial<PlanInput> {
+  if (!slot || !inputs.learned) return inputs;
+  const learned = inputs.learned.map((s) => ({ ...s }));
+  for (const scope of ['merchant', 'global'] as const) {
+    const same = learned.find(
+      (s) =>
+        s.scope === scope &&
+        s.declineClass === slot.declineClass &&
+        s.dayAfterFailure === slot.dayAfterFailure &&
+        s.localHour === slot.localHour,
+    );
+    if (same) {
+      same.attempts += 1;
+      same.approvals += approved ? 1 : 0;
+    } else {
+      learned.push({ scope, ...slot, country: null, binPrefix: null, attempts: 1, approvals: approved ? 1 : 0 });
+    }
+  }
+  return { ...inputs, learned };
+}
+
 type Prepared =
   | { kind: 'done'; outbox: string[]; result: string }
   | { kind: 'charge'; attempt: AttemptEntity; txn: TransactionEntity };
+
+/** Left to the attempt alone (runAlone / record): not the common case, or its batch failed. */
+type Alone = { kind: 'alone' };
+const ALONE: Alone = { kind: 'alone' };
+
+/** Attempts a grouped prepare or record takes at most. */
+const MAX_BATCH = 256;
+
+/** An outcome waiting for the grouped record. */
+interface RecordItem {
+  attemptId: string;
+  result: AttemptOutcome;
+}
 
 /**
  * What is recorded for an attempt: the processor's answer (`error` = no decision: the attempt
@@ -119,6 +270,20 @@ export interface Recorded {
 @Injectable()
 export class AttemptService {
   private readonly logger = new Logger(AttemptService.name);
+  /** The first step of concurrent attempts, grouped (prepareBatch). */
+  private readonly prepareGrouped = groupCommit<string, Prepared | Alone>((ids) => this.prepareBatch(ids), MAX_BATCH);
+  /** The record of concurrent outcomes, grouped (recordBatch): true when recorded there. */
+  private readonly recordGrouped = groupCommit<RecordItem, boolean>((items) => this.recordBatch(items), MAX_BATCH);
+  /** Processor lookups (a processor_accounts read each) shared by the attempts of a batch. */
+  private readonly processorGrouped = groupCommit<string, PaymentProcessor>((keys) => {
+    const byKey = new Map<string, Promise<PaymentProcessor>>();
+    for (const key of keys) {
+      if (byKey.has(key)) continue;
+      const [merchantId, division] = JSON.parse(key) as [string, string | null];
+      byKey.set(key, this.processors.forTransaction(merchantId, division));
+    }
+    return Promise.all(keys.map((k) => byKey.get(k)!));
+  });
 
   constructor(
     private readonly db: DataSource,
@@ -146,7 +311,7 @@ export class AttemptService {
   }
 
   private processorOf(txn: { merchantId: string; divisionNumber: string | null }): Promise<PaymentProcessor> {
-    return this.processors.forTransaction(txn.merchantId, txn.divisionNumber || null);
+    return this.processorGrouped(JSON.stringify([txn.merchantId, txn.divisionNumber || null]));
   }
 
   /** The one ChargeRequest of an attempt: the charge and every lookup of it use this. */
@@ -167,7 +332,25 @@ export class AttemptService {
     };
   }
 
+  /**
+   * Runs one attempt. Concurrent attempts of this process share their statements (group commit,
+   * like the dispatcher's records): the common case of the first step (nothing earlier to look up,
+   * the card allowed, the customer free) is decided for a whole batch in one database transaction
+   * (prepareBatch), and the common outcomes in another (recordBatch). Every other case is run by
+   * the attempt alone (runAlone), under its own locks, after the batch committed.
+   */
   async run(attemptId: string): Promise<string> {
+    const prepared = await this.prepareGrouped(attemptId);
+    if (prepared.kind === 'alone') return this.runAlone(attemptId);
+    if (prepared.kind === 'done') {
+      await this.publish(prepared.outbox);
+      return prepared.result;
+    }
+    return this.chargeAndRecord(attemptId, prepared.attempt, prepared.txn, null, true);
+  }
+
+  /** The attempt on its own: every case, one attempt's statements at a time. */
+  async runAlone(attemptId: string): Promise<string> {
     // Outside any transaction: a pooled connection must never wait for a second one (pool starvation).
     const row = await AttemptsRepository.forRun(this.db, attemptId);
     if (!row || row.state !== AttemptState.Pending) return 'nothing to do';
@@ -187,7 +370,17 @@ export class AttemptService {
       await this.publish(prepared.outbox);
       return prepared.result;
     }
-    const { attempt, txn } = prepared;
+    return this.chargeAndRecord(attemptId, prepared.attempt, prepared.txn, existing, false);
+  }
+
+  /** Steps 2 and 3 of an attempt marked in flight: the processor, then the record (grouped or alone). */
+  private async chargeAndRecord(
+    attemptId: string,
+    attempt: AttemptEntity,
+    txn: TransactionEntity,
+    existing: ChargeResult | null,
+    grouped: boolean,
+  ): Promise<string> {
     await this.paymentMethods.fillCryptogram(txn);
     const processor = await this.processorOf(txn);
     const request = this.chargeRequest(attempt, txn);
@@ -203,11 +396,30 @@ export class AttemptService {
       if (lookedUp && lookedUp.outcome !== 'error') result = lookedUp;
     }
     // decisions §15: a data-quality decline asks the account updater before the next step is planned.
-    if (result.outcome === 'declined') await this.paymentMethods.refreshCard(attemptId, result);
+    if (result.outcome === 'declined' && this.mayAskUpdater(txn, result)) {
+      await this.paymentMethods.refreshCard(attemptId, result);
+    }
     const recorded = result;
-    const { outbox } = await this.db.transaction((m) => this.record(m, attemptId, recorded, AttemptState.Pending));
-    await this.publish(outbox);
+    const inBatch = grouped ? await this.recordGrouped({ attemptId, result: recorded }) : false;
+    if (!inBatch) {
+      const { outbox } = await this.db.transaction((m) => this.record(m, attemptId, recorded, AttemptState.Pending));
+      await this.publish(outbox);
+    }
     return result.outcome === 'error' ? AttemptState.Unknown : result.outcome;
+  }
+
+  /**
+   * Whether a decline may make refreshCard ask the account updater (its own first checks, on the
+   * transaction as prepared): most declines then cost no extra statement.
+   */
+  private mayAskUpdater(txn: TransactionEntity, decline: ChargeResult & { outcome: 'declined' }): boolean {
+    if (!txn.paymentMethodRef || txn.cardKind === 'token') return false;
+    const c = classifyDecline({
+      network: txn.cardNetwork ?? decline.network,
+      responseCode: decline.responseCode,
+      merchantAdviceCode: decline.merchantAdviceCode,
+    });
+    return c.cardBlock === 'new-card-data';
   }
 
   /**
@@ -416,34 +628,10 @@ export class AttemptService {
       return none;
     }
     if (result.outcome === 'approved') {
-      const edge: AttemptEdgeName =
-        from === AttemptState.Pending ? 'approved' : from === AttemptState.Unknown ? 'resolvedCaptured' : 'lateCapture';
-      // A partial authorization (decisions §15) captured less than asked: that is what is refundable.
-      const capturedMinor =
-        result.amountMinor !== undefined && result.amountMinor > 0n && result.amountMinor < BigInt(attempt.amountMinor)
-          ? result.amountMinor.toString()
-          : null;
-      await setFields(m, AttemptEntity, attempt, {
-        processedAt: now,
-        partialAmountMinor: capturedMinor,
-        state: attemptTransition(attempt.state, edge),
-        status: TransactionStatus.Captured,
-        responseCode: result.responseCode,
-        authCodeDescription: null,
-        processorTransactionId: result.processorTransactionId,
-        message: result.message,
-        lookupAfter: null,
-      });
+      await setFields(m, AttemptEntity, attempt, capturedAttemptFields(attempt, result, from, now));
       await countAttemptOutcome(m, txn.merchantId, txn.id, attempt.preparedAt ?? attempt.scheduledFor, true);
-      const captured = {
-        forcedDeposit: attempt.forcedDeposit,
-        capturedAmountMinor: capturedMinor ?? attempt.amountMinor,
-        processorTransactionId: result.processorTransactionId,
-        nextAttemptAt: null,
-        statusChangedAt: now,
-        authCodeDescription: null,
-      };
-      this.metrics.recoveredMinor.inc({ currency: attempt.currency }, Number(capturedMinor ?? attempt.amountMinor));
+      const captured = capturedTransactionFields(attempt, result, now);
+      this.metrics.recoveredMinor.inc({ currency: attempt.currency }, Number(captured.capturedAmountMinor));
       let lateRefund: LateRefund | null = null;
       if (ENDED_WITHOUT_CAPTURE.includes(txn.status as TransactionStatus)) {
         lateRefund = await this.refundLateCapture(m, txn, attempt, captured, now);
@@ -470,30 +658,8 @@ export class AttemptService {
       return { outbox, lateRefund };
     }
     const declined = result.outcome === 'declined';
-    const classification = declined
-      ? classifyDecline({
-          network: result.network,
-          responseCode: result.responseCode,
-          merchantAdviceCode: result.merchantAdviceCode,
-        })
-      : null;
-    const edge: AttemptEdgeName = declined
-      ? from === AttemptState.Pending
-        ? 'declined'
-        : 'resolvedDeclined'
-      : 'resolvedNotCharged';
-    await setFields(m, AttemptEntity, attempt, {
-      processedAt: now,
-      state: attemptTransition(attempt.state, edge),
-      status: TransactionStatus.Failed,
-      responseCode: declined ? result.responseCode : PROCESSOR_ERROR_CODE,
-      merchantAdviceCode: declined ? (result.merchantAdviceCode ?? null) : null,
-      authCodeDescription: classification?.description ?? AuthCodeDescription.Soft,
-      processorTransactionId: declined ? result.processorTransactionId : null,
-      message: result.message,
-      // Settled as not charged: the late-capture watch keeps looking it up for the processor's window.
-      lookupAfter: declined ? null : now,
-    });
+    const { fields, classification } = notCapturedAttemptFields(attempt, result, from, now);
+    await setFields(m, AttemptEntity, attempt, fields);
     if (declined)
       await countAttemptOutcome(m, txn.merchantId, txn.id, attempt.preparedAt ?? attempt.scheduledFor, false);
     if (txn.stopRequestedAt) {
@@ -510,32 +676,13 @@ export class AttemptService {
       };
     // The transaction's own policy version and signals (nothing extra for the UTC heuristics).
     const policyInputs = await policyInputsFor(m, txn.merchantId, txn.id);
-    let plan = planNextAttempt({
-      ...policyInputs,
-      attemptsMade: attempt.retryNumber,
-      startedAt: txn.submittedTs,
-      now,
-      lastDecline: declined
-        ? { responseCode: result.responseCode, merchantAdviceCode: result.merchantAdviceCode }
-        : { responseCode: '', technical: true },
-      // A processor token's network is only known from the processor's answer (its card brand).
-      network: txn.cardNetwork ?? (declined && result.network !== 'other' ? result.network : null),
-      amountMinor: BigInt(txn.amountMinor),
-      cardHistory: txn.cardHmac ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, null) : [],
-      cardDataVersion: cardDataVersion(txn.expirationDate),
-      timeScale: this.config.retryTimeScale,
-    });
+    const history = txn.cardHmac ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, null) : [];
+    let plan = this.nextPlan(txn, attempt, result, policyInputs, history, now);
     // decisions §15: a card that can no longer be retried ends that card, not the transaction.
     if (plan.kind === 'stop')
       plan = (await this.paymentMethods.fallbackPlan(m, txn, attempt, declined ? result : null, now)) ?? plan;
     if (plan.kind === 'retry') {
-      await setFields(m, TransactionEntity, txn, {
-        status: transition(txn.status, 'retryScheduled', { unresolvedAttempts: 0 }).to,
-        nextAttemptAt: plan.at,
-        nextAttemptPlan: storedExplanation(plan.explain, txn.policyVersion),
-        authCodeDescription: attempt.authCodeDescription,
-        statusChangedAt: txn.status === TransactionStatus.InRetry ? txn.statusChangedAt : now,
-      });
+      await setFields(m, TransactionEntity, txn, rescheduledTransactionFields(txn, attempt, plan, now));
       return none;
     }
     // Forced deposit (service-spec): instead of ending after soft declines, one last capture without
@@ -554,6 +701,321 @@ export class AttemptService {
       return none;
     }
     return { outbox: await this.cancel(m, txn, plan.reason, attempt.authCodeDescription), lateRefund: null };
+  }
+
+  /** The next step after a decline (or a not-charged settlement): the retry policy's plan. */
+  private nextPlan(
+    txn: TransactionEntity,
+    attempt: AttemptEntity,
+    result: AttemptOutcome & { outcome: 'declined' | 'not-charged' },
+    policyInputs: Partial<PlanInput>,
+    cardHistory: CardAttempt[],
+    now: Date,
+  ): Plan {
+    const declined = result.outcome === 'declined';
+    return planNextAttempt({
+      ...policyInputs,
+      attemptsMade: attempt.retryNumber,
+      startedAt: txn.submittedTs,
+      now,
+      lastDecline: declined
+        ? { responseCode: result.responseCode, merchantAdviceCode: result.merchantAdviceCode }
+        : { responseCode: '', technical: true },
+      // A processor token's network is only known from the processor's answer (its card brand).
+      network: txn.cardNetwork ?? (declined && result.network !== 'other' ? result.network : null),
+      amountMinor: BigInt(txn.amountMinor),
+      cardHistory,
+      cardDataVersion: cardDataVersion(txn.expirationDate),
+      timeScale: this.config.retryTimeScale,
+    });
+  }
+
+  /**
+   * The grouped first step (one database transaction for concurrent attempts): every attempt and
+   * transaction locked in one statement, then, for the common case only, the same checks `prepare`
+   * makes one by one, set-based: the merchant's throttle, the customer's lock and charge in flight,
+   * the payment method unchanged, the card's lock and network limits (attempts of the batch on one
+   * card count each other, in order), and one in-flight mark for all that pass. An attempt outside
+   * the common case is left untouched here and runs alone after this commit (its own locks and
+   * re-checks); if the batch fails as a whole, every attempt of it does.
+   */
+  private async prepareBatch(ids: readonly string[]): Promise<(Prepared | Alone)[]> {
+    try {
+      const decided = await this.db.transaction((m) => this.prepareLocked(m, ids));
+      return ids.map((id) => decided.get(id) ?? ALONE);
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message, attempts: ids.length }, 'grouped prepare failed: run alone');
+      return ids.map(() => ALONE);
+    }
+  }
+
+  private async prepareLocked(m: EntityManager, ids: readonly string[]): Promise<Map<string, Prepared>> {
+    const decided = new Map<string, Prepared>();
+    const locked = await AttemptsRepository.lockMany(m, ids);
+    const errored = await AttemptsRepository.withErroredAttempts(
+      m,
+      locked.map((l) => l.txn.id),
+    );
+    const throttled = await ProcessorThrottlesRepository.notBeforeMany(
+      m,
+      locked.map((l) => l.txn.merchantId),
+    );
+    const now = new Date();
+    const candidates: LockedAttempt[] = [];
+    for (const l of locked) {
+      const { attempt, txn } = l;
+      if (attempt.state !== AttemptState.Pending) {
+        decided.set(attempt.id, { kind: 'done', outbox: [], result: 'nothing to do' });
+        continue;
+      }
+      // Alone: prepared by an earlier run (looked up first), a stop, earlier attempts to look up for
+      // a late capture, a throttled merchant, an expired card for the updater, no card to charge.
+      if (attempt.preparedAt || txn.stopRequestedAt || errored.has(txn.id) || throttled.has(txn.merchantId)) continue;
+      if (txn.paymentMethodRef && txn.cardKind !== 'token' && cardExpired(txn.expirationDate, now)) continue;
+      if (txn.cardKind !== 'token' && (!txn.cardEnc || !txn.cardKeyId)) continue;
+      candidates.push(l);
+    }
+    if (candidates.length === 0) return decided;
+    // The locks `prepare` takes one by one (customer, card), all at once in one order; then what they guard.
+    const customers = candidates.filter((c) => c.txn.paymentMethodRef);
+    const cards = candidates.flatMap((c) =>
+      c.txn.cardHmac ? [{ merchantId: c.txn.merchantId, cardHmac: c.txn.cardHmac }] : [],
+    );
+    await AttemptsRepository.lockKeys(m, [
+      ...customers.map((c) => accountLockKey(c.txn.merchantId, c.txn.accountId)),
+      ...cards.map((c) => cardLockKey(c.merchantId, c.cardHmac)),
+    ]);
+    const inFlight = await PaymentMethodsRepository.chargesInFlight(
+      m,
+      customers.map((c) => ({ merchantId: c.txn.merchantId, accountId: c.txn.accountId })),
+      candidates.map((c) => c.attempt.id),
+    );
+    const methods = await PaymentMethodsRepository.getMany(
+      m,
+      customers.map((c) => ({ merchantId: c.txn.merchantId, id: c.txn.paymentMethodRef! })),
+    );
+    const histories = await AttemptsRepository.cardHistories(m, cards);
+    const charging = new Set<string>();
+    const marks: Parameters<typeof AttemptsRepository.markPreparedMany>[1][number][] = [];
+    for (const { attempt, txn } of candidates) {
+      const customer = `${txn.merchantId}:${txn.accountId}`;
+      if (txn.paymentMethodRef) {
+        // decisions §15: one charge at a time per customer (another in flight: alone, it waits).
+        if (inFlight.has(customer) || charging.has(customer)) continue;
+        // Newer data of the payment method, or an ended one: alone (it adopts, or moves on).
+        const pm = methods.get(txn.paymentMethodRef);
+        if (!pm || pm.ended_at || paymentMethodChanged(txn, pm)) continue;
+      }
+      const dataVersion = cardDataVersion(txn.expirationDate);
+      const history = txn.cardHmac ? histories.get(cardHistoryKey(txn.merchantId, txn.cardHmac))! : [];
+      const check = checkNetworkLimits(
+        { network: txn.cardNetwork, cardDataVersion: dataVersion },
+        history.filter((h) => h.id !== attempt.id),
+        new Date(),
+        BigInt(attempt.amountMinor),
+        { timeScale: this.config.retryTimeScale },
+      );
+      // Not allowed now: alone (another payment method, a deferral or the end of the recovery).
+      if (!check.allowed) continue;
+      const at = new Date();
+      // In flight from here: the next attempt of the batch on this card counts it (as `prepare` would).
+      history.push({
+        id: attempt.id,
+        at,
+        amountMinor: BigInt(attempt.amountMinor),
+        outcome: 'pending',
+        responseCode: null,
+        merchantAdviceCode: null,
+        cardDataVersion: dataVersion,
+      });
+      if (txn.paymentMethodRef) charging.add(customer);
+      Object.assign(attempt, {
+        preparedAt: at,
+        cardDataVersion: dataVersion,
+        paymentMethodRef: txn.paymentMethodRef,
+        paymentMethodView: chargedPaymentMethodFields(txn),
+      });
+      marks.push({
+        id: attempt.id,
+        at,
+        dataVersion,
+        paymentMethodRef: txn.paymentMethodRef,
+        paymentMethodView: attempt.paymentMethodView!,
+      });
+      decided.set(attempt.id, { kind: 'charge', attempt, txn });
+    }
+    // The in-flight marks commit before any of these charges is sent (the caller awaits the commit).
+    await AttemptsRepository.markPreparedMany(m, marks);
+    return decided;
+  }
+
+  /**
+   * The grouped record (one database transaction for concurrent outcomes): the common outcomes
+   * written set-based, as `record` writes them one by one: a capture of a transaction in retry
+   * (attempt, counts, transaction with its fees, one announcement for all), a decline whose plan is
+   * a next attempt (attempt, counts, transaction). Everything else (no decision, a stop, a forced
+   * deposit, a plan that ends the card or the recovery, a transaction already ended, two outcomes
+   * on one card) is recorded alone after this commit. True per item recorded here (or found
+   * recorded already); the pushes are published here after the commit.
+   */
+  private async recordBatch(items: readonly RecordItem[]): Promise<boolean[]> {
+    const unique = new Map<string, AttemptOutcome>();
+    for (const i of items) if (!unique.has(i.attemptId)) unique.set(i.attemptId, i.result);
+    let done: { recorded: Set<string>; outbox: string[] };
+    try {
+      done = await this.db.transaction((m) => this.recordLocked(m, unique));
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message, attempts: items.length }, 'grouped record failed: record alone');
+      return items.map(() => false);
+    }
+    await this.publish(done.outbox);
+    const first = new Set<string>();
+    return items.map((i) => {
+      // A second item of one attempt (never from BullMQ) is recorded alone: it then finds it recorded.
+      const inBatch = done.recorded.has(i.attemptId) && !first.has(i.attemptId);
+      first.add(i.attemptId);
+      return inBatch;
+    });
+  }
+
+  private async recordLocked(
+    m: EntityManager,
+    outcomes: ReadonlyMap<string, AttemptOutcome>,
+  ): Promise<{ recorded: Set<string>; outbox: string[] }> {
+    const recorded = new Set<string>();
+    const locked = await AttemptsRepository.lockMany(m, [...outcomes.keys()]);
+    const captures: (LockedAttempt & { result: ChargeResult & { outcome: 'approved' } })[] = [];
+    const declines: (LockedAttempt & { result: ChargeResult & { outcome: 'declined' } })[] = [];
+    const cards = new Set<string>();
+    for (const { attempt, txn } of locked) {
+      const result = outcomes.get(attempt.id)!;
+      // Recorded by an earlier run: nothing to do (as `record`).
+      if (attempt.state !== AttemptState.Pending) {
+        recorded.add(attempt.id);
+        continue;
+      }
+      if (result.outcome !== 'approved' && result.outcome !== 'declined') continue;
+      if (txn.stopRequestedAt) continue;
+      // One outcome per card in a batch: each card history read below is then the one `record` reads.
+      if (txn.cardHmac) {
+        const card = cardHistoryKey(txn.merchantId, txn.cardHmac);
+        if (cards.has(card)) continue;
+        cards.add(card);
+      }
+      if (result.outcome === 'approved') {
+        if (ENDED_WITHOUT_CAPTURE.includes(txn.status as TransactionStatus)) continue;
+        if (!canTransition(txn.status, 'retrySucceeded', { unresolvedAttempts: 0 })) continue;
+        captures.push({ attempt, txn, result });
+      } else {
+        if (attempt.forcedDeposit || !canTransition(txn.status, 'retryScheduled', { unresolvedAttempts: 0 })) continue;
+        declines.push({ attempt, txn, result });
+      }
+    }
+    if (captures.length + declines.length === 0) return { recorded, outbox: [] };
+    const now = new Date();
+    const policyRows = await policyRowsFor(
+      m,
+      [...captures, ...declines].map(({ txn }) => ({ merchantId: txn.merchantId, transactionId: txn.id })),
+    );
+    // The declines' plans, from what `record` reads after writing the attempt: its own outcome in the
+    // card's history and in its slot's counts.
+    const inputs = await policyInputsForMany(
+      m,
+      policyRows,
+      declines.map((d) => d.txn.id),
+    );
+    const histories = await AttemptsRepository.cardHistories(
+      m,
+      declines.flatMap(({ txn }) => (txn.cardHmac ? [{ merchantId: txn.merchantId, cardHmac: txn.cardHmac }] : [])),
+    );
+    const attemptUpdates: { row: AttemptEntity; fields: Partial<AttemptEntity> }[] = [];
+    const txnUpdates: { row: TransactionEntity; fields: Partial<TransactionEntity> }[] = [];
+    const counted: { merchantId: string; transactionId: string; attemptAt: Date; approved: boolean }[] = [];
+    const rescheduled: LockedAttempt[] = [];
+    for (const { attempt, txn, result } of declines) {
+      const { fields } = notCapturedAttemptFields(attempt, result, AttemptState.Pending, now);
+      const attemptAt = attempt.preparedAt ?? attempt.scheduledFor;
+      const own: CardAttempt = {
+        at: now,
+        amountMinor: BigInt(attempt.amountMinor),
+        outcome: 'declined',
+        responseCode: fields.responseCode ?? null,
+        merchantAdviceCode: fields.merchantAdviceCode ?? null,
+        cardDataVersion: attempt.cardDataVersion,
+      };
+      const history: CardAttempt[] = txn.cardHmac
+        ? [
+            ...histories
+              .get(cardHistoryKey(txn.merchantId, txn.cardHmac))!
+              .filter((h) => h.id !== attempt.id)
+              .map(({ id: _id, ...h }) => h),
+            // Its own row is in the card's history when it was made on that card (the usual case).
+            ...(attempt.cardHmac === txn.cardHmac ? [own] : []),
+          ]
+        : [];
+      const policyInputs = withOwnCount(
+        inputs.get(txn.id) ?? {},
+        outcomeSlotOf(policyRows.get(txn.id), attemptAt),
+        false,
+      );
+      const plan = this.nextPlan(txn, attempt, result, policyInputs, history, now);
+      // A plan that ends the card or the recovery: alone (the account's next card, a forced deposit, the end).
+      if (plan.kind !== 'retry') continue;
+      attemptUpdates.push({ row: attempt, fields });
+      counted.push({ merchantId: txn.merchantId, transactionId: txn.id, attemptAt, approved: false });
+      rescheduled.push({ attempt, txn });
+      txnUpdates.push({
+        row: txn,
+        fields: rescheduledTransactionFields(
+          txn,
+          { authCodeDescription: fields.authCodeDescription ?? null },
+          plan,
+          now,
+        ),
+      });
+    }
+    for (const { attempt, txn, result } of captures) {
+      attemptUpdates.push({ row: attempt, fields: capturedAttemptFields(attempt, result, AttemptState.Pending, now) });
+      counted.push({
+        merchantId: txn.merchantId,
+        transactionId: txn.id,
+        attemptAt: attempt.preparedAt ?? attempt.scheduledFor,
+        approved: true,
+      });
+    }
+    await setFieldsMany(m, AttemptEntity, attemptUpdates);
+    await countAttemptOutcomes(m, policyRows, counted);
+    // The captures' fees read every attempt of their transaction as now recorded.
+    const attemptsOf = await AttemptsRepository.ofTransactions(
+      m,
+      captures.map((c) => c.txn.id),
+    );
+    for (const { attempt, txn, result } of captures) {
+      const captured = capturedTransactionFields(attempt, result, now);
+      this.metrics.recoveredMinor.inc({ currency: attempt.currency }, Number(captured.capturedAmountMinor));
+      const to = transition(txn.status, 'retrySucceeded', { unresolvedAttempts: 0 }).to;
+      txnUpdates.push({
+        row: txn,
+        fields: { ...captured, status: to, ...networkFeesOf(txn, attemptsOf.get(txn.id) ?? []) },
+      });
+    }
+    await setFieldsMany(m, TransactionEntity, txnUpdates);
+    const outbox = await announce(
+      m,
+      captures.map(({ attempt, txn }) => ({
+        merchantId: txn.merchantId,
+        eventName: EventName.RetrySucceeded,
+        payloadId: attempt.vid,
+        merchantTransactionId: txn.merchantTxnId,
+        transactionRowId: txn.id,
+        content: attemptView(txn, attempt),
+        occurredAt: now,
+      })),
+    );
+    for (const { attempt } of [...captures, ...rescheduled]) recorded.add(attempt.id);
+    for (const _ of captures) this.metrics.attempts.inc({ outcome: 'approved' });
+    for (const _ of rescheduled) this.metrics.attempts.inc({ outcome: 'declined' });
+    return { recorded, outbox };
   }
 
   /** Forced deposit is on for the merchant, the transaction may have one, and its processor takes them. */

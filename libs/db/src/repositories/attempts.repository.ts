@@ -1,5 +1,5 @@
 import type { CardAttempt } from '@retain/domain';
-import type { DataSource, EntityManager } from 'typeorm';
+import { In, type DataSource, type EntityManager } from 'typeorm';
 import { AttemptEntity, TransactionEntity } from '../entities';
 
 /** Something that runs SQL: the DataSource outside a transaction, an EntityManager inside one. */
@@ -23,6 +23,43 @@ export interface ReconcileRow {
   alerted_at: Date | null;
   transaction_status: string;
 }
+
+export interface LockedAttempt {
+  attempt: AttemptEntity;
+  txn: TransactionEntity;
+}
+
+interface CardHistoryRow {
+  at: Date;
+  amount_minor: string;
+  state: string;
+  response_code: string | null;
+  merchant_advice_code: string | null;
+  card_data_version: string | null;
+}
+
+const toCardAttempt = (r: CardHistoryRow): CardAttempt => ({
+  at: new Date(r.at),
+  amountMinor: BigInt(r.amount_minor),
+  // An unknown attempt counts like one in flight: it may have reached the issuer.
+  outcome:
+    r.state === 'captured'
+      ? 'approved'
+      : r.state === 'declined'
+        ? 'declined'
+        : r.state === 'pending' || r.state === 'unknown'
+          ? 'pending'
+          : 'error',
+  responseCode: r.response_code,
+  merchantAdviceCode: r.merchant_advice_code,
+  cardDataVersion: r.card_data_version,
+});
+
+/** The advisory lock of one card at one merchant: one limit check at a time on it. */
+export const cardLockKey = (merchantId: string, cardHmac: string): string => `retain:card:${merchantId}:${cardHmac}`;
+
+/** The key of a card's entry in cardHistories. */
+export const cardHistoryKey = (merchantId: string, cardHmac: string): string => `${merchantId}:${cardHmac}`;
 
 /**
  * The SQL of retry attempts (the retry worker's reads and writes). Reads of a merchant's card data
@@ -62,7 +99,131 @@ export class AttemptsRepository {
 
   /** One limit check at a time per card and merchant (held until the caller's transaction ends). */
   static async lockCard(m: EntityManager, merchantId: string, cardHmac: string): Promise<void> {
-    await m.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`retain:card:${merchantId}:${cardHmac}`]);
+    await m.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [cardLockKey(merchantId, cardHmac)]);
+  }
+
+  /**
+   * Takes many advisory locks (cardLockKey, accountLockKey) in one statement, in one global order
+   * (sorted: every account before every card, like the per-attempt path's account then card), so
+   * two batches, or a batch and a single attempt, never wait on each other in a cycle.
+   */
+  static async lockKeys(m: EntityManager, keys: readonly string[]): Promise<void> {
+    const sorted = [...new Set(keys)].sort();
+    if (sorted.length === 0) return;
+    await m.query(
+      `SELECT count(pg_advisory_xact_lock(hashtextextended(u.k, 0)))
+         FROM unnest($1::text[]) WITH ORDINALITY AS u(k, n)`,
+      [sorted],
+    );
+  }
+
+  /**
+   * Locks many attempts and their transactions (one statement, rows FOR UPDATE in the
+   * transactions' lock order: merchant, then merchant_txn_id). Attempts not found are left out.
+   */
+  static async lockMany(m: EntityManager, attemptIds: readonly string[]): Promise<LockedAttempt[]> {
+    if (attemptIds.length === 0) return [];
+    const rows: (AttemptEntity & { lockedTxn?: TransactionEntity })[] = await m
+      .getRepository(AttemptEntity)
+      .createQueryBuilder('a')
+      .innerJoinAndMapOne('a.lockedTxn', TransactionEntity, 't', 't.id = a.transaction_id')
+      .where('a.id IN (:...attemptIds)', { attemptIds: [...new Set(attemptIds)] })
+      .orderBy('t.merchantId')
+      .addOrderBy('t.merchantTxnId')
+      .addOrderBy('t.id')
+      .setLock('pessimistic_write')
+      .getMany();
+    return rows.flatMap((attempt) => {
+      const txn = attempt.lockedTxn;
+      delete attempt.lockedTxn;
+      return txn ? [{ attempt, txn }] : [];
+    });
+  }
+
+  /** Which of these transactions have attempts settled as not charged (state error). */
+  static async withErroredAttempts(m: Sql, transactionIds: readonly string[]): Promise<Set<string>> {
+    if (transactionIds.length === 0) return new Set();
+    const rows: { transaction_id: string }[] = await m.query(
+      `SELECT DISTINCT transaction_id FROM attempts WHERE transaction_id = ANY($1::uuid[]) AND state = 'error'`,
+      [[...transactionIds]],
+    );
+    return new Set(rows.map((r) => r.transaction_id));
+  }
+
+  /**
+   * cardHistory of many cards in one statement, by cardHistoryKey(merchantId, cardHmac); each
+   * entry carries its attempt's id (the caller leaves out or updates its own attempts).
+   */
+  static async cardHistories(
+    m: Sql,
+    cards: readonly { merchantId: string; cardHmac: string }[],
+  ): Promise<Map<string, (CardAttempt & { id: string })[]>> {
+    const unique = new Map(cards.map((c) => [cardHistoryKey(c.merchantId, c.cardHmac), c]));
+    const result = new Map<string, (CardAttempt & { id: string })[]>([...unique.keys()].map((k) => [k, []]));
+    if (unique.size === 0) return result;
+    const rows: (CardHistoryRow & { id: string; merchant_id: string; card_hmac: string })[] = await m.query(
+      `SELECT a.id, a.merchant_id, a.card_hmac, COALESCE(a.processed_at, a.prepared_at) AS at, a.amount_minor, a.state,
+              a.response_code, a.merchant_advice_code, a.card_data_version
+         FROM unnest($1::uuid[], $2::char(64)[]) AS c(merchant_id, card_hmac)
+         JOIN attempts a ON a.merchant_id = c.merchant_id AND a.card_hmac = c.card_hmac
+        WHERE COALESCE(a.processed_at, a.prepared_at) IS NOT NULL
+          AND (COALESCE(a.processed_at, a.prepared_at) > now() - interval '31 days'
+               OR (a.state = 'declined' AND a.auth_code_description = 'Hard Failure'))`,
+      [[...unique.values()].map((c) => c.merchantId), [...unique.values()].map((c) => c.cardHmac)],
+    );
+    for (const r of rows) {
+      result.get(cardHistoryKey(r.merchant_id, r.card_hmac))?.push({ ...toCardAttempt(r), id: r.id });
+    }
+    return result;
+  }
+
+  /**
+   * markPrepared and the payment method shown (markAttemptPaymentMethod) of many attempts, one
+   * statement. Only never-prepared pending attempts are marked; throws unless all of them were.
+   */
+  static async markPreparedMany(
+    m: EntityManager,
+    rows: readonly {
+      id: string;
+      at: Date;
+      dataVersion: string | null;
+      paymentMethodRef: string | null;
+      paymentMethodView: Record<string, unknown>;
+    }[],
+  ): Promise<void> {
+    if (rows.length === 0) return;
+    const [, updated]: [unknown, number] = await m.query(
+      `UPDATE attempts a SET prepared_at = x.at, card_data_version = x.data_version,
+              payment_method_ref = x.pm_ref, payment_method_view = x.pm_view, updated_at = now()
+         FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, at timestamptz, data_version text, pm_ref uuid, pm_view jsonb)
+        WHERE a.id = x.id AND a.state = 'pending' AND a.prepared_at IS NULL`,
+      [
+        JSON.stringify(
+          rows.map((r) => ({
+            id: r.id,
+            at: r.at.toISOString(),
+            data_version: r.dataVersion,
+            pm_ref: r.paymentMethodRef,
+            pm_view: r.paymentMethodView,
+          })),
+        ),
+      ],
+    );
+    if (updated !== rows.length) throw new Error(`markPreparedMany: ${updated} of ${rows.length} attempts marked`);
+  }
+
+  /** Every attempt of these transactions (the network fees' input), by transaction id. */
+  static async ofTransactions(
+    m: EntityManager,
+    transactionIds: readonly string[],
+  ): Promise<Map<string, AttemptEntity[]>> {
+    const result = new Map<string, AttemptEntity[]>(transactionIds.map((id) => [id, []]));
+    if (transactionIds.length === 0) return result;
+    const rows = await m
+      .getRepository(AttemptEntity)
+      .find({ where: { transactionId: In([...transactionIds]) }, order: { retryNumber: 'ASC' } });
+    for (const a of rows) result.get(a.transactionId)?.push(a);
+    return result;
   }
 
   /**
@@ -76,14 +237,7 @@ export class AttemptsRepository {
     cardHmac: string,
     excludeId: string | null,
   ): Promise<CardAttempt[]> {
-    const rows: {
-      at: Date;
-      amount_minor: string;
-      state: string;
-      response_code: string | null;
-      merchant_advice_code: string | null;
-      card_data_version: string | null;
-    }[] = await m.query(
+    const rows: CardHistoryRow[] = await m.query(
       `SELECT COALESCE(processed_at, prepared_at) AS at, amount_minor, state, response_code, merchant_advice_code,
               card_data_version
          FROM attempts
@@ -93,22 +247,7 @@ export class AttemptsRepository {
                OR (state = 'declined' AND auth_code_description = 'Hard Failure'))`,
       [merchantId, cardHmac, excludeId],
     );
-    return rows.map((r) => ({
-      at: new Date(r.at),
-      amountMinor: BigInt(r.amount_minor),
-      // An unknown attempt counts like one in flight: it may have reached the issuer.
-      outcome:
-        r.state === 'captured'
-          ? 'approved'
-          : r.state === 'declined'
-            ? 'declined'
-            : r.state === 'pending' || r.state === 'unknown'
-              ? 'pending'
-              : 'error',
-      responseCode: r.response_code,
-      merchantAdviceCode: r.merchant_advice_code,
-      cardDataVersion: r.card_data_version,
-    }));
+    return rows.map(toCardAttempt);
   }
 
   /** The attempt goes to the processor: from now on it may charge, and counts in the card's history. */

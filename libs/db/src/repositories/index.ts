@@ -15,3 +15,4 @@ export * from './analytics.repository';
 export * from './experiments.repository';
 export * from './settlement.repository';
 export * from './retention.repository';
+export * from './set-fields-many';

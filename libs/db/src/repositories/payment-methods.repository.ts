@@ -53,6 +53,10 @@ export interface CardDataUpdate {
   jwe: string | null;
 }
 
+/** The advisory lock of one customer (a merchant's account): one charge decision at a time. */
+export const accountLockKey = (merchantId: string, accountId: string): string =>
+  `retain:account:${merchantId}:${accountId}`;
+
 /**
  * The payment methods of merchants' accounts: remembered from each reviewed transaction (latest
  * data wins per payment_method.id), tried in order when a transaction's card can no longer be
@@ -159,9 +163,63 @@ export class PaymentMethodsRepository {
    * transaction ends: the in-flight check and the in-flight mark commit together.
    */
   static async lockAccount(m: EntityManager, merchantId: string, accountId: string): Promise<void> {
-    await m.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [
-      `retain:account:${merchantId}:${accountId}`,
-    ]);
+    await m.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [accountLockKey(merchantId, accountId)]);
+  }
+
+  /**
+   * chargeInFlight of many customers in one statement: the `${merchantId}:${accountId}` of those
+   * with another attempt at the processor right now (attempts in `except` left out).
+   */
+  static async chargesInFlight(
+    m: Sql,
+    accounts: readonly { merchantId: string; accountId: string }[],
+    except: readonly string[],
+  ): Promise<Set<string>> {
+    if (accounts.length === 0) return new Set();
+    const rows: { merchant_id: string; account_id: string }[] = await m.query(
+      `SELECT DISTINCT t.merchant_id, t.account_id
+         FROM unnest($1::uuid[], $2::text[]) AS c(merchant_id, account_id)
+         JOIN transactions t ON t.merchant_id = c.merchant_id AND t.account_id = c.account_id
+         JOIN attempts a ON a.transaction_id = t.id
+        WHERE a.state = 'pending' AND a.prepared_at IS NOT NULL AND NOT (a.id = ANY($3::uuid[]))`,
+      [accounts.map((a) => a.merchantId), accounts.map((a) => a.accountId), [...except]],
+    );
+    return new Set(rows.map((r) => `${r.merchant_id}:${r.account_id}`));
+  }
+
+  /** Many payment methods by id, each only with its own merchant's id (`get` of many). */
+  static async getMany(
+    m: Sql,
+    refs: readonly { merchantId: string; id: string }[],
+  ): Promise<Map<string, PaymentMethodRow>> {
+    if (refs.length === 0) return new Map();
+    const rows: PaymentMethodRow[] = await m.query(
+      `SELECT p.* FROM unnest($1::uuid[], $2::uuid[]) AS r(id, merchant_id)
+         JOIN payment_methods p ON p.id = r.id AND p.merchant_id = r.merchant_id`,
+      [refs.map((r) => r.id), refs.map((r) => r.merchantId)],
+    );
+    return new Map(rows.map((r) => [r.id, r]));
+  }
+
+  /** updaterKey of many merchants, by merchant id (null: the updater is off). */
+  static async updaterKeys(
+    m: Sql,
+    merchantIds: readonly string[],
+  ): Promise<Map<string, { jwk: Record<string, unknown>; alg: string } | null>> {
+    const unique = [...new Set(merchantIds)];
+    const result = new Map<string, { jwk: Record<string, unknown>; alg: string } | null>(
+      unique.map((id) => [id, null]),
+    );
+    if (unique.length === 0) return result;
+    const rows: { id: string; updater_public_key: Record<string, unknown> | null; updater_key_alg: string | null }[] =
+      await m.query(`SELECT id, updater_public_key, updater_key_alg FROM merchants WHERE id = ANY($1::uuid[])`, [
+        unique,
+      ]);
+    for (const r of rows) {
+      if (r.updater_public_key && r.updater_key_alg)
+        result.set(r.id, { jwk: r.updater_public_key, alg: r.updater_key_alg });
+    }
+    return result;
   }
 
   /** Whether another attempt on this customer's transactions is at the processor right now. */

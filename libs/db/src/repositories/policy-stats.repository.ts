@@ -49,6 +49,24 @@ export class PolicyStatsRepository {
     return row ?? null;
   }
 
+  /** `transaction` of many transactions in one statement, by transaction id. */
+  static async transactions(
+    m: Sql,
+    refs: readonly { merchantId: string; transactionId: string }[],
+  ): Promise<Map<string, PolicyTransactionRow>> {
+    if (refs.length === 0) return new Map();
+    const rows: PolicyTransactionRow[] = await m.query(
+      `SELECT t.id, t.merchant_id, t.policy_version, t.auth_code, t.account_id, t.failed_at, t.card_bin, t.card_network,
+              t.expiration_date, t.payment_method->'billing_address'->>'country' AS country,
+              t.payment_method->'billing_address'->>'postal_code' AS postal_code, t.experiment_id, t.experiment_arm,
+              t.network_advice_code
+         FROM unnest($1::uuid[], $2::uuid[]) AS r(id, merchant_id)
+         JOIN transactions t ON t.id = r.id AND t.merchant_id = r.merchant_id`,
+      [refs.map((r) => r.transactionId), refs.map((r) => r.merchantId)],
+    );
+    return new Map(rows.map((r) => [r.id, r]));
+  }
+
   /** The merchant's counts and the global counts of one decline class (folded plus pending). */
   static async slots(m: Sql, merchantId: string, declineClass: string): Promise<SlotCountRow[]> {
     return m.query(
@@ -82,6 +100,34 @@ export class PolicyStatsRepository {
     );
   }
 
+  /** `count` of many outcomes in one statement (each for its merchant and for all merchants). */
+  static async countMany(
+    m: Sql,
+    items: readonly {
+      merchantId: string;
+      slot: { declineClass: string; dayAfterFailure: number; localHour: number };
+      approved: boolean;
+    }[],
+  ): Promise<void> {
+    if (items.length === 0) return;
+    const rows = items.flatMap((i) =>
+      [i.merchantId, GLOBAL_SCOPE].map((scope) => ({
+        scope,
+        decline_class: i.slot.declineClass,
+        day_after_failure: i.slot.dayAfterFailure,
+        local_hour: i.slot.localHour,
+        approvals: i.approved ? 1 : 0,
+      })),
+    );
+    await m.query(
+      `INSERT INTO policy_slot_pending (scope, decline_class, day_after_failure, local_hour, attempts, approvals)
+       SELECT x.scope, x.decline_class, x.day_after_failure, x.local_hour, 1, x.approvals
+         FROM jsonb_to_recordset($1::jsonb)
+           AS x(scope text, decline_class text, day_after_failure int, local_hour int, approvals int)`,
+      [JSON.stringify(rows)],
+    );
+  }
+
   /** Moves up to `limit` pending counts into policy_slot_stats; returns how many it moved. */
   static async fold(m: Sql, limit = 50_000): Promise<number> {
     const [{ n }] = (await m.query(`SELECT policy_slot_fold($1) AS n`, [limit])) as { n: number }[];
@@ -108,5 +154,35 @@ export class PolicyStatsRepository {
       approvals: paid.length,
       declines: rows.length - paid.length,
     };
+  }
+
+  /** accountHistory of many transactions in one statement, in the order given. */
+  static async accountHistories(
+    m: Sql,
+    items: readonly { merchantId: string; accountId: string; exceptTransactionId: string }[],
+  ): Promise<{ paidAt: Date[]; approvals: number; declines: number }[]> {
+    if (items.length === 0) return [];
+    const rows: { n: string; state: string; at: Date }[] = await m.query(
+      `SELECT x.n, h.state, h.at
+         FROM unnest($1::uuid[], $2::text[], $3::uuid[]) WITH ORDINALITY AS x(merchant_id, account_id, except_id, n)
+         CROSS JOIN LATERAL (
+           SELECT a.state, COALESCE(a.processed_at, a.scheduled_for) AS at
+             FROM transactions t JOIN attempts a ON a.transaction_id = t.id
+            WHERE t.merchant_id = x.merchant_id AND t.account_id = x.account_id AND t.id <> x.except_id
+              AND a.state IN ('captured', 'declined')
+            ORDER BY at DESC LIMIT 200) h
+        ORDER BY x.n, h.at DESC`,
+      [items.map((i) => i.merchantId), items.map((i) => i.accountId), items.map((i) => i.exceptTransactionId)],
+    );
+    const byItem = items.map(() => [] as { state: string; at: Date }[]);
+    for (const r of rows) byItem[Number(r.n) - 1]!.push(r);
+    return byItem.map((list) => {
+      const paid = list.filter((r) => r.state === 'captured');
+      return {
+        paidAt: paid.slice(0, 24).map((r) => new Date(r.at)),
+        approvals: paid.length,
+        declines: list.length - paid.length,
+      };
+    });
   }
 }

@@ -25,4 +25,15 @@ export class ProcessorThrottlesRepository {
     );
     return row?.not_before ?? null;
   }
+
+  /** notBefore of many merchants: those still slowed down, with their not-before. */
+  static async notBeforeMany(db: Sql, merchantIds: readonly string[]): Promise<Map<string, Date>> {
+    const unique = [...new Set(merchantIds)];
+    if (unique.length === 0) return new Map();
+    const rows: { merchant_id: string; not_before: Date }[] = await db.query(
+      `SELECT merchant_id, not_before FROM processor_throttles WHERE merchant_id = ANY($1::uuid[]) AND not_before > now()`,
+      [unique],
+    );
+    return new Map(rows.map((r) => [r.merchant_id, r.not_before]));
+  }
 }

@@ -13,6 +13,7 @@
  * pays gets a smaller budget). Codes that a retry never fixes stop at once (never-recover.ts).
  */
 import { DateTime } from 'luxon';
+import { cachedZone } from './zone-cache';
 import { declineClassOf, localDaysBetween, MAX_SLOT_DAY, SLOT_HOURS } from './attempt-slots';
 import { timeZoneFor } from './cardholder-time';
 import { classifyDecline, classifyProcessorError, normalizeNetwork } from './decline-classifier';
@@ -104,7 +105,7 @@ export function planAdaptive(input: PlanInput, config: RetryPolicyConfig, learni
       },
     );
   const slotOf = (v: number) => {
-    const local = DateTime.fromMillis(v, { zone });
+    const local = DateTime.fromMillis(v, { zone: cachedZone(zone) });
     return {
       dayAfterFailure: Math.max(0, Math.min(MAX_SLOT_DAY, localDaysBetween(new Date(failedAt), new Date(v), zone))),
       localHour: Math.floor(local.hour / SLOT_HOURS) * SLOT_HOURS,
@@ -142,7 +143,7 @@ export function planAdaptive(input: PlanInput, config: RetryPolicyConfig, learni
   const draw = drawSlotModel(model, learning ? (input.rng ?? Math.random) : null);
   const pattern = inferPayPattern(input.paidBefore, zone);
   const payWeight = paydayWeight(learnClass, input.card?.fundingType);
-  const failDay = DateTime.fromMillis(failedAt, { zone }).startOf('day');
+  const failDay = DateTime.fromMillis(failedAt, { zone: cachedZone(zone) }).startOf('day');
   const deadline = gapAt(config.attemptDeadlineDays, input.attemptsMade);
 
   let extend = false;
@@ -242,7 +243,7 @@ function expiryEnd(expiry: string | null | undefined, zone: string): number | nu
   if (!m) return null;
   const month = Number(m[2]);
   if (month < 1 || month > 12) return null;
-  return DateTime.fromObject({ year: Number(m[1]), month }, { zone })
+  return DateTime.fromObject({ year: Number(m[1]), month }, { zone: cachedZone(zone) })
     .endOf('month')
     .toMillis();
 }

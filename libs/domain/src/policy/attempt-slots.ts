@@ -8,6 +8,7 @@
  * The bucketing is part of the stored data: changing it needs a new stats table or a migration.
  */
 import { DateTime } from 'luxon';
+import { cachedZone } from './zone-cache';
 import { classifyDecline } from './decline-classifier';
 
 /** Last day bucket: later days (the window is 30 days) share it. */
@@ -48,8 +49,8 @@ export interface SlotKeyArgs {
 
 /** Local calendar days between two instants in a zone (b's date minus a's date). */
 export function localDaysBetween(a: Date, b: Date, timeZone: string): number {
-  const da = DateTime.fromJSDate(a, { zone: timeZone }).startOf('day');
-  const db = DateTime.fromJSDate(b, { zone: timeZone }).startOf('day');
+  const da = DateTime.fromJSDate(a, { zone: cachedZone(timeZone) }).startOf('day');
+  const db = DateTime.fromJSDate(b, { zone: cachedZone(timeZone) }).startOf('day');
   // Calendar days: compare the dates themselves, so a 23- or 25-hour DST day still counts as one.
   const ua = Date.UTC(da.year, da.month - 1, da.day);
   const ub = Date.UTC(db.year, db.month - 1, db.day);
@@ -65,7 +66,7 @@ export const normalizeBinPrefix = (bin: string | null | undefined): string | nul
 
 /** The slot an attempt at `at` falls in (stable: the service stores outcomes under it). */
 export function slotKeyFor(args: SlotKeyArgs): SlotKey {
-  const local = DateTime.fromJSDate(args.at, { zone: args.timeZone });
+  const local = DateTime.fromJSDate(args.at, { zone: cachedZone(args.timeZone) });
   const days = localDaysBetween(args.failedAt, args.at, args.timeZone);
   const country = (args.country ?? '').trim().toUpperCase();
   return {

@@ -15,7 +15,7 @@
  * Zones come from countries-and-timezones (country -> IANA zones); zone math is luxon's.
  */
 import { getCountry } from 'countries-and-timezones';
-import { DateTime } from 'luxon';
+import { isKnownZone } from './zone-cache';
 
 export const DEFAULT_CARDHOLDER_TIME_ZONE = 'America/New_York';
 
@@ -220,7 +220,7 @@ export function zoneOfCountry(country: string | null | undefined): string | null
   return zones[0] ?? null;
 }
 
-const validZone = (zone: string | null | undefined): zone is string => !!zone && DateTime.now().setZone(zone).isValid;
+const validZone = (zone: string | null | undefined): zone is string => !!zone && isKnownZone(zone);
 
 /** The cardholder's time zone and the evidence it comes from (see the file comment). */
 export function timeZoneFor(evidence: TimeZoneEvidence): TimeZoneChoice {

@@ -178,13 +178,27 @@ export const NETWORK_RULE_SETS: readonly NetworkRuleSet[] = [
 ];
 
 /** The rule set in force at `at`: the newest whose effectiveFrom is not after it. */
+/** Each rule set's effectiveFrom as a timestamp, parsed once (ruleSetAt runs for every limit check). */
+const effectiveFromOf = (() => {
+  const parsed = new WeakMap<NetworkRuleSet, { text: string; ms: number }>();
+  return (s: NetworkRuleSet): number => {
+    let p = parsed.get(s);
+    if (p?.text !== s.effectiveFrom) {
+      p = { text: s.effectiveFrom, ms: Date.parse(s.effectiveFrom) };
+      parsed.set(s, p);
+    }
+    return p.ms;
+  };
+})();
+
 export function ruleSetAt(at: Date, sets: readonly NetworkRuleSet[] = NETWORK_RULE_SETS): NetworkRuleSet {
   let best: NetworkRuleSet | null = null;
   let oldest: NetworkRuleSet | null = null;
+  const t = at.getTime();
   for (const s of sets) {
-    const from = Date.parse(s.effectiveFrom);
-    if (from <= at.getTime() && (!best || from > Date.parse(best.effectiveFrom))) best = s;
-    if (!oldest || from < Date.parse(oldest.effectiveFrom)) oldest = s;
+    const from = effectiveFromOf(s);
+    if (from <= t && (!best || from > effectiveFromOf(best))) best = s;
+    if (!oldest || from < effectiveFromOf(oldest)) oldest = s;
   }
   if (!oldest) throw new Error('no network rule sets configured');
   return best ?? oldest;

@@ -5,6 +5,7 @@
  * pattern the generic payday calendar applies (Fridays, the 1st, the 15th, the last business day).
  */
 import { DateTime } from 'luxon';
+import { cachedZone } from './zone-cache';
 import { hourBucket } from './attempt-slots';
 
 export interface PayPattern {
@@ -34,7 +35,7 @@ function mode<T>(xs: readonly T[]): { value: T; share: number } | null {
 export function inferPayPattern(paidBefore: readonly Date[] | undefined, timeZone: string): PayPattern | null {
   const local = (paidBefore ?? [])
     .filter((d) => d instanceof Date && Number.isFinite(d.getTime()))
-    .map((d) => DateTime.fromJSDate(d, { zone: timeZone }));
+    .map((d) => DateTime.fromJSDate(d, { zone: cachedZone(timeZone) }));
   if (local.length < 2) return null;
   const agree = 0.6;
 

@@ -1,3 +1,5 @@
+import DataLoader from 'dataloader';
+
 /**
  * The sandbox's record of operations by idempotency key: the same key never charges or refunds
  * twice, and an attempt whose outcome is unknown can be looked up. Results are stored as JSON;
@@ -24,6 +26,27 @@ export interface Queryable {
   query(sql: string, params?: unknown[]): Promise<any[]>;
 }
 
+/**
+ * Group commit (the same as @retain/queues' groupCommit, which this library may not import):
+ * concurrent calls form one batch; the next batch fills while one runs.
+ */
+function groupCommit<K, V>(run: (keys: readonly K[]) => Promise<readonly V[]>): (key: K) => Promise<V> {
+  let inflight: Promise<unknown> = Promise.resolve();
+  const loader = new DataLoader<K, V>(
+    (keys) => {
+      const batch = run(keys);
+      inflight = batch.catch(() => undefined);
+      return batch;
+    },
+    {
+      cache: false,
+      maxBatchSize: 256,
+      batchScheduleFn: (dispatch) => void inflight.then(() => setImmediate(dispatch)),
+    },
+  );
+  return (key) => loader.load(key);
+}
+
 export const encodeLedgerJson = (value: unknown): string =>
   JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? { $bigint: v.toString() } : v));
 
@@ -37,33 +60,59 @@ export const decodeLedgerJson = (text: string): unknown =>
       : v,
   );
 
+type LedgerRow = { idempotency_key: string; kind: StoredOpKind; result: string; created_at: Date | string };
+
+const toOp = (row: LedgerRow): StoredOp => ({
+  key: row.idempotency_key,
+  kind: row.kind,
+  result: decodeLedgerJson(row.result),
+  createdAt: new Date(row.created_at),
+});
+
 /**
  * Postgres ledger over `sandbox_operations` (created by the db migrations). INSERT ... ON
  * CONFLICT DO NOTHING then SELECT: two processes racing on one key both read the winner's row.
+ * Concurrent calls are group-committed (one SELECT, one INSERT per batch): the sandbox stands in
+ * for a remote processor, and a statement per charge made it the retry worker's busiest caller.
  */
 export class PgSandboxLedger implements SandboxLedger {
-  constructor(private readonly db: Queryable) {}
+  private readonly getGrouped: (key: string) => Promise<StoredOp | null>;
+  private readonly putGrouped: (op: { key: string; kind: StoredOpKind; json: string }) => Promise<StoredOp | null>;
 
-  async get(key: string): Promise<StoredOp | null> {
-    const rows: { kind: StoredOpKind; result: string; created_at: Date | string }[] = await this.db.query(
-      `SELECT kind, result::text AS result, created_at FROM sandbox_operations WHERE idempotency_key = $1`,
-      [key],
-    );
-    const row = rows[0];
-    return row
-      ? { key, kind: row.kind, result: decodeLedgerJson(row.result), createdAt: new Date(row.created_at) }
-      : null;
+  constructor(private readonly db: Queryable) {
+    this.getGrouped = groupCommit(async (keys) => {
+      const rows: LedgerRow[] = await this.db.query(
+        `SELECT idempotency_key, kind, result::text AS result, created_at FROM sandbox_operations
+          WHERE idempotency_key = ANY($1::text[])`,
+        [[...new Set(keys)]],
+      );
+      const byKey = new Map(rows.map((r) => [r.idempotency_key, toOp(r)]));
+      return keys.map((k) => byKey.get(k) ?? null);
+    });
+    this.putGrouped = groupCommit(async (ops) => {
+      // One row per key (the first writer of the batch wins, like two statements in a row).
+      const first = new Map<string, (typeof ops)[number]>();
+      for (const op of ops) if (!first.has(op.key)) first.set(op.key, op);
+      const rows: LedgerRow[] = await this.db.query(
+        `INSERT INTO sandbox_operations (idempotency_key, kind, result)
+         SELECT x.k, x.kind, x.result::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) AS x(k, kind, result)
+         ON CONFLICT (idempotency_key) DO NOTHING
+         RETURNING idempotency_key, kind, result::text AS result, created_at`,
+        [[...first.keys()], [...first.values()].map((o) => o.kind), [...first.values()].map((o) => o.json)],
+      );
+      const byKey = new Map(rows.map((r) => [r.idempotency_key, toOp(r)]));
+      return ops.map((op) => byKey.get(op.key) ?? null);
+    });
+  }
+
+  get(key: string): Promise<StoredOp | null> {
+    return this.getGrouped(key);
   }
 
   async putIfAbsent(key: string, kind: StoredOpKind, result: unknown): Promise<StoredOp> {
     // One round trip when this writer wins (the usual case); the loser reads the winner's row.
-    const inserted: { kind: StoredOpKind; result: string; created_at: Date | string }[] = await this.db.query(
-      `INSERT INTO sandbox_operations (idempotency_key, kind, result) VALUES ($1, $2, $3::jsonb)
-       ON CONFLICT (idempotency_key) DO NOTHING RETURNING kind, result::text AS result, created_at`,
-      [key, kind, encodeLedgerJson(result)],
-    );
-    const row = inserted[0];
-    if (row) return { key, kind: row.kind, result: decodeLedgerJson(row.result), createdAt: new Date(row.created_at) };
+    const inserted = await this.putGrouped({ key, kind, json: encodeLedgerJson(result) });
+    if (inserted) return inserted;
     const stored = await this.get(key);
     if (!stored) throw new Error('sandbox ledger: row missing right after insert');
     return stored;
