@@ -72,6 +72,13 @@ export class TransactionsRepository {
    * With related: the submitted transaction then every finished attempt. Null when unknown.
    */
   async fetch(merchantId: string, id: string, related: boolean): Promise<TransactionView[] | null> {
+    // The transaction, its refunds and its attempts from ONE snapshot: read one by one, an attempt
+    // recorded between the reads showed `Captured` beside its transaction's state from before
+    // (`Stop Requested` where the same commit had made it `Refund Requested`; seen in a CI run).
+    if ('manager' in this.db)
+      return this.db.transaction('REPEATABLE READ', (m) =>
+        new TransactionsRepository(m).fetch(merchantId, id, related),
+      );
     const t = await this.findByMerchantTxnId(merchantId, id);
     if (t) {
       const first = await this.view(merchantId, t);
@@ -93,6 +100,9 @@ export class TransactionsRepository {
 
   /** Cursor paging, newest submitted_ts first, ties by vid (decisions §5). */
   async list(merchantId: string, f: TransactionListFilters): Promise<TransactionPage> {
+    // The page's rows and their refunds from one snapshot (as `fetch`).
+    if ('manager' in this.db)
+      return this.db.transaction('REPEATABLE READ', (m) => new TransactionsRepository(m).list(merchantId, f));
     const backwards = f.endingBefore !== undefined;
     const cursorId = f.startingAfter ?? f.endingBefore;
     let cursor: { submittedTs: Date; vid: string } | null = null;
