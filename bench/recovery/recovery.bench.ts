@@ -160,6 +160,11 @@ const VISA_CAT3 = new Set('54 55 82 6P N7 70 1A'.split(' '));
 const ISO_STOP = new Set('14 04 07 41 43 46 15 12 57 R0 R1 R3 54 55 82 N7 6P 1A 70'.split(' '));
 const MAC_STOP = new Set(['03', '21', '01', '04']);
 const MAC_DELAY_H: Record<string, number> = { '24': 1, '25': 24, '26': 48, '27': 96, '28': 144, '29': 192, '30': 240 };
+// "57 is category 1 ... from 25 Oct 2026 (issuers' 57 arrived as 05 between Oct 2025 and then)": a Visa
+// 57 declined before that day is judged as the 05 it stood for (the rules in force when it arrived).
+const VISA_57_CATEGORY_1_FROM = Date.parse('2026-10-25T00:00:00Z');
+const asRead = (network: string, code: string | null, at: number): string | null =>
+  network === 'visa' && code === '57' && at < VISA_57_CATEGORY_1_FROM ? '05' : code;
 
 interface LoggedAttempt {
   at: number;
@@ -176,9 +181,10 @@ function violations(c: Case, log: readonly LoggedAttempt[]): string[] {
     const before = [original, ...log.slice(0, i)];
     for (const b of before) {
       if (b.outcome !== 'declined') continue;
-      if (c.network === 'visa' && VISA_CAT1.has(b.code!)) found.push('Visa category 1: never again');
-      else if (c.network === 'visa' && VISA_CAT3.has(b.code!)) found.push('Visa category 3: card data unchanged');
-      else if (ISO_STOP.has(b.code!)) found.push('hard / data / authentication decline: stop');
+      const code = asRead(c.network, b.code, b.at);
+      if (c.network === 'visa' && VISA_CAT1.has(code!)) found.push('Visa category 1: never again');
+      else if (c.network === 'visa' && VISA_CAT3.has(code!)) found.push('Visa category 3: card data unchanged');
+      else if (ISO_STOP.has(code!)) found.push('hard / data / authentication decline: stop');
       if (c.network === 'mastercard' && b.mac && MAC_STOP.has(b.mac)) found.push(`Mastercard MAC ${b.mac}: stop`);
       const delay = c.network === 'mastercard' && b.mac ? MAC_DELAY_H[b.mac] : undefined;
       if (delay !== undefined && a.at < b.at + delay * HOUR) found.push(`Mastercard MAC ${b.mac}: too early`);
