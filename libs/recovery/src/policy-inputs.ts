@@ -205,17 +205,8 @@ export async function countAttemptOutcome(
   approved: boolean,
 ): Promise<void> {
   const row = await PolicyStatsRepository.transaction(m, merchantId, transactionId);
-  if (!row || !adaptive(row)) return;
-  const { timeZone } = timeZoneFor({ cardholder: cardholderOf(row) });
-  const key = slotKeyFor({
-    declineClass: declineClassOf(row.card_network, row.auth_code, null, row.failed_at),
-    country: null,
-    binPrefix: null,
-    failedAt: row.failed_at,
-    at: attemptAt,
-    timeZone,
-  });
-  await PolicyStatsRepository.count(m, merchantId, key, approved);
+  const key = outcomeSlotOf(row ?? undefined, attemptAt);
+  if (key) await PolicyStatsRepository.count(m, merchantId, key, approved);
 }
 
 /** The plan's explanation as stored (transactions.next_attempt_plan, then attempts.plan). */

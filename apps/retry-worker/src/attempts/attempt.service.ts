@@ -210,6 +210,17 @@ function withOwnCount(
   return { ...inputs, learned };
 }
 
+/** The `retry succeeded` push of a captured attempt: one shape for the single and the grouped record. */
+const retrySucceeded = (txn: TransactionEntity, attempt: AttemptEntity, now: Date) => ({
+  merchantId: txn.merchantId,
+  eventName: EventName.RetrySucceeded,
+  payloadId: attempt.vid,
+  merchantTransactionId: txn.merchantTxnId,
+  transactionRowId: txn.id,
+  content: attemptView(txn, attempt),
+  occurredAt: now,
+});
+
 type Prepared =
   | { kind: 'done'; outbox: string[]; result: string }
   | { kind: 'charge'; attempt: AttemptEntity; txn: TransactionEntity };
@@ -644,17 +655,7 @@ export class AttemptService {
         const to = transition(txn.status, 'retrySucceeded', { unresolvedAttempts: 0 }).to;
         await setFields(m, TransactionEntity, txn, { ...captured, status: to, ...(await networkFeeFields(m, txn)) });
       }
-      const outbox = await announce(m, [
-        {
-          merchantId: txn.merchantId,
-          eventName: EventName.RetrySucceeded,
-          payloadId: attempt.vid,
-          merchantTransactionId: txn.merchantTxnId,
-          transactionRowId: txn.id,
-          content: attemptView(txn, attempt),
-          occurredAt: now,
-        },
-      ]);
+      const outbox = await announce(m, [retrySucceeded(txn, attempt, now)]);
       return { outbox, lateRefund };
     }
     const declined = result.outcome === 'declined';
@@ -1002,15 +1003,7 @@ export class AttemptService {
     await setFieldsMany(m, TransactionEntity, txnUpdates);
     const outbox = await announce(
       m,
-      captures.map(({ attempt, txn }) => ({
-        merchantId: txn.merchantId,
-        eventName: EventName.RetrySucceeded,
-        payloadId: attempt.vid,
-        merchantTransactionId: txn.merchantTxnId,
-        transactionRowId: txn.id,
-        content: attemptView(txn, attempt),
-        occurredAt: now,
-      })),
+      captures.map(({ attempt, txn }) => retrySucceeded(txn, attempt, now)),
     );
     for (const { attempt } of [...captures, ...rescheduled]) recorded.add(attempt.id);
     for (const _ of captures) this.metrics.attempts.inc({ outcome: 'approved' });
