@@ -232,6 +232,83 @@ describe('webhook delivery', () => {
   });
 });
 
+describe('webhook dispatcher shutdown', () => {
+  it('hands claimed pushes it never sent back at shutdown: due at once, no attempt counted, each delivered once', async () => {
+    // A slow endpoint: the first pipe's worth is answered one by one (every slot that frees takes one
+    // message of the next claim, the rest of that claim waits in the pump), later ones after 3 s.
+    const receiver = await new WebhookReceiver().start();
+    receiver.delayMs = (n) => (n < 64 ? 1000 + 100 * n : 3000);
+    const m = await createMerchant(receiver.url);
+    const redis = createRedis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379');
+    const queues = new QueueRegistry(redis, process.env['QUEUE_PREFIX']!);
+    const db = await testDb();
+    let dispatcher = await startApp('webhook-dispatcher', { env: ENV });
+    try {
+      const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [m.login]);
+      const outbox = await db.transaction((tx) =>
+        announce(
+          tx,
+          Array.from({ length: 300 }, (_, i) => ({
+            merchantId,
+            eventName: EventName.RetrySucceeded,
+            payloadId: String(i).padStart(40, 's'),
+            merchantTransactionId: `inv-${i}`,
+            content: { id: `inv-${i}` },
+          })),
+        ),
+      );
+      await new OutboxRelay(db, queues).publish(outbox);
+      type Row = { message_id: string; status: string; attempt_count: number; next_attempt_at: Date | null };
+      const messages = (): Promise<Row[]> =>
+        db.query(
+          `SELECT message_id, status, attempt_count, next_attempt_at FROM webhook_messages WHERE merchant_id = $1`,
+          [merchantId],
+        );
+      // Slots have freed and been taken again, and more is claimed than has reached the endpoint.
+      await waitFor(
+        async () =>
+          receiver.received.length > 64 &&
+          (await messages()).filter((r) => r.attempt_count > 0).length > receiver.received.length,
+        { what: 'more claimed than sent' },
+      );
+      expect(await dispatcher.stop()).toBe(0);
+      const rows = await messages();
+      const sent = new Set(receiver.received.map((p) => p.body.header['message_id'] as string));
+      const unsent = rows.filter((r) => !sent.has(r.message_id));
+      expect(unsent.length).toBeGreaterThan(0);
+      for (const r of unsent) {
+        expect(r.status).toBe('pending');
+        expect(r.attempt_count).toBe(0);
+        expect(r.next_attempt_at).toBeNull();
+      }
+      for (const r of rows.filter((x) => sent.has(x.message_id))) expect(r.status).toBe('delivered');
+
+      receiver.delayMs = 0;
+      dispatcher = await startApp('webhook-dispatcher', { env: ENV });
+      await waitFor(async () => (await messages()).every((r) => r.status === 'delivered'), {
+        what: 'every push delivered after the restart',
+      });
+      const logs = await db.query(
+        `SELECT d.message_id, d.attempt FROM webhook_deliveries d JOIN webhook_messages w USING (message_id)
+          WHERE w.merchant_id = $1`,
+        [merchantId],
+      );
+      expect(logs).toHaveLength(300);
+      expect(logs.every((l: { attempt: number }) => l.attempt === 1)).toBe(true);
+      const counts = new Map<string, number>();
+      for (const p of receiver.received)
+        counts.set(String(p.body.header['message_id']), (counts.get(String(p.body.header['message_id'])) ?? 0) + 1);
+      expect(counts.size).toBe(300);
+      expect([...counts.values()].every((n) => n === 1)).toBe(true);
+    } finally {
+      await dispatcher.stop();
+      await queues.close();
+      redis.disconnect();
+      await receiver.stop();
+    }
+  });
+});
+
 describe('webhook SSRF guard', () => {
   it('refuses loopback and private addresses unless WEBHOOK_ALLOW_PRIVATE=true', async () => {
     const receiver = await new WebhookReceiver().start();

@@ -14,6 +14,8 @@ export interface ReceivedPush {
 export class WebhookReceiver {
   readonly received: ReceivedPush[] = [];
   status = 202;
+  /** Answers the n-th request (0-based) this many milliseconds after it arrived (a slow merchant endpoint). */
+  delayMs: number | ((n: number) => number) = 0;
   private server: http.Server | undefined;
   port = 0;
 
@@ -35,7 +37,9 @@ export class WebhookReceiver {
           });
         }
         res.statusCode = answered;
-        res.end();
+        const delay = typeof this.delayMs === 'number' ? this.delayMs : this.delayMs(this.received.length - 1);
+        if (delay > 0) setTimeout(() => res.end(), delay);
+        else res.end();
       });
     });
     await new Promise<void>((resolve) => this.server!.listen(port, '127.0.0.1', resolve));

@@ -1,30 +1,35 @@
-import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
-import { WebhookMessagesRepository } from '@retain/db';
+import { Injectable, Logger, type OnApplicationShutdown, type OnModuleDestroy } from '@nestjs/common';
+import { WebhookMessagesRepository, type ClaimedWebhookMessage } from '@retain/db';
 import { QUEUES } from '@retain/queues';
 import { DeliveryService, LEASE_SECONDS } from './delivery.service';
 
 /** Deliveries in flight per dispatcher: the webhook.deliver queue's worker concurrency. */
 const IN_FLIGHT = QUEUES['webhook.deliver'].concurrency;
-/** Messages claimed per statement. */
-const CLAIM = 32;
+/** Messages claimed per statement: a whole pipe's worth, so a claim is not one statement per freed slot. */
+const CLAIM = IN_FLIGHT;
 /** Deliveries whose record has not committed yet, at most (memory and lease bound). */
 const MAX_UNRECORDED = 4 * IN_FLIGHT;
 
 /**
  * The dispatcher's pump (issue 14): pushes are rows in Postgres, so they are claimed from there in
- * batches (one UPDATE ... SKIP LOCKED for up to 32, leased like a single claim) and delivered with
- * up to IN_FLIGHT HTTP exchanges in the air; a slot frees when its exchange is over (its record
- * commits in a later group), and a freed slot claims more while the last claim came back full.
+ * batches (one UPDATE ... SKIP LOCKED for up to IN_FLIGHT, leased like a single claim) into a local
+ * buffer, and delivered from it with up to IN_FLIGHT HTTP exchanges in the air; a slot frees when
+ * its exchange is over (its record commits in a later group) and takes the next buffered message.
+ * The buffer is refilled when it runs empty while the last claim came back full, so one claim
+ * statement serves a pipe's worth of deliveries instead of the one or two slots that just freed.
+ * At shutdown, buffered messages never started are released (lease and attempt count undone).
  * BullMQ's `webhook.deliver` jobs and the retry tick only wake it: a job carries no work a row
  * does not hold, so a lost or duplicated job changes nothing, and one row is claimed by one worker.
  */
 @Injectable()
-export class DeliveryPump implements OnApplicationShutdown {
+export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
   private readonly logger = new Logger(DeliveryPump.name);
   /** HTTP exchanges in the air (the slots). */
   private inFlight = 0;
   /** Deliveries not recorded yet (their HTTP exchange may be over): shutdown waits for these. */
   private unrecorded = 0;
+  /** Claimed (leased to this worker) and not started yet. */
+  private buffered: ClaimedWebhookMessage[] = [];
   private claiming = false;
   private again = false;
   /** The last claim was full: more may be due, so a freed slot claims again. */
@@ -55,11 +60,17 @@ export class DeliveryPump implements OnApplicationShutdown {
       do {
         this.again = false;
         while (!this.stopped && this.inFlight < IN_FLIGHT && this.unrecorded < MAX_UNRECORDED) {
-          const want = Math.min(CLAIM, IN_FLIGHT - this.inFlight);
-          const rows = await this.messages.claimNextDue(want, LEASE_SECONDS);
-          this.more = rows.length >= want;
-          for (const row of rows) this.start(row);
-          if (!this.more) break;
+          if (this.buffered.length === 0) {
+            const rows = await this.messages.claimNextDue(CLAIM, LEASE_SECONDS);
+            this.more = rows.length >= CLAIM;
+            if (this.stopped) {
+              await this.messages.releaseClaimed(rows.map((r) => r.message_id));
+              break;
+            }
+            this.buffered = rows;
+            if (rows.length === 0) break;
+          }
+          this.start(this.buffered.shift()!);
         }
       } while (this.again && !this.stopped);
     } catch (err) {
@@ -68,7 +79,7 @@ export class DeliveryPump implements OnApplicationShutdown {
     }
   }
 
-  private start(row: Parameters<DeliveryService['deliverClaimed']>[0]): void {
+  private start(row: ClaimedWebhookMessage): void {
     this.inFlight++;
     this.unrecorded++;
     let sent = false;
@@ -76,7 +87,7 @@ export class DeliveryPump implements OnApplicationShutdown {
       if (sent) return;
       sent = true;
       this.inFlight--;
-      if (this.more || this.again) this.wake();
+      if (this.buffered.length > 0 || this.more || this.again) this.wake();
     };
     void this.delivery
       .deliverClaimed(row, null, freeSlot)
@@ -88,6 +99,17 @@ export class DeliveryPump implements OnApplicationShutdown {
         freeSlot();
         this.unrecorded--;
         if (this.unrecorded === 0) this.idle?.();
+      });
+  }
+
+  /** The first shutdown hook: nothing new starts from here on, and what was claimed but not sent is handed back. */
+  async onModuleDestroy(): Promise<void> {
+    this.stopped = true;
+    // Buffered and never sent: due again at once for any dispatcher, this claim not counted as an attempt.
+    const unsent = this.buffered.splice(0).map((r) => r.message_id);
+    if (unsent.length > 0)
+      await this.messages.releaseClaimed(unsent).catch((err: unknown) => {
+        this.logger.warn({ err: (err as Error).message }, 'releasing unsent pushes failed; their lease runs out');
       });
   }
 

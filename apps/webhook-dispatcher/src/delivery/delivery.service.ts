@@ -34,7 +34,7 @@ export type DeliveryResult = 'delivered' | 'retry' | 'dead' | 'gone' | 'no_endpo
 export class DeliveryService {
   private readonly logger = new Logger(DeliveryService.name);
   private readonly http: AxiosInstance;
-  private readonly merchantCache = new Map<string, { at: number; value: CachedMerchant | null }>();
+  private readonly merchantCache = new Map<string, { at: number; value: Promise<CachedMerchant | null> }>();
 
   constructor(
     private readonly messages: WebhookMessagesRepository,
@@ -158,12 +158,15 @@ export class DeliveryService {
    * Merchants change rarely; a few seconds of caching spares a query and a secret decryption per
    * delivery. The signer holds the decrypted secret in memory only.
    */
-  private async merchant(id: string): Promise<CachedMerchant | null> {
+  private merchant(id: string): Promise<CachedMerchant | null> {
     const hit = this.merchantCache.get(id);
     if (hit && Date.now() - hit.at < 5000) return hit.value;
-    const merchant = await this.merchants.findById(id);
-    const secret = merchant ? this.merchants.webhookSecret(merchant) : null;
-    const value = merchant ? { merchant, signer: secret ? new Webhook(secret) : null } : null;
+    // The lookup itself is cached: a pipe's worth of deliveries starting at once share one query.
+    const value = this.merchants.findById(id).then((merchant) => {
+      const secret = merchant ? this.merchants.webhookSecret(merchant) : null;
+      return merchant ? { merchant, signer: secret ? new Webhook(secret) : null } : null;
+    });
+    value.catch(() => this.merchantCache.delete(id));
     this.merchantCache.set(id, { at: Date.now(), value });
     return value;
   }

@@ -55,6 +55,21 @@ export class WebhookMessagesRepository {
   }
 
   /**
+   * Undoes claims that were never sent (a dispatcher shutting down with claimed messages it did not
+   * start): due at once again, and the claim not counted as an attempt. Only rows still pending
+   * under this claim's lease are touched.
+   */
+  async releaseClaimed(messageIds: string[]): Promise<void> {
+    if (messageIds.length === 0) return;
+    await this.db.query(
+      `UPDATE webhook_messages SET attempt_count = attempt_count - 1,
+              next_attempt_at = CASE WHEN attempt_count = 1 THEN NULL ELSE now() END, updated_at = now()
+        WHERE message_id = ANY($1::bpchar[]) AND status = 'pending' AND attempt_count > 0`,
+      [messageIds],
+    );
+  }
+
+  /**
    * Records attempts in ONE statement: the jobs' outbox rows completed, the delivery-log rows
    * inserted and the messages' new states (a message no longer pending is left as it is).
    */
