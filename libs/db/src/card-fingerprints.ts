@@ -17,9 +17,10 @@ export async function settleCardFingerprints(
   const values = [...new Set(cards.flatMap((c) => c.map((f) => f.value)))];
   const known = new Set<string>();
   if (cards.some((c) => c.length > 1)) {
-    // bpchar[]: compares as the column's type, so the card_hmac index serves the lookup.
+    // One index-only probe of (card_hmac, merchant_id) per fingerprint, whatever the statistics say
+    // (migration KeyLedLookups); bpchar[] compares as the column's type.
     const rows: { card_hmac: string }[] = await m.query(
-      `SELECT DISTINCT card_hmac FROM transactions WHERE merchant_id = $1 AND card_hmac = ANY($2::bpchar[])`,
+      `SELECT card_hmac FROM retain_known_fingerprints($1::uuid, $2::bpchar[])`,
       [merchantId, values],
     );
     for (const r of rows) known.add(r.card_hmac);

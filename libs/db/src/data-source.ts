@@ -27,6 +27,7 @@ import { ConcurrentSubmissions1798400000000 } from './migrations/1798400000000-C
 import { DeliveryPump1798500000000 } from './migrations/1798500000000-DeliveryPump';
 import { UnreadAttemptIndexes1798600000000 } from './migrations/1798600000000-UnreadAttemptIndexes';
 import { QuietRollupTriggers1798700000000 } from './migrations/1798700000000-QuietRollupTriggers';
+import { KeyLedLookups1798800000000 } from './migrations/1798800000000-KeyLedLookups';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -56,6 +57,7 @@ export const MIGRATIONS = [
   DeliveryPump1798500000000,
   UnreadAttemptIndexes1798600000000,
   QuietRollupTriggers1798700000000,
+  KeyLedLookups1798800000000,
 ];
 
 export interface PoolTuning {

@@ -7,6 +7,7 @@ import { listQuery, type TransactionListFilters } from './repositories/transacti
 interface PlanNode {
   'Node Type': string;
   'Relation Name'?: string;
+  'Index Cond'?: string;
   Plans?: PlanNode[];
 }
 
@@ -67,6 +68,47 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
     expect(sortsOfScans.length, `a sort of the merchant rows: ${list.map((n) => n['Node Type']).join(' > ')}`).toBe(0);
   };
 
+  /**
+   * The plan of a function's body as it runs: its SQL, its parameters in place of the function's
+   * arguments, under the function's own settings (SET LOCAL in a transaction rolled back).
+   */
+  const functionPlan = async (name: string, params: unknown[]): Promise<PlanNode[]> => {
+    const [fn] = await db.query(
+      `SELECT prosrc, proconfig, pg_get_function_identity_arguments(oid) AS args FROM pg_proc WHERE proname = $1`,
+      [name],
+    );
+    // "p_merchant uuid, p_fingerprints character[]": each argument becomes its parameter, typed.
+    const args = String(fn.args)
+      .split(', ')
+      .map((a) => [a.slice(0, a.indexOf(' ')), a.slice(a.indexOf(' ') + 1)] as const);
+    let sql = String(fn.prosrc);
+    args.forEach(([a, type], i) => (sql = sql.replace(new RegExp(`\\b${a}\\b`, 'g'), `$${i + 1}::${type}`)));
+    const runner = db.createQueryRunner();
+    await runner.startTransaction();
+    try {
+      for (const setting of (fn.proconfig ?? []) as string[]) {
+        const [k, v] = setting.split('=');
+        await runner.query(`SELECT set_config($1, $2, true)`, [k, v]);
+      }
+      const [row] = await runner.query(`EXPLAIN (FORMAT JSON) ${sql}`, params);
+      const json = (row['QUERY PLAN'] ?? row) as { Plan: PlanNode }[];
+      return nodes(json[0]!.Plan);
+    } finally {
+      await runner.rollbackTransaction();
+      await runner.release();
+    }
+  };
+  /** Every scan of transactions looks rows up by the key: an index condition on it, no bitmap, no sequential scan. */
+  const expectKeyLookups = (list: PlanNode[], key: RegExp) => {
+    const scans = list.filter((n) => n['Relation Name'] === 'transactions');
+    const shape = list.map((n) => n['Node Type']).join(' > ');
+    expect(scans.length, shape).toBeGreaterThan(0);
+    for (const n of scans) {
+      expect(n['Node Type'], shape).toMatch(/^Index (Only )?Scan$/);
+      expect(String(n['Index Cond'] ?? ''), `${shape}: ${JSON.stringify(n)}`).toMatch(key);
+    }
+  };
+
   const variants: [string, Partial<TransactionListFilters>][] = [
     ['default', {}],
     ['one status', { statuses: ['Captured'] }],
@@ -92,11 +134,27 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
           expectIndexOnly(await plan(paged.sql, paged.params));
         });
       }
-      it('the duplicate check of a POST: index lookups only', async () => {
-        // 100 of each: at this table size (60,000 rows) a scan is honestly cheaper than 1,000 lookups.
-        const ids = Array.from({ length: 100 }, (_, i) => `p${i * 7}`);
-        const subs = Array.from({ length: 100 }, (_, i) => `s${i}`);
-        expectIndexOnly(await plan(storedMatchingQuery, [merchantId, ids, subs]));
+      // A POST's 1,000 ids, subscriptions and fingerprints: every scan of transactions is a lookup by
+      // that key (its index condition names it), never the merchant's range read and filtered. The
+      // plan checked is the one the function runs: its body, under its own settings.
+      it('the duplicate check of a POST: lookups by id and by subscription only', async () => {
+        const ids = Array.from({ length: 1000 }, (_, i) => `p${i * 7}`);
+        const subs = Array.from({ length: 1000 }, (_, i) => `s${i * 3}`);
+        const list = await functionPlan('retain_stored_matching', [merchantId, ids, subs]);
+        expectKeyLookups(list, /merchant_txn_id|subscription_id/);
+        expect(
+          list.filter((n) => /Index Cond/.test(JSON.stringify(n)) && n['Relation Name'] === 'transactions'),
+        ).toHaveLength(2);
+        // And the service's query answers what the rows say.
+        // s1000's transaction is Captured (no longer in recovery); s1001's is Failed.
+        const rows = await db.query(storedMatchingQuery, [merchantId, ['p7', 'nope'], ['s9', 's1000', 's1001']]);
+        expect(rows.map((r: { merchant_txn_id: string }) => r.merchant_txn_id).sort()).toEqual(['p1001', 'p7', 'p9']);
+      });
+      it('the card fingerprint check of a POST: index-only lookups by fingerprint only', async () => {
+        const fingerprints = Array.from({ length: 1000 }, (_, i) => String(i).padStart(64, 'f'));
+        const list = await functionPlan('retain_known_fingerprints', [merchantId, fingerprints]);
+        expectKeyLookups(list, /card_hmac/);
+        expect(list.some((n) => n['Node Type'] === 'Index Only Scan')).toBe(true);
       });
     });
   }

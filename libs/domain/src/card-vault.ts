@@ -4,10 +4,10 @@ import {
   createHmac,
   createSecretKey,
   hkdfSync,
-  randomBytes,
   type KeyObject,
 } from 'node:crypto';
 import { accountHash, maskCardNumber } from './card';
+import { randomPoolBytes } from './ids';
 
 /** A data key of the configuration: id kept beside each sealed value so keys can rotate. */
 export interface DataKey {
@@ -40,7 +40,7 @@ function keyObject(key: Buffer): KeyObject {
 export function seal(keys: readonly DataKey[], plaintext: string, aad = 'retain'): Sealed {
   const current = keys[0];
   if (!current) throw new Error('no data key configured');
-  const iv = randomBytes(12);
+  const iv = randomPoolBytes(12);
   const cipher = createCipheriv('aes-256-gcm', keyObject(current.key), iv);
   cipher.setAAD(Buffer.from(aad));
   const ct = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);

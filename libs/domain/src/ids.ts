@@ -22,6 +22,20 @@ export function randomUrlSafe(length: number): string {
   return out;
 }
 
+/**
+ * `n` random bytes from the same pool (AES-GCM IVs: a 1000-card batch seals 1000 of them). A view,
+ * never overwritten: the pool is replaced, not refilled in place, and consumed bytes are not reused.
+ */
+export function randomPoolBytes(n: number): Buffer {
+  if (poolOffset + n > POOL_SIZE) {
+    pool = randomBytes(POOL_SIZE);
+    poolOffset = 0;
+  }
+  const out = pool.subarray(poolOffset, poolOffset + n);
+  poolOffset += n;
+  return out;
+}
+
 /** `vid` of transactions, attempts, refunds, accounts, payment methods: exactly 40 chars (decisions §3). */
 export const newVid = (): string => randomUrlSafe(40);
 /** `merchant_vid`: 40 characters. */

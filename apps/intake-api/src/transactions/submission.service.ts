@@ -35,6 +35,26 @@ export interface SubmissionResult {
   body?: { success_count: number; error_count: number; rejected: RejectedEntry[] };
 }
 
+/** A submission's candidates after the checks against stored rows. */
+interface CheckedCandidates {
+  accepted: NormalizedTransaction[];
+  /** Accepted ids whose stored row was rejected by its review (deleted before the insert). */
+  replacing: string[];
+}
+
+/** The card columns of one transaction as stored (card data sealed, never in clear). */
+interface CardColumns {
+  jwe: string | null;
+  enc: string | null;
+  keyId: string | null;
+  fingerprints: CardFingerprint[];
+  bin: string | null;
+  last4: string | null;
+  network: string | null;
+  accountHash: string | null;
+  display: string | null;
+}
+
 const FINISHED_IS_RET004 = (status: string): boolean => !RECOVERING_STATUSES.includes(status as never);
 
 /**
@@ -84,18 +104,24 @@ export class SubmissionService {
 
     // Rejections found while validating; a saving transaction that is retried starts again from these.
     const validationErrors = new Map(errors);
-    const run = async (m: EntityManager | DataSource): Promise<NormalizedTransaction[]> => {
+    const run = async (m: EntityManager | DataSource): Promise<CheckedCandidates> => {
       errors.clear();
       for (const [index, errs] of validationErrors) errors.set(index, [...errs]);
-      const accepted = await this.checkAgainstStored(m, merchant.id, candidates, addError);
-      return accepted;
+      return this.checkAgainstStored(m, merchant.id, candidates, addError);
     };
 
     let accepted: NormalizedTransaction[];
     if (dryrun) {
-      accepted = await run(this.db);
+      accepted = (await run(this.db)).accepted;
     } else {
-      accepted = await this.save(merchant, requestId, validated.items.length, run, () => errors.size);
+      accepted = await this.save(
+        merchant,
+        requestId,
+        validated.items.length,
+        candidates.map((c) => c.value),
+        run,
+        () => errors.size,
+      );
     }
 
     const rejected: RejectedEntry[] = [...errors.entries()]
@@ -118,8 +144,8 @@ export class SubmissionService {
     merchantId: string,
     candidates: { index: number; value: NormalizedTransaction }[],
     addError: (index: number, e: ErrorEntry) => void,
-  ): Promise<NormalizedTransaction[]> {
-    if (candidates.length === 0) return [];
+  ): Promise<CheckedCandidates> {
+    if (candidates.length === 0) return { accepted: [], replacing: [] };
     const ids = candidates.map((c) => c.value.id);
     const subs = [...new Set(candidates.map((c) => c.value.subscription.id))];
     const existing = await this.submissions.storedMatching(m, merchantId, ids, subs);
@@ -135,6 +161,7 @@ export class SubmissionService {
       ...new Set(candidates.flatMap((c) => (c.value.account.external_id ? [c.value.account.external_id] : []))),
     ]);
     const accepted: NormalizedTransaction[] = [];
+    const replacing: string[] = [];
     for (const { index, value } of candidates) {
       const prior = byId.get(value.id);
       let ok = true;
@@ -160,35 +187,43 @@ export class SubmissionService {
       }
       if (ok) {
         accepted.push(value);
+        if (prior) replacing.push(value.id); // rejected by its review: this one takes its place
         recoveringSubs.set(value.subscription.id, value.id);
         if (ext) holders.set(ext, value.account.id);
       }
     }
-    return accepted;
+    return { accepted, replacing };
   }
 
   private async save(
     merchant: AuthenticatedMerchant,
     requestId: string,
     received: number,
-    check: (m: EntityManager) => Promise<NormalizedTransaction[]>,
+    candidates: NormalizedTransaction[],
+    check: (m: EntityManager) => Promise<CheckedCandidates>,
     rejectedCount: () => number,
   ): Promise<NormalizedTransaction[]> {
+    // Card data is sealed once (a saving transaction that runs again reuses it), while the check's
+    // first query is at Postgres: the two run side by side instead of one after the other.
+    let cards: Map<NormalizedTransaction, CardColumns> | null = null;
     const { accepted, outboxIds } = await this.transaction(async (m) => {
-      const acceptedRows = await check(m);
+      const checking = check(m);
+      checking.catch(() => undefined); // awaited below; this only keeps Node from calling it unhandled meanwhile
+      if (!cards) {
+        await new Promise<void>((resolve) => setImmediate(resolve)); // the query is on the wire
+        cards = new Map(candidates.map((t) => [t, this.cardColumns(t)]));
+      }
+      const { accepted: acceptedRows, replacing } = await checking;
       const submissionId = await this.submissions.create(m, merchant.id, requestId, {
         received,
         accepted: acceptedRows.length,
         rejected: rejectedCount(),
       });
       if (acceptedRows.length === 0) return { accepted: acceptedRows, outboxIds: [] as string[] };
-      // A transaction rejected by the post-submission review may come again with the same id.
-      await this.submissions.deleteReviewRejected(
-        m,
-        merchant.id,
-        acceptedRows.map((t) => t.id),
-      );
-      await this.insertTransactions(m, merchant.id, submissionId, acceptedRows);
+      // A transaction rejected by the post-submission review may come again with the same id. (One
+      // rejected after the check was not accepted: RETDUP2 saw it pending.)
+      if (replacing.length > 0) await this.submissions.deleteReviewRejected(m, merchant.id, replacing);
+      await this.insertTransactions(m, merchant.id, submissionId, acceptedRows, cards);
       // Each account once (ON CONFLICT cannot touch a row twice), its latest external_id.
       const accounts = new Map<string, string | null>();
       for (const t of acceptedRows)
@@ -226,9 +261,10 @@ export class SubmissionService {
     merchantId: string,
     submissionId: string,
     rows: NormalizedTransaction[],
+    sealed: ReadonlyMap<NormalizedTransaction, CardColumns>,
   ): Promise<void> {
     const now = new Date().toISOString();
-    const cards = rows.map((t) => this.cardColumns(t));
+    const cards = rows.map((t) => sealed.get(t) ?? this.cardColumns(t));
     // A card already stored for this merchant keeps its fingerprint (any key id): its limits hold.
     const fingerprints = await settleCardFingerprints(
       m,
@@ -253,7 +289,7 @@ export class SubmissionService {
   private toRecord(
     t: NormalizedTransaction,
     submittedTs: string,
-    card: ReturnType<SubmissionService['cardColumns']>,
+    card: CardColumns,
     fingerprint: CardFingerprint | null,
   ): Record<string, unknown> {
     return {
@@ -297,17 +333,7 @@ export class SubmissionService {
   }
 
   /** Card data per decisions §10: a clear number is sealed here and never stored in clear. */
-  private cardColumns(t: NormalizedTransaction): {
-    jwe: string | null;
-    enc: string | null;
-    keyId: string | null;
-    fingerprints: CardFingerprint[];
-    bin: string | null;
-    last4: string | null;
-    network: string | null;
-    accountHash: string | null;
-    display: string | null;
-  } {
+  private cardColumns(t: NormalizedTransaction): CardColumns {
     const none = { jwe: null, enc: null, keyId: null, fingerprints: [], bin: null, last4: null, network: null };
     const c = t.card;
     switch (c.kind) {

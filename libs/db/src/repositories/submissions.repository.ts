@@ -104,9 +104,9 @@ export class SubmissionsRepository {
 
   /**
    * This merchant's stored transactions with one of these ids, or still being recovered on one of
-   * these subscriptions (what RETDUP2 / RET004 / RET003 need): two
-   * index lookups (the unique (merchant, merchant_txn_id) and the (merchant, subscription_id)
-   * index), never a scan of the merchant's rows, whatever the statistics say (issue 14).
+   * these subscriptions (what RETDUP2 / RET004 / RET003 need): lookups by key in the unique
+   * (merchant_txn_id, merchant_id) and (subscription_id, merchant_id) indexes, never a scan of the
+   * merchant's rows, whatever the statistics say (migration KeyLedLookups, issue 14).
    */
   storedMatching(
     m: Sql,
@@ -348,10 +348,5 @@ export class SubmissionsRepository {
 }
 
 /** The duplicate check of a POST (exported for the plan test). */
-export const storedMatchingQuery = `
-  SELECT merchant_txn_id, subscription_id, status, review_status FROM transactions
-   WHERE merchant_id = $1 AND merchant_txn_id = ANY($2::text[])
-  UNION
-  SELECT merchant_txn_id, subscription_id, status, review_status FROM transactions
-   WHERE merchant_id = $1 AND subscription_id = ANY($3::text[])
-     AND status IN ('Failed', 'In Retry', 'Stop Requested') AND review_status <> 'rejected'`;
+export const storedMatchingQuery = `SELECT merchant_txn_id, subscription_id, status, review_status
+  FROM retain_stored_matching($1::uuid, $2::text[], $3::text[])`;
