@@ -224,10 +224,10 @@ export class SubmissionService {
       // rejected after the check was not accepted: RETDUP2 saw it pending.)
       if (replacing.length > 0) await this.submissions.deleteReviewRejected(m, merchant.id, replacing);
       await this.insertTransactions(m, merchant.id, submissionId, acceptedRows, cards);
-      // Each account once (ON CONFLICT cannot touch a row twice), its latest external_id.
+      // Each account once (ON CONFLICT cannot touch a row twice), its latest external_id. Only accounts
+      // that name one: a row without it is never read (it holds no external_id), so it is not written.
       const accounts = new Map<string, string | null>();
-      for (const t of acceptedRows)
-        accounts.set(t.account.id, t.account.external_id ?? accounts.get(t.account.id) ?? null);
+      for (const t of acceptedRows) if (t.account.external_id) accounts.set(t.account.id, t.account.external_id);
       await this.submissions.rememberAccounts(
         m,
         merchant.id,

@@ -83,8 +83,9 @@ export class SubmissionsRepository {
   }
 
   /**
-   * Remembers the accounts of accepted transactions (one row per account: the caller passes each
-   * account once). A submission without an external_id keeps the one the account has.
+   * Remembers the external_id of accepted transactions' accounts (one row per account: the caller
+   * passes each account once, and only accounts that name an external_id: the table exists to hold
+   * them). A submission without an external_id keeps the one the account has.
    */
   async rememberAccounts(
     m: Sql,
