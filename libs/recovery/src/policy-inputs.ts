@@ -44,13 +44,13 @@ export async function policyInputsFor(m: Sql, merchantId: string, transactionId:
   const config = variant && Object.keys(variant.config).length > 0 ? { config: variant.config } : {};
   if (!adaptive(row)) return config;
   const declineClass = declineClassOf(row.card_network, row.auth_code, null, row.failed_at);
-  const [slots, history, updaterKey] = await Promise.all([
-    PolicyStatsRepository.slots(m, merchantId, declineClass),
-    row.account_id
-      ? PolicyStatsRepository.accountHistory(m, merchantId, row.account_id, row.id)
-      : Promise.resolve({ paidAt: [], approvals: 0, declines: 0 }),
-    PaymentMethodsRepository.updaterKey(m, merchantId),
-  ]);
+  // One after another: inside the caller's transaction they share one connection, which runs one
+  // statement at a time anyway (pg queues overlapping ones with a deprecation warning; pg 9 refuses them).
+  const slots = await PolicyStatsRepository.slots(m, merchantId, declineClass);
+  const history = row.account_id
+    ? await PolicyStatsRepository.accountHistory(m, merchantId, row.account_id, row.id)
+    : { paidAt: [], approvals: 0, declines: 0 };
+  const updaterKey = await PaymentMethodsRepository.updaterKey(m, merchantId);
   return adaptiveInputs(row, variant, config, slots, history, updaterKey !== null);
 }
 
