@@ -1,11 +1,4 @@
-import {
-  createCipheriv,
-  createDecipheriv,
-  createHmac,
-  createSecretKey,
-  hkdfSync,
-  type KeyObject,
-} from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, type KeyObject } from 'node:crypto';
 import { accountHash, maskCardNumber } from './card';
 import { randomPoolBytes } from './ids';
 
