@@ -25,6 +25,20 @@ export interface TransactionPage {
 }
 
 /**
+ * Planner settings of the list's page query (issue 14), set for that one statement of its snapshot
+ * transaction and reset after it: every list shape has an index that yields its page in order, so the
+ * page never needs a sort of the merchant's rows, nor a bitmap or sequential scan of them. With
+ * statistics never gathered (a new database, a table not analyzed since it grew) the planner believed
+ * the merchant had a handful of rows and sorted a bitmap scan of all of them for the unfiltered list.
+ * A sort stays possible (at a penalty) above the few rows a several-status list merges. Only around
+ * the page query: the page's refunds and rows are small sorts and lookups that need none of this.
+ * Exported for the plan test.
+ */
+export const LIST_PLAN_SETTINGS =
+  'SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off';
+const LIST_PLAN_RESET = 'RESET enable_sort; RESET enable_bitmapscan; RESET enable_seqscan';
+
+/**
  * Reads of submitted transactions and their attempts. Every method takes the merchant id: a
  * row of another merchant is indistinguishable from a missing one.
  */
@@ -111,7 +125,10 @@ export class TransactionsRepository {
       if (!cursor) return { data: [], hasMore: false, backwards, unknownCursor: true };
     }
     const { sql, params } = listQuery(merchantId, f, cursor);
+    // Here inside the snapshot transaction (list on a DataSource opens it): SET LOCAL holds until RESET.
+    await this.db.query(LIST_PLAN_SETTINGS);
     const ids: { id: string }[] = await this.db.query(sql, params);
+    await this.db.query(LIST_PLAN_RESET);
     const loaded = ids.length
       ? await this.db.getRepository(TransactionEntity).findBy({ id: In(ids.map((r) => r.id)) })
       : [];
