@@ -6,3 +6,4 @@ export * from './card';
 export * from './card-vault';
 export * from './policy';
 export * from './scrub';
+export * from './group-commit';

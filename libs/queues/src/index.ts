@@ -3,5 +3,4 @@ export * from './contracts';
 export * from './outbox';
 export * from './push-messages';
 export * from './redis';
-export * from './group-commit';
 export * from './failed-jobs';

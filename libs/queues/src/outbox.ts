@@ -1,3 +1,4 @@
+import { groupCommit } from '@retain/domain';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { DataSource, EntityManager } from 'typeorm';
@@ -12,7 +13,6 @@ import {
   type QueueName,
 } from './contracts';
 import { recordFailure } from './failed-jobs';
-import { groupCommit } from './group-commit';
 
 /** An outbox row to write: a queue and its payload, bound to each other (see QueueJob). */
 export type OutboxRow = QueueJob;

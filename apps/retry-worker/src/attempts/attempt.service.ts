@@ -24,6 +24,7 @@ import {
   cardDataVersion,
   checkNetworkLimits,
   classifyDecline,
+  groupCommit,
   newVid,
   open,
   planNextAttempt,
@@ -42,7 +43,7 @@ import {
   type RefundResult,
   type TransactionProcessors,
 } from '@retain/processor';
-import { OutboxRelay, announce, groupCommit } from '@retain/queues';
+import { OutboxRelay, announce } from '@retain/queues';
 import {
   AttemptState,
   ENDED_WITHOUT_CAPTURE,

@@ -7,8 +7,8 @@ import {
   type MerchantEntity,
   type WebhookAttemptRecord,
 } from '@retain/db';
+import { groupCommit } from '@retain/domain';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
-import { groupCommit } from '@retain/queues';
 import axios, { type AxiosInstance } from 'axios';
 import { Webhook } from 'standardwebhooks';
 import { literalAddressAllowed, webhookAgents } from './address-guard';

@@ -1,4 +1,4 @@
-import DataLoader from 'dataloader';
+import { groupCommit } from '@retain/domain';
 
 /**
  * The sandbox's record of operations by idempotency key: the same key never charges or refunds
@@ -24,27 +24,6 @@ export interface SandboxLedger {
 /** Anything with a `query` returning rows: a TypeORM DataSource or EntityManager fits. */
 export interface Queryable {
   query(sql: string, params?: unknown[]): Promise<any[]>;
-}
-
-/**
- * Group commit (the same as @retain/queues' groupCommit, which this library may not import):
- * concurrent calls form one batch; the next batch fills while one runs.
- */
-function groupCommit<K, V>(run: (keys: readonly K[]) => Promise<readonly V[]>): (key: K) => Promise<V> {
-  let inflight: Promise<unknown> = Promise.resolve();
-  const loader = new DataLoader<K, V>(
-    (keys) => {
-      const batch = run(keys);
-      inflight = batch.catch(() => undefined);
-      return batch;
-    },
-    {
-      cache: false,
-      maxBatchSize: 256,
-      batchScheduleFn: (dispatch) => void inflight.then(() => setImmediate(dispatch)),
-    },
-  );
-  return (key) => loader.load(key);
 }
 
 export const encodeLedgerJson = (value: unknown): string =>
