@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DataSource } from 'typeorm';
+import type { DataSource, QueryRunner } from 'typeorm';
 import { createDataSource } from './data-source';
 import { storedMatchingQuery } from './repositories/submissions.repository';
 import { LIST_PLAN_SETTINGS, listQuery, type TransactionListFilters } from './repositories/transactions.repository';
@@ -51,12 +51,16 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
     await db.destroy();
   });
 
-  /** A list query's plan under the settings the list runs it with (in a transaction rolled back). */
-  const plan = async (sql: string, params: unknown[]): Promise<PlanNode[]> => {
+  /** A statement's plan after `settle` has set its settings, in a transaction rolled back (SET LOCAL ends with it). */
+  const planUnder = async (
+    settle: (runner: QueryRunner) => Promise<unknown>,
+    sql: string,
+    params: unknown[],
+  ): Promise<PlanNode[]> => {
     const runner = db.createQueryRunner();
     await runner.startTransaction();
     try {
-      await runner.query(LIST_PLAN_SETTINGS); // as the list runs them (TransactionsRepository.list)
+      await settle(runner);
       const [row] = await runner.query(`EXPLAIN (FORMAT JSON) ${sql}`, params);
       const json = (row['QUERY PLAN'] ?? row) as { Plan: PlanNode }[];
       return nodes(json[0]!.Plan);
@@ -65,6 +69,9 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
       await runner.release();
     }
   };
+  /** A list query's plan under the settings the list runs it with (TransactionsRepository.list). */
+  const plan = (sql: string, params: unknown[]): Promise<PlanNode[]> =>
+    planUnder((runner) => runner.query(LIST_PLAN_SETTINGS), sql, params);
   const expectIndexOnly = (list: PlanNode[]) => {
     const seq = list.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'transactions');
     expect(seq.length, `a sequential scan of transactions: ${list.map((n) => n['Node Type']).join(' > ')}`).toBe(0);
@@ -92,20 +99,16 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
       .map((a) => [a.slice(0, a.indexOf(' ')), a.slice(a.indexOf(' ') + 1)] as const);
     let sql = String(fn.prosrc);
     args.forEach(([a, type], i) => (sql = sql.replace(new RegExp(`\\b${a}\\b`, 'g'), `$${i + 1}::${type}`)));
-    const runner = db.createQueryRunner();
-    await runner.startTransaction();
-    try {
-      for (const setting of (fn.proconfig ?? []) as string[]) {
-        const [k, v] = setting.split('=');
-        await runner.query(`SELECT set_config($1, $2, true)`, [k, v]);
-      }
-      const [row] = await runner.query(`EXPLAIN (FORMAT JSON) ${sql}`, params);
-      const json = (row['QUERY PLAN'] ?? row) as { Plan: PlanNode }[];
-      return nodes(json[0]!.Plan);
-    } finally {
-      await runner.rollbackTransaction();
-      await runner.release();
-    }
+    return planUnder(
+      async (runner) => {
+        for (const setting of (fn.proconfig ?? []) as string[]) {
+          const [k, v] = setting.split('=');
+          await runner.query(`SELECT set_config($1, $2, true)`, [k, v]);
+        }
+      },
+      sql,
+      params,
+    );
   };
   /** Every scan of transactions looks rows up by the key: an index condition on it, no bitmap, no sequential scan. */
   const expectKeyLookups = (list: PlanNode[], key: RegExp) => {
