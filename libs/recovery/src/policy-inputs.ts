@@ -35,23 +35,9 @@ const cardholderOf = (row: PolicyTransactionRow) => ({ country: row.country, pos
  * learner setting (the experiment's variants never change once created).
  */
 export async function policyInputsFor(m: Sql, merchantId: string, transactionId: string): Promise<Partial<PlanInput>> {
-  const row = await PolicyStatsRepository.transaction(m, merchantId, transactionId);
-  if (!row) return {};
-  const variant =
-    row.experiment_id && row.experiment_arm
-      ? await ExperimentsRepository.armOf(m, merchantId, row.experiment_id, row.experiment_arm)
-      : null;
-  const config = variant && Object.keys(variant.config).length > 0 ? { config: variant.config } : {};
-  if (!adaptive(row)) return config;
-  const declineClass = declineClassOf(row.card_network, row.auth_code, null, row.failed_at);
-  // One after another: inside the caller's transaction they share one connection, which runs one
-  // statement at a time anyway (pg queues overlapping ones with a deprecation warning; pg 9 refuses them).
-  const slots = await PolicyStatsRepository.slots(m, merchantId, declineClass);
-  const history = row.account_id
-    ? await PolicyStatsRepository.accountHistory(m, merchantId, row.account_id, row.id)
-    : { paidAt: [], approvals: 0, declines: 0 };
-  const updaterKey = await PaymentMethodsRepository.updaterKey(m, merchantId);
-  return adaptiveInputs(row, variant, config, slots, history, updaterKey !== null);
+  // The grouped read (policyInputsForMany) of one transaction: one piece of code for both paths.
+  const rows = await policyRowsFor(m, [{ merchantId, transactionId }]);
+  return (await policyInputsForMany(m, rows, [transactionId])).get(transactionId) ?? {};
 }
 
 function adaptiveInputs(
@@ -204,9 +190,8 @@ export async function countAttemptOutcome(
   attemptAt: Date,
   approved: boolean,
 ): Promise<void> {
-  const row = await PolicyStatsRepository.transaction(m, merchantId, transactionId);
-  const key = outcomeSlotOf(row ?? undefined, attemptAt);
-  if (key) await PolicyStatsRepository.count(m, merchantId, key, approved);
+  const rows = await policyRowsFor(m, [{ merchantId, transactionId }]);
+  await countAttemptOutcomes(m, rows, [{ merchantId, transactionId, attemptAt, approved }]);
 }
 
 /** The plan's explanation as stored (transactions.next_attempt_plan, then attempts.plan). */

@@ -37,19 +37,7 @@ export interface PolicyTransactionRow {
  * merchants, and what a transaction's planning reads (its account's earlier charges and outcomes).
  */
 export class PolicyStatsRepository {
-  static async transaction(m: Sql, merchantId: string, transactionId: string): Promise<PolicyTransactionRow | null> {
-    const [row]: PolicyTransactionRow[] = await m.query(
-      `SELECT id, merchant_id, policy_version, auth_code, account_id, failed_at, card_bin, card_network,
-              expiration_date, payment_method->'billing_address'->>'country' AS country,
-              payment_method->'billing_address'->>'postal_code' AS postal_code, experiment_id, experiment_arm,
-              network_advice_code
-         FROM transactions WHERE id = $1 AND merchant_id = $2`,
-      [transactionId, merchantId],
-    );
-    return row ?? null;
-  }
-
-  /** `transaction` of many transactions in one statement, by transaction id. */
+  /** The policy rows of transactions in one statement, by transaction id (each only with its own merchant's id). */
   static async transactions(
     m: Sql,
     refs: readonly { merchantId: string; transactionId: string }[],
@@ -83,24 +71,10 @@ export class PolicyStatsRepository {
   }
 
   /**
-   * Counts one attempt outcome in its slot, for the merchant and for all merchants: appended to
-   * policy_slot_pending (no shared row, so concurrent attempts never wait on each other), folded
-   * into policy_slot_stats by the retry tick (`fold`).
+   * Counts decided attempts in their slots, each for its merchant and for all merchants, in one
+   * statement: appended to policy_slot_pending (no shared row, so concurrent attempts never wait on
+   * each other), folded into policy_slot_stats by the retry tick (`fold`).
    */
-  static async count(
-    m: Sql,
-    merchantId: string,
-    slot: { declineClass: string; dayAfterFailure: number; localHour: number },
-    approved: boolean,
-  ): Promise<void> {
-    await m.query(
-      `INSERT INTO policy_slot_pending (scope, decline_class, day_after_failure, local_hour, attempts, approvals)
-       SELECT scope, $2, $3, $4, 1, $5 FROM unnest($1::text[]) AS scope`,
-      [[merchantId, GLOBAL_SCOPE], slot.declineClass, slot.dayAfterFailure, slot.localHour, approved ? 1 : 0],
-    );
-  }
-
-  /** `count` of many outcomes in one statement (each for its merchant and for all merchants). */
   static async countMany(
     m: Sql,
     items: readonly {
@@ -134,29 +108,10 @@ export class PolicyStatsRepository {
     return n;
   }
 
-  /** When the account's other transactions at this merchant were charged (newest first), and its outcomes. */
-  static async accountHistory(
-    m: Sql,
-    merchantId: string,
-    accountId: string,
-    exceptTransactionId: string,
-  ): Promise<{ paidAt: Date[]; approvals: number; declines: number }> {
-    const rows: { state: string; at: Date }[] = await m.query(
-      `SELECT a.state, COALESCE(a.processed_at, a.scheduled_for) AS at
-         FROM transactions t JOIN attempts a ON a.transaction_id = t.id
-        WHERE t.merchant_id = $1 AND t.account_id = $2 AND t.id <> $3 AND a.state IN ('captured', 'declined')
-        ORDER BY at DESC LIMIT 200`,
-      [merchantId, accountId, exceptTransactionId],
-    );
-    const paid = rows.filter((r) => r.state === 'captured');
-    return {
-      paidAt: paid.slice(0, 24).map((r) => new Date(r.at)),
-      approvals: paid.length,
-      declines: rows.length - paid.length,
-    };
-  }
-
-  /** accountHistory of many transactions in one statement, in the order given. */
+  /**
+   * When each account's other transactions at this merchant were charged (newest first), and its
+   * outcomes: many in one statement, in the order given.
+   */
   static async accountHistories(
     m: Sql,
     items: readonly { merchantId: string; accountId: string; exceptTransactionId: string }[],
