@@ -3,22 +3,17 @@ import KSUID from 'ksuid';
 
 const URL_SAFE = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 
-/** Random url-safe string of exactly `length` characters (6 bits of entropy each). */
 // Random bytes are drawn from a pool refilled 16 KiB at a time: one syscall per ~400 vids, which
 // matters when a 1000-transaction batch needs 3000 of them.
 const POOL_SIZE = 16 * 1024;
 let pool = randomBytes(POOL_SIZE);
 let poolOffset = 0;
 
+/** Random url-safe string of exactly `length` characters (6 bits of entropy each). */
 export function randomUrlSafe(length: number): string {
-  if (poolOffset + length > POOL_SIZE) {
-    pool = randomBytes(POOL_SIZE);
-    poolOffset = 0;
-  }
+  const bytes = randomPoolBytes(length);
   let out = '';
-  for (let i = 0; i < length; i++) out += URL_SAFE[pool[poolOffset + i]! & 63];
-  // Consumed bytes are never reused.
-  poolOffset += length;
+  for (let i = 0; i < length; i++) out += URL_SAFE[bytes[i]! & 63];
   return out;
 }
 

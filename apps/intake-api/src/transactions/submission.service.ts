@@ -264,7 +264,11 @@ export class SubmissionService {
     sealed: ReadonlyMap<NormalizedTransaction, CardColumns>,
   ): Promise<void> {
     const now = new Date().toISOString();
-    const cards = rows.map((t) => sealed.get(t) ?? this.cardColumns(t));
+    const cards = rows.map((t) => {
+      const card = sealed.get(t); // every candidate was sealed before the check accepted some of them
+      if (!card) throw new Error('insertTransactions: a transaction without its sealed card columns');
+      return card;
+    });
     // A card already stored for this merchant keeps its fingerprint (any key id): its limits hold.
     const fingerprints = await settleCardFingerprints(
       m,
