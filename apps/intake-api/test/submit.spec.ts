@@ -196,6 +196,45 @@ describe('POST /retain/transactions', () => {
     expect(await rowsOf([...withId, ...sameSub].map((b) => b[1]!['id'] as string))).toHaveLength(16);
   });
 
+  it('saves a batch of 1000 (several INSERT statements) whole or runs it again whole: a race on its last item', async () => {
+    // The rows go in as several INSERTs of one transaction (the first chunk is 100 rows). Two calls
+    // of 1000 share their last id: the later one meets the winner's row in its last INSERT, after
+    // its earlier chunks went in, and runs again from the start: nothing of the first run stays.
+    const shared = txn({}, '5555555555554444');
+    const batches = [0, 1].map(() => [
+      ...Array.from({ length: 999 }, (_, i) => txn({}, i % 2 ? PAN : '5555555555554444')),
+      { ...shared },
+    ]);
+    const answers = await Promise.all(batches.map((b) => client.submit(b)));
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 207]);
+    const loser = answers.find((a) => a.status === 207)!;
+    expect(loser.json).toEqual({
+      success_count: 999,
+      error_count: 1,
+      rejected: [{ id: shared['id'], errors: [{ code: 'RETDUP2', message: expect.any(String) }] }],
+    });
+    const db = await testDb();
+    const [{ n, subs, fingerprints }] = await db.query(
+      `SELECT count(*)::int AS n, count(DISTINCT submission_id)::int AS subs,
+              count(DISTINCT card_hmac) FILTER (WHERE card_last4 = '4444')::int AS fingerprints
+         FROM transactions WHERE merchant_txn_id = ANY($1::text[])`,
+      [batches.flat().map((t) => t['id'])],
+    );
+    expect(n).toBe(1999); // each id once
+    expect(subs).toBe(2);
+    expect(fingerprints).toBe(1); // one card, one fingerprint, first chunk to last
+    const counts = await db.query(
+      `SELECT s.accepted_count, s.rejected_count, count(t.id)::int AS saved
+         FROM submissions s JOIN transactions t ON t.submission_id = s.id
+        WHERE t.merchant_txn_id = ANY($1::text[]) GROUP BY s.id ORDER BY s.accepted_count`,
+      [batches.flat().map((t) => t['id'])],
+    );
+    expect(counts).toEqual([
+      { accepted_count: 999, rejected_count: 1, saved: 999 },
+      { accepted_count: 1000, rejected_count: 0, saved: 1000 },
+    ]);
+  });
+
   it('dryrun=1 answers the same and leaves nothing behind', async () => {
     const ok = txn();
     const bad = txn({ amount: 0 });

@@ -153,11 +153,18 @@ export function cardColumnsFromPan(
   fingerprintKeys: readonly DataKey[],
   pan: string,
 ): CardColumns {
+  return { ...sealCardNumber(keys, pan), fingerprints: cardFingerprintCandidates(fingerprintKeys, keys, pan) };
+}
+
+/**
+ * The stored columns of a clear card number but its fingerprints, for a caller that made those
+ * earlier (the intake looks them up before it seals the rest).
+ */
+export function sealCardNumber(keys: readonly DataKey[], pan: string): Omit<CardColumns, 'fingerprints'> {
   const sealed = seal(keys, pan, 'card');
   return {
     cardEnc: sealed.value,
     cardKeyId: sealed.keyId,
-    fingerprints: cardFingerprintCandidates(fingerprintKeys, keys, pan),
     cardBin: pan.slice(0, 6),
     cardLast4: pan.slice(-4),
     accountHash: accountHash(pan),

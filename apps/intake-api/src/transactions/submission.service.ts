@@ -7,8 +7,9 @@ import {
   RetCode,
   RetMessage,
   cardBrand,
-  cardColumnsFromPan,
+  cardFingerprintCandidates,
   newVid,
+  sealCardNumber,
   sealText,
   type CardFingerprint,
   type ErrorEntry,
@@ -47,13 +48,22 @@ interface CardColumns {
   jwe: string | null;
   enc: string | null;
   keyId: string | null;
-  fingerprints: CardFingerprint[];
   bin: string | null;
   last4: string | null;
   network: string | null;
   accountHash: string | null;
   display: string | null;
 }
+
+/**
+ * Rows per INSERT statement after the first: a chunk is built (sealed, serialized) while Postgres
+ * inserts the one before, which takes several times longer. The first is built while Postgres waits.
+ */
+const INSERT_CHUNK = 300;
+const FIRST_INSERT_CHUNK = 100;
+
+/** Resolves once a query started just before is written to its connection (after TypeORM's microtasks). */
+const onTheWire = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
 
 const FINISHED_IS_RET004 = (status: string): boolean => !RECOVERING_STATUSES.includes(status as never);
 
@@ -203,15 +213,17 @@ export class SubmissionService {
     check: (m: EntityManager) => Promise<CheckedCandidates>,
     rejectedCount: () => number,
   ): Promise<NormalizedTransaction[]> {
-    // Card data is sealed once (a saving transaction that runs again reuses it), while the check's
-    // first query is at Postgres: the two run side by side instead of one after the other.
-    let cards: Map<NormalizedTransaction, CardColumns> | null = null;
+    // Card data is sealed once, even if the saving transaction runs again. The fingerprints (the
+    // lookups need them all) are made while the check's first query is at Postgres; the rest of each
+    // card is sealed chunk by chunk while Postgres inserts the chunk before (insertTransactions).
+    const cards = new Map<NormalizedTransaction, CardColumns>();
+    let fingerprints: Map<NormalizedTransaction, CardFingerprint[]> | null = null;
     const { accepted, outboxIds } = await this.transaction(async (m) => {
       const checking = check(m);
       checking.catch(() => undefined); // awaited below; this only keeps Node from calling it unhandled meanwhile
-      if (!cards) {
-        await new Promise<void>((resolve) => setImmediate(resolve)); // the query is on the wire
-        cards = new Map(candidates.map((t) => [t, this.cardColumns(t)]));
+      if (!fingerprints) {
+        await onTheWire();
+        fingerprints = new Map(candidates.map((t) => [t, this.cardFingerprints(t)]));
       }
       const { accepted: acceptedRows, replacing } = await checking;
       const submissionId = await this.submissions.create(m, merchant.id, requestId, {
@@ -223,7 +235,7 @@ export class SubmissionService {
       // A transaction rejected by the post-submission review may come again with the same id. (One
       // rejected after the check was not accepted: RETDUP2 saw it pending.)
       if (replacing.length > 0) await this.submissions.deleteReviewRejected(m, merchant.id, replacing);
-      await this.insertTransactions(m, merchant.id, submissionId, acceptedRows, cards);
+      await this.insertTransactions(m, merchant.id, submissionId, acceptedRows, fingerprints!, cards);
       // Each account once (ON CONFLICT cannot touch a row twice), its latest external_id. Only accounts
       // that name one: a row without it is never read (it holds no external_id), so it is not written.
       const accounts = new Map<string, string | null>();
@@ -255,39 +267,65 @@ export class SubmissionService {
     });
   }
 
-  /** The accepted rows, card data sealed, in one multi-row INSERT (SubmissionsRepository). */
+  /**
+   * The accepted rows, card data sealed, in multi-row INSERTs of INSERT_CHUNK rows (SubmissionsRepository),
+   * one after another on the transaction's connection. Each chunk's rows are sealed and serialized
+   * while Postgres inserts the chunk before: the INSERTs are most of a POST's time, and Node and
+   * Postgres would otherwise wait for each other.
+   */
   private async insertTransactions(
     m: EntityManager,
     merchantId: string,
     submissionId: string,
     rows: NormalizedTransaction[],
-    sealed: ReadonlyMap<NormalizedTransaction, CardColumns>,
+    candidates: ReadonlyMap<NormalizedTransaction, CardFingerprint[]>,
+    sealed: Map<NormalizedTransaction, CardColumns>,
   ): Promise<void> {
     const now = new Date().toISOString();
-    const cards = rows.map((t) => {
-      const card = sealed.get(t); // every candidate was sealed before the check accepted some of them
-      if (!card) throw new Error('insertTransactions: a transaction without its sealed card columns');
-      return card;
-    });
     // A card already stored for this merchant keeps its fingerprint (any key id): its limits hold.
     const fingerprints = await settleCardFingerprints(
       m,
       merchantId,
-      cards.map((c) => c.fingerprints),
+      rows.map((t) => {
+        const fps = candidates.get(t); // every candidate was fingerprinted before the check accepted some of them
+        if (!fps) throw new Error('insertTransactions: a transaction without its card fingerprints');
+        return fps;
+      }),
     );
-    const records = rows.map((t, i) => this.toRecord(t, now, cards[i]!, fingerprints[i] ?? null));
     // A running policy experiment assigns each transaction an arm (sticky: a hash of the experiment
     // and the merchant's transaction id) and the arm's policy version; the holdout keeps the default.
     const experiment = await ExperimentsRepository.running(m, merchantId);
-    if (experiment)
-      for (const r of records) {
-        const arm = assignArm(experiment, String(r['id']));
-        r['experiment_id'] = experiment.id;
-        r['experiment_arm'] = arm;
-        r['policy_version'] = experiment.variants.find((v) => v.name === arm)?.policy_version ?? null;
-      }
-    // The policy version is fixed per transaction at intake: a later RETRY_POLICY change never alters it.
-    await this.submissions.insertTransactions(m, merchantId, submissionId, records, this.config.retryPolicy);
+    /** Rows [from, to) as the INSERT's JSON recordset, sealed and serialized (null past the end). */
+    const chunk = (from: number, to: number): string | null => {
+      if (from >= rows.length) return null;
+      const records = rows.slice(from, to).map((t, i) => {
+        let card = sealed.get(t);
+        if (!card) sealed.set(t, (card = this.cardColumns(t)));
+        const r = this.toRecord(t, now, card, fingerprints[from + i] ?? null);
+        if (experiment) {
+          const arm = assignArm(experiment, t.id);
+          r['experiment_id'] = experiment.id;
+          r['experiment_arm'] = arm;
+          r['policy_version'] = experiment.variants.find((v) => v.name === arm)?.policy_version ?? null;
+        }
+        return r;
+      });
+      return JSON.stringify(records);
+    };
+    // The first chunk is small (its building delays the first INSERT); each later one is built
+    // while Postgres inserts the one before. The policy version is fixed per transaction at
+    // intake: a later RETRY_POLICY change never alters it.
+    let from = 0;
+    let to = FIRST_INSERT_CHUNK;
+    let next = chunk(from, to);
+    while (next !== null) {
+      const inserting = this.submissions.insertTransactions(m, merchantId, submissionId, next, this.config.retryPolicy);
+      inserting.catch(() => undefined); // awaited below, after the next chunk is built
+      await onTheWire();
+      [from, to] = [to, to + INSERT_CHUNK];
+      next = chunk(from, to);
+      await inserting;
+    }
   }
 
   private toRecord(
@@ -336,18 +374,23 @@ export class SubmissionService {
     };
   }
 
+  /** The fingerprints a clear card number may be stored under (none for the other kinds of card data). */
+  private cardFingerprints(t: NormalizedTransaction): CardFingerprint[] {
+    if (t.card.kind !== 'clear') return [];
+    return cardFingerprintCandidates(this.config.cardFingerprintKeys, this.config.cardKeys, t.card.pan);
+  }
+
   /** Card data per decisions §10: a clear number is sealed here and never stored in clear. */
   private cardColumns(t: NormalizedTransaction): CardColumns {
-    const none = { jwe: null, enc: null, keyId: null, fingerprints: [], bin: null, last4: null, network: null };
+    const none = { jwe: null, enc: null, keyId: null, bin: null, last4: null, network: null };
     const c = t.card;
     switch (c.kind) {
       case 'clear': {
-        const cols = cardColumnsFromPan(this.config.cardKeys, this.config.cardFingerprintKeys, c.pan);
+        const cols = sealCardNumber(this.config.cardKeys, c.pan);
         return {
           ...none,
           enc: cols.cardEnc,
           keyId: cols.cardKeyId,
-          fingerprints: cols.fingerprints,
           bin: cols.cardBin,
           last4: cols.cardLast4,
           network: cardBrand(c.pan),

@@ -143,14 +143,15 @@ export class SubmissionsRepository {
 
   /**
    * One multi-row INSERT through jsonb_to_recordset: a single round trip for up to 1000 rows.
-   * `records` carry the column values by the names of the recordset below; a record's own
-   * `policy_version` (its policy experiment arm's) wins over the default `policyVersion`.
+   * `recordsJson` is a JSON array of records carrying the column values by the names of the
+   * recordset below (serialized by the caller, which does it while the INSERT before is running); a
+   * record's own `policy_version` (its policy experiment arm's) wins over the default `policyVersion`.
    */
   async insertTransactions(
     m: EntityManager,
     merchantId: string,
     submissionId: string,
-    records: Record<string, unknown>[],
+    recordsJson: string,
     policyVersion: string | null = null,
   ): Promise<void> {
     await m.query(
@@ -175,7 +176,7 @@ export class SubmissionsRepository {
          metadata jsonb, card_kind text, card_jwe text, card_enc text, card_key_id text, card_hmac text,
          card_hmac_key_id text, card_bin text, card_last4 text, card_network text, account_hash text, expiration_date text,
          policy_version text, experiment_id text, experiment_arm text, network_advice_code text)`,
-      [merchantId, submissionId, JSON.stringify(records), policyVersion],
+      [merchantId, submissionId, recordsJson, policyVersion],
     );
   }
 
