@@ -28,6 +28,7 @@ import { DeliveryPump1798500000000 } from './migrations/1798500000000-DeliveryPu
 import { UnreadAttemptIndexes1798600000000 } from './migrations/1798600000000-UnreadAttemptIndexes';
 import { QuietRollupTriggers1798700000000 } from './migrations/1798700000000-QuietRollupTriggers';
 import { KeyLedLookups1798800000000 } from './migrations/1798800000000-KeyLedLookups';
+import { GroupedIntakeRollup1798900000000 } from './migrations/1798900000000-GroupedIntakeRollup';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -58,6 +59,7 @@ export const MIGRATIONS = [
   UnreadAttemptIndexes1798600000000,
   QuietRollupTriggers1798700000000,
   KeyLedLookups1798800000000,
+  GroupedIntakeRollup1798900000000,
 ];
 
 export interface PoolTuning {

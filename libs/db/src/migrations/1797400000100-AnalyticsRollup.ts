@@ -24,16 +24,22 @@ export const ROLLUP_DIMENSIONS = [
   'ttr',
 ] as const;
 
-/** The breakdown dimensions of a transaction row `t` (every counter is kept under each). */
-const TXN_DIMS = `CROSS JOIN LATERAL (VALUES
+/**
+ * The breakdown dimensions of a transaction row `t` (every counter is kept under each). `country`:
+ * the expression of the billing country (a later migration's grouped rows carry it as a column).
+ */
+export const txnDims = (
+  country = `t.payment_method->'billing_address'->>'country'`,
+): string => `CROSS JOIN LATERAL (VALUES
       ('all', ''),
       ('decline_code', coalesce(nullif(t.auth_code, ''), 'unknown')),
       ('decline_class', CASE t.auth_code_description WHEN 'Soft Failure' THEN 'soft'
                           WHEN 'Hard Failure' THEN 'hard' ELSE 'unclassified' END),
       ('card_network', coalesce(lower(nullif(t.card_network, '')), 'unknown')),
       ('bin', coalesce(left(nullif(t.card_bin, ''), 6), 'unknown')),
-      ('country', coalesce(upper(nullif(t.payment_method->'billing_address'->>'country', '')), 'unknown'))
+      ('country', coalesce(upper(nullif(${country}, '')), 'unknown'))
     ) AS d(dim, key)`;
+const TXN_DIMS = txnDims();
 
 export const COUNTERS = [
   'failed_count',
