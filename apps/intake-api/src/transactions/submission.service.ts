@@ -282,8 +282,14 @@ export class SubmissionService {
     sealed: Map<NormalizedTransaction, CardColumns>,
   ): Promise<void> {
     const now = new Date().toISOString();
+    const seal = (t: NormalizedTransaction): CardColumns => {
+      let card = sealed.get(t);
+      if (!card) sealed.set(t, (card = this.cardColumns(t)));
+      return card;
+    };
     // A card already stored for this merchant keeps its fingerprint (any key id): its limits hold.
-    const fingerprints = await settleCardFingerprints(
+    // The first chunk's cards are sealed while Postgres looks the fingerprints up.
+    const settling = settleCardFingerprints(
       m,
       merchantId,
       rows.map((t) => {
@@ -292,6 +298,10 @@ export class SubmissionService {
         return fps;
       }),
     );
+    settling.catch(() => undefined); // awaited below; this only keeps Node from calling it unhandled meanwhile
+    await onTheWire();
+    rows.slice(0, FIRST_INSERT_CHUNK).forEach(seal);
+    const fingerprints = await settling;
     // A running policy experiment assigns each transaction an arm (sticky: a hash of the experiment
     // and the merchant's transaction id) and the arm's policy version; the holdout keeps the default.
     const experiment = await ExperimentsRepository.running(m, merchantId);
@@ -299,9 +309,7 @@ export class SubmissionService {
     const chunk = (from: number, to: number): string | null => {
       if (from >= rows.length) return null;
       const records = rows.slice(from, to).map((t, i) => {
-        let card = sealed.get(t);
-        if (!card) sealed.set(t, (card = this.cardColumns(t)));
-        const r = this.toRecord(t, now, card, fingerprints[from + i] ?? null);
+        const r = this.toRecord(t, now, seal(t), fingerprints[from + i] ?? null);
         if (experiment) {
           const arm = assignArm(experiment, t.id);
           r['experiment_id'] = experiment.id;
