@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DataSource } from 'typeorm';
+import { scratchMerchant } from '../test/scratch-merchant';
 import { createDataSource } from './data-source';
 import { txnRows } from './migrations/1797400000100-AnalyticsRollup';
 
@@ -9,15 +10,12 @@ import { txnRows } from './migrations/1797400000100-AnalyticsRollup';
 describe('the rollup trigger of a multi-row INSERT of transactions (real Postgres)', () => {
   let db: DataSource;
   let merchantId = '';
+  let submissionId = '';
 
   beforeAll(async () => {
     db = createDataSource(process.env.DATABASE_URL!, 2);
     await db.initialize();
-    const [m] = await db.query(
-      `INSERT INTO merchants (merchant_vid, login) VALUES (md5(random()::text), 'rollup_' || md5(random()::text))
-       RETURNING id`,
-    );
-    merchantId = m.id;
+    ({ merchantId, submissionId } = await scratchMerchant(db, 'rollup_'));
   });
   afterAll(async () => {
     await db.query(`DELETE FROM transactions WHERE merchant_id = $1`, [merchantId]);
@@ -26,11 +24,6 @@ describe('the rollup trigger of a multi-row INSERT of transactions (real Postgre
   });
 
   it('appends the per-row expansion, summed: every dimension, day, currency, status and fee', async () => {
-    const [sub] = await db.query(
-      `INSERT INTO submissions (merchant_id, request_id, received_count, accepted_count, rejected_count)
-       VALUES ($1, md5(random()::text), 0, 0, 0) RETURNING id`,
-      [merchantId],
-    );
     // 600 rows in ONE statement, mixing every value the rollup reads: two days, two currencies, decline
     // codes (one empty), classes, networks (one null), BINs, countries (one missing), review
     // statuses, a Stopped status and network fees.
@@ -51,7 +44,7 @@ describe('the rollup trigger of a multi-row INSERT of transactions (real Postgre
            ELSE jsonb_build_object('billing_address', jsonb_build_object('country', (ARRAY['us', 'DE', 'fr'])[1 + g % 3])) END,
          'pan', CASE WHEN g % 5 = 0 THEN 50 END, CASE WHEN g % 5 = 0 THEN 10 END
        FROM generate_series(1, 600) AS g`,
-      [merchantId, sub.id],
+      [merchantId, submissionId],
     );
     const counters = ['failed_count', 'failed_amount', 'stopped_count', 'network_fees_avoided'];
     const grouped = (from: string) =>

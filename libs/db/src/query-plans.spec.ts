@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DataSource, QueryRunner } from 'typeorm';
+import { scratchMerchant } from '../test/scratch-merchant';
 import { createDataSource } from './data-source';
 import { storedMatchingQuery } from './repositories/submissions.repository';
 import { LIST_PLAN_SETTINGS, listQuery, type TransactionListFilters } from './repositories/transactions.repository';
@@ -24,16 +25,8 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
   beforeAll(async () => {
     db = createDataSource(process.env.DATABASE_URL!, 2);
     await db.initialize();
-    const [m] = await db.query(
-      `INSERT INTO merchants (merchant_vid, login) VALUES (md5(random()::text), 'plans_' || md5(random()::text))
-       RETURNING id`,
-    );
-    merchantId = m.id;
-    const [sub] = await db.query(
-      `INSERT INTO submissions (merchant_id, request_id, received_count, accepted_count, rejected_count)
-       VALUES ($1, md5(random()::text), 0, 0, 0) RETURNING id`,
-      [merchantId],
-    );
+    const scratch = await scratchMerchant(db, 'plans_');
+    merchantId = scratch.merchantId;
     await db.query(
       `INSERT INTO transactions (vid, merchant_id, submission_id, merchant_txn_id, status, review_status, amount_minor,
          currency, failed_at, submitted_ts, status_changed_at, division_number, auth_code, subscription_id, account_id,
@@ -43,7 +36,7 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
          now() - (g || ' seconds')::interval, now() - (g || ' seconds')::interval, now(), 'd', '51',
          's' || g, 'a' || g, '{}'::jsonb, '{}'::jsonb, '{}'::jsonb, 'pan'
        FROM generate_series(1, 60000) AS g`,
-      [merchantId, sub.id],
+      [merchantId, scratch.submissionId],
     );
   }, 120_000);
   afterAll(async () => {
