@@ -215,15 +215,20 @@ export class SubmissionService {
   ): Promise<NormalizedTransaction[]> {
     // Card data is sealed once, even if the saving transaction runs again. The fingerprints (the
     // lookups need them all) are made while the check's first query is at Postgres; the rest of each
-    // card is sealed chunk by chunk while Postgres inserts the chunk before (insertTransactions).
+    // card is sealed chunk by chunk while Postgres works on the statement before (insertTransactions).
     const cards = new Map<NormalizedTransaction, CardColumns>();
-    let fingerprints: Map<NormalizedTransaction, CardFingerprint[]> | null = null;
+    const seal = (t: NormalizedTransaction): CardColumns => {
+      let card = cards.get(t);
+      if (!card) cards.set(t, (card = this.cardColumns(t)));
+      return card;
+    };
+    const fingerprints = new Map<NormalizedTransaction, CardFingerprint[]>();
     const { accepted, outboxIds } = await this.transaction(async (m) => {
       const checking = check(m);
       checking.catch(() => undefined); // awaited below; this only keeps Node from calling it unhandled meanwhile
-      if (!fingerprints) {
+      if (fingerprints.size < candidates.length) {
         await onTheWire();
-        fingerprints = new Map(candidates.map((t) => [t, this.cardFingerprints(t)]));
+        for (const t of candidates) fingerprints.set(t, this.cardFingerprints(t));
       }
       const { accepted: acceptedRows, replacing } = await checking;
       const submissionId = await this.submissions.create(m, merchant.id, requestId, {
@@ -235,7 +240,7 @@ export class SubmissionService {
       // A transaction rejected by the post-submission review may come again with the same id. (One
       // rejected after the check was not accepted: RETDUP2 saw it pending.)
       if (replacing.length > 0) await this.submissions.deleteReviewRejected(m, merchant.id, replacing);
-      await this.insertTransactions(m, merchant.id, submissionId, acceptedRows, fingerprints!, cards);
+      await this.insertTransactions(m, merchant.id, submissionId, acceptedRows, fingerprints, seal);
       // Each account once (ON CONFLICT cannot touch a row twice), its latest external_id. Only accounts
       // that name one: a row without it is never read (it holds no external_id), so it is not written.
       const accounts = new Map<string, string | null>();
@@ -268,8 +273,9 @@ export class SubmissionService {
   }
 
   /**
-   * The accepted rows, card data sealed, in multi-row INSERTs of INSERT_CHUNK rows (SubmissionsRepository),
-   * one after another on the transaction's connection. Each chunk's rows are sealed and serialized
+   * The accepted rows, card data sealed (`seal`, memoized by the caller), in multi-row INSERTs
+   * (SubmissionsRepository) of FIRST_INSERT_CHUNK rows, then INSERT_CHUNK at a time, one after
+   * another on the transaction's connection. Each chunk's rows are sealed and serialized
    * while Postgres inserts the chunk before: the INSERTs are most of a POST's time, and Node and
    * Postgres would otherwise wait for each other.
    */
@@ -279,14 +285,9 @@ export class SubmissionService {
     submissionId: string,
     rows: NormalizedTransaction[],
     candidates: ReadonlyMap<NormalizedTransaction, CardFingerprint[]>,
-    sealed: Map<NormalizedTransaction, CardColumns>,
+    seal: (t: NormalizedTransaction) => CardColumns,
   ): Promise<void> {
     const now = new Date().toISOString();
-    const seal = (t: NormalizedTransaction): CardColumns => {
-      let card = sealed.get(t);
-      if (!card) sealed.set(t, (card = this.cardColumns(t)));
-      return card;
-    };
     // A card already stored for this merchant keeps its fingerprint (any key id): its limits hold.
     // The first chunk's cards are sealed while Postgres looks the fingerprints up.
     const settling = settleCardFingerprints(
