@@ -7,3 +7,4 @@ export * from './card-vault';
 export * from './policy';
 export * from './scrub';
 export * from './group-commit';
+export * from './json-text';

@@ -1,48 +1,48 @@
+import { parseJsonStrictly, scanJsonKeys } from '@retain/domain';
+
 /**
- * True when some object of `text` (valid JSON, already parsed) has the same key twice, compared
- * after unescaping (`"plan"` and `"\u0070lan"` are the same key). One pass over the characters;
- * a key set per open object.
+ * A JSON request body read exactly (`parsed` is JSON.parse(text)'s value, already checked for
+ * `__proto__`), or null when some object of it has the same key twice, compared decoded
+ * (`"plan"` and `"\u0070lan"` are one key): which value was meant is ambiguous.
+ *
+ * A body with no backslash has no escape, so JSON.parse read it exactly (see parseJson in
+ * libs/domain) and duplicates are counted, not scanned: a 1000-item body has ~30,000 keys. Every
+ * colon of JSON text outside a string ends a key, and JSON.parse keeps one of each duplicated key,
+ * dropping the others with their values; so with no duplicate the text's colons equal the parsed
+ * keys plus the colons inside parsed strings, and with one the text has more. A body with a
+ * backslash is scanned key by key (scanJsonKeys), and read again by lossless-json when a key is
+ * escaped.
  */
-export function hasDuplicateKey(text: string): boolean {
-  // One entry per open container: the keys seen so far for an object, null for an array.
-  const open: (Set<string> | null)[] = [];
-  let expectKey = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x22 /* " */) {
-      const start = i;
-      let escaped = false;
-      i++;
-      for (;;) {
-        const d = text.charCodeAt(i);
-        if (d === 0x5c /* \ */) {
-          escaped = true;
-          i += 2;
-        } else if (d === 0x22 || Number.isNaN(d)) {
-          break;
-        } else {
-          i++;
-        }
+export function exactJsonBody(text: string, parsed: unknown): { value: unknown } | null {
+  if (!text.includes('\\')) return colonsIn(text) === keysAndStringColons(parsed) ? { value: parsed } : null;
+  const keys = scanJsonKeys(text);
+  if (keys.duplicateKey) return null;
+  return { value: keys.escapedKey ? parseJsonStrictly(text) : parsed };
+}
+
+/** The keys of every object in `value`, plus the colons in every key and string (no recursion: any depth). */
+function keysAndStringColons(value: unknown): number {
+  let n = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      n += colonsIn(v);
+    } else if (Array.isArray(v)) {
+      for (const e of v) if (typeof e === 'object' || typeof e === 'string') stack.push(e);
+    } else if (typeof v === 'object' && v !== null) {
+      for (const key of Object.keys(v)) {
+        n += 1 + colonsIn(key);
+        const e = (v as Record<string, unknown>)[key];
+        if (typeof e === 'object' || typeof e === 'string') stack.push(e);
       }
-      const keys = open[open.length - 1];
-      if (expectKey && keys) {
-        const key = escaped ? (JSON.parse(text.slice(start, i + 1)) as string) : text.slice(start + 1, i);
-        if (keys.has(key)) return true;
-        keys.add(key);
-        expectKey = false;
-      }
-    } else if (c === 0x7b /* { */) {
-      open.push(new Set());
-      expectKey = true;
-    } else if (c === 0x5b /* [ */) {
-      open.push(null);
-      expectKey = false;
-    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
-      open.pop();
-      expectKey = false;
-    } else if (c === 0x2c /* , */) {
-      expectKey = open.length > 0 && open[open.length - 1] !== null;
     }
   }
-  return false;
+  return n;
+}
+
+function colonsIn(s: string): number {
+  let n = 0;
+  for (let i = s.indexOf(':'); i >= 0; i = s.indexOf(':', i + 1)) n++;
+  return n;
 }

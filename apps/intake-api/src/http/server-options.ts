@@ -7,7 +7,8 @@ import { MERCHANT_ID_MAX_LENGTH } from '@retain/api-contract';
 import type { RetainConfig } from '@retain/config';
 import { RetCode, RetMessage, newRequestId } from '@retain/domain';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { hasDuplicateKey } from './json-body';
+import { scan as refuseProtoKeys } from 'secure-json-parse';
+import { exactJsonBody } from './json-body';
 import { servePortal } from './portal';
 import { addSecurityHeaders } from './security-headers';
 
@@ -124,6 +125,8 @@ function cutOffStalledBodies(app: NestFastifyApplication, timeoutMs: number): vo
  * JSON bodies: Fastify's parser (it refuses `__proto__` / `constructor.prototype` keys), and a body
  * with the same key twice in one object is refused with 400: which value was meant is ambiguous,
  * and a proxy or log reading the first while we read the last would disagree about the request.
+ * A body with an escaped key is read again exactly (exactJsonBody: V8's JSON.parse can misread
+ * such a key), and that reading is checked for those keys too.
  */
 function parseJsonStrictly(app: NestFastifyApplication, bodyLimit: number): void {
   const fastify = app.getHttpAdapter().getInstance();
@@ -134,11 +137,19 @@ function parseJsonStrictly(app: NestFastifyApplication, bodyLimit: number): void
     // Fastify's parser answers through the callback (synchronously).
     void secureParse(req as Parameters<typeof secureParse>[0], text, (err: Error | null, value?: unknown) => {
       if (err) return done(err, undefined);
-      if (hasDuplicateKey(text)) {
+      const exact = exactJsonBody(text, value);
+      if (exact === null) {
         const message = `${RetMessage.invalidParameter(bodyParam(req.url))} (duplicate key in JSON)`;
         return done(new HttpException({ code: RetCode.RET400, message }, HttpStatus.BAD_REQUEST), undefined);
       }
-      done(null, value);
+      if (exact.value !== value) {
+        try {
+          refuseProtoKeys(exact.value as object, { protoAction: 'error', constructorAction: 'error' });
+        } catch {
+          return done(new HttpException('Invalid JSON body', HttpStatus.BAD_REQUEST), undefined);
+        }
+      }
+      done(null, exact.value);
     });
   });
 }
