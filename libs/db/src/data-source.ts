@@ -30,6 +30,7 @@ import { UnreadAttemptIndexes1798600000000 } from './migrations/1798600000000-Un
 import { QuietRollupTriggers1798700000000 } from './migrations/1798700000000-QuietRollupTriggers';
 import { KeyLedLookups1798800000000 } from './migrations/1798800000000-KeyLedLookups';
 import { GroupedIntakeRollup1798900000000 } from './migrations/1798900000000-GroupedIntakeRollup';
+import { SubmissionScopedTransactions1799000000000 } from './migrations/1799000000000-SubmissionScopedTransactions';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -61,6 +62,7 @@ export const MIGRATIONS = [
   QuietRollupTriggers1798700000000,
   KeyLedLookups1798800000000,
   GroupedIntakeRollup1798900000000,
+  SubmissionScopedTransactions1799000000000,
 ];
 
 export interface PoolTuning {

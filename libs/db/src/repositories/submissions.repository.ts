@@ -142,7 +142,9 @@ export class SubmissionsRepository {
   }
 
   /**
-   * One multi-row INSERT through jsonb_to_recordset: a single round trip for up to 1000 rows.
+   * One multi-row INSERT through json_to_recordset: a single round trip for up to 1000 rows. `json`,
+   * not `jsonb`: the text is read once, record by record, instead of first being built into a jsonb
+   * tree and then read (3-4 ms less Postgres time per 300 rows on the third session's machine).
    * `recordsJson` is a JSON array of records carrying the column values by the names of the
    * recordset below (serialized by the caller, which does it while the INSERT before is running); a
    * record's own `policy_version` (its policy experiment arm's) wins over the default `policyVersion`.
@@ -168,7 +170,7 @@ export class SubmissionsRepository {
          x.account, x.subscription, x.payment_method, x.metadata, x.card_kind, x.card_jwe, x.card_enc,
          x.card_key_id, x.card_hmac, x.card_hmac_key_id, x.card_bin, x.card_last4, x.card_network, x.account_hash,
          x.expiration_date
-       FROM jsonb_to_recordset($3::jsonb) AS x(vid text, id text, amount_minor bigint, currency text,
+       FROM json_to_recordset($3::json) AS x(vid text, id text, amount_minor bigint, currency text,
          failed_at timestamptz, submitted_ts timestamptz, division_number text, auth_code text, avs_code text,
          cvn_code text, payment_network_transaction_id text, previous_billing_count int, is_network_token smallint,
          cryptogram text, eci_indicator text, billing_descriptor text, processor_transaction_id text,
