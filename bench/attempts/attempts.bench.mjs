@@ -58,7 +58,7 @@ async function drain(workers, round) {
       const i = off + k;
       return {
         id: `a_${i}`,
-        timestamp: '2026-11-20T10:15:00Z',
+        timestamp: new Date(Date.now() - 3_600_000).toISOString(), // inside the 30-day window, whatever the date
         amount: 10,
         currency: 'USD',
         status: 'Failed',

@@ -35,12 +35,19 @@ export async function createMerchant(webhookUrl: string | null = null, login?: s
 
 export const uniqueId = (prefix = 'tx'): string => `${prefix}_${randomBytes(6).toString('hex')}`;
 
+/**
+ * When the fixture's charge failed: an hour before the call, to the second. A fixed date would put
+ * every recovery outside its 30-day window from that date on (they end Cancelled at once), and the
+ * scaled window of the time-scaled tests shrinks day by day before it.
+ */
+const failedAnHourAgo = (): string => new Date(Date.now() - 3_600_000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+
 /** A valid failed transaction as a merchant sends it; override any field. */
 export function txn(overrides: Record<string, unknown> = {}, card = SANDBOX_APPROVED_CARD): Record<string, unknown> {
   const id = uniqueId();
   return {
     id,
-    timestamp: '2026-11-20T10:15:00Z',
+    timestamp: failedAnHourAgo(),
     amount: 19.99,
     currency: 'USD',
     status: 'Failed',
