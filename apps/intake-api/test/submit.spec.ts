@@ -1,4 +1,6 @@
 import http from 'node:http';
+import { loadConfig } from '@retain/config';
+import { cardFingerprintCandidates } from '@retain/domain';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -233,6 +235,33 @@ describe('POST /retain/transactions', () => {
       { accepted_count: 999, rejected_count: 1, saved: 999 },
       { accepted_count: 1000, rejected_count: 0, saved: 1000 },
     ]);
+  });
+
+  it('a card stored under an older fingerprint keeps it in every chunk of a 1000-row batch', async () => {
+    // Each INSERT chunk settles its cards' fingerprints against the merchant's stored rows: the card
+    // at index 0 (first chunk), 500 and 999 (later chunks) must all find the older one.
+    const card = '4000000000000077';
+    const own = new ApiClient(api.url, (await createMerchant()).api_key);
+    const config = loadConfig('intake-api', process.env);
+    const [current, older] = cardFingerprintCandidates(config.cardFingerprintKeys, config.cardKeys, card);
+    expect(older).toBeDefined();
+    const first = txn({}, card);
+    expect((await own.submit([first])).status).toBe(200);
+    const db = await testDb();
+    // As if stored before a key rotation.
+    await db.query(`UPDATE transactions SET card_hmac = $2, card_hmac_key_id = $3 WHERE merchant_txn_id = $1`, [
+      first['id'],
+      older!.value,
+      older!.keyId,
+    ]);
+    const batch = Array.from({ length: 1000 }, (_, i) => txn({}, [0, 500, 999].includes(i) ? card : PAN));
+    expect((await own.submit(batch)).status).toBe(200);
+    const rows: { card_hmac: string; card_hmac_key_id: string }[] = await db.query(
+      `SELECT card_hmac, card_hmac_key_id FROM transactions WHERE merchant_txn_id = ANY($1::text[])`,
+      [[0, 500, 999].map((i) => batch[i]!['id'])],
+    );
+    expect(rows).toEqual(Array(3).fill({ card_hmac: older!.value, card_hmac_key_id: older!.keyId }));
+    expect(older!.value).not.toBe(current!.value);
   });
 
   it('dryrun=1 answers the same and leaves nothing behind', async () => {

@@ -1,5 +1,10 @@
 import { HttpException, HttpStatus, Inject, Injectable, Logger } from '@nestjs/common';
-import { validateSubmission, type NormalizedTransaction } from '@retain/api-contract';
+import {
+  MAX_TRANSACTIONS_PER_CALL,
+  MERCHANT_ID_MAX_LENGTH,
+  validateSubmission,
+  type NormalizedTransaction,
+} from '@retain/api-contract';
 import type { RetainConfig } from '@retain/config';
 import {
   RECOVERING_STATUSES,
@@ -20,6 +25,8 @@ import {
   SubmissionsRepository,
   inTransactionWithRetry,
   settleCardFingerprints,
+  type ExperimentRow,
+  type StoredSubmissionRow,
 } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import { OutboxRelay, QueueName, addToOutbox } from '@retain/queues';
@@ -36,11 +43,21 @@ export interface SubmissionResult {
   body?: { success_count: number; error_count: number; rejected: RejectedEntry[] };
 }
 
+/** What the checks read of stored rows: transactions by id or subscription, accounts by external_id. */
+interface Stored {
+  rows: StoredSubmissionRow[];
+  holders: Map<string, string>;
+  /** The merchant's running policy experiment, if any. */
+  experiment: ExperimentRow | null;
+}
+
 /** A submission's candidates after the checks against stored rows. */
 interface CheckedCandidates {
   accepted: NormalizedTransaction[];
   /** Accepted ids whose stored row was rejected by its review (deleted before the insert). */
   replacing: string[];
+  /** The running policy experiment when the early lookups read it (undefined: not read yet). */
+  experiment?: ExperimentRow | null;
 }
 
 /** The card columns of one transaction as stored (card data sealed, never in clear). */
@@ -56,14 +73,19 @@ interface CardColumns {
 }
 
 /**
- * Rows per INSERT statement after the first: a chunk is built (sealed, serialized) while Postgres
- * inserts the one before, which takes several times longer. The first is built while Postgres waits.
+ * Rows per INSERT statement. Each chunk is built (sealed, fingerprinted, serialized) while Postgres
+ * inserts the one before, and building a row takes about half as long as inserting it, so each
+ * chunk may be a little over twice the one before without Postgres waiting for it. The first is
+ * built while Postgres waits: small, so the INSERTs start early (40, 100, 250, 400, then 400s).
  */
-const INSERT_CHUNK = 300;
-const FIRST_INSERT_CHUNK = 100;
+const FIRST_INSERT_CHUNK = 40;
+const MAX_INSERT_CHUNK = 400;
+const nextChunkSize = (size: number): number => Math.min(MAX_INSERT_CHUNK, Math.round(size * 2.5));
 
 /** Resolves once a query started just before is written to its connection (after TypeORM's microtasks). */
 const onTheWire = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 const FINISHED_IS_RET004 = (status: string): boolean => !RECOVERING_STATUSES.includes(status as never);
 
@@ -90,6 +112,10 @@ export class SubmissionService {
     dryrun: boolean,
     requestId: string,
   ): Promise<SubmissionResult> {
+    // The checks' lookups go out before validating: Postgres reads the stored rows of every id,
+    // subscription and external_id the body names while Node validates it.
+    let stored = this.lookUpStored(merchant.id, body);
+    if (stored !== null) await onTheWire(); // validating takes the event loop for a while
     const validated = validateSubmission(body);
     if (!validated.ok) throw new HttpException(validated.error, HttpStatus.BAD_REQUEST);
 
@@ -117,7 +143,11 @@ export class SubmissionService {
     const run = async (m: EntityManager | DataSource): Promise<CheckedCandidates> => {
       errors.clear();
       for (const [index, errs] of validationErrors) errors.set(index, [...errs]);
-      return this.checkAgainstStored(m, merchant.id, candidates, addError);
+      // The first run uses the early lookups; a saving transaction run again (a concurrent call took
+      // a key meanwhile) reads again inside itself.
+      const early = stored === null ? null : await stored;
+      stored = null;
+      return this.checkAgainstStored(m, merchant.id, candidates, addError, early);
     };
 
     let accepted: NormalizedTransaction[];
@@ -148,17 +178,53 @@ export class SubmissionService {
     };
   }
 
-  /** RETDUP2 / RET004 / RET003 against stored transactions of this merchant. */
+  /**
+   * The stored rows the checks read, for every id, subscription id and external_id of the body's
+   * items that is a string (valid or not: the checks only look up the candidates' keys, so a
+   * superset is the same answer), on a pool connection of its own. Null for a body that is not a
+   * list of at most MAX_TRANSACTIONS_PER_CALL items, and when the lookup fails (an id Postgres
+   * cannot take, such as one with a NUL, is then rejected by validation): the checks then read
+   * inside the saving transaction.
+   */
+  private lookUpStored(merchantId: string, body: unknown): Promise<Stored | null> | null {
+    const items = isObject(body) ? body['transactions'] : undefined;
+    if (!Array.isArray(items) || items.length > MAX_TRANSACTIONS_PER_CALL) return null;
+    const ids = new Set<string>();
+    const subs = new Set<string>();
+    const externalIds = new Set<string>();
+    // A key longer than any valid one is rejected by validation: not worth sending to Postgres.
+    const key = (v: unknown): v is string => typeof v === 'string' && v.length <= MERCHANT_ID_MAX_LENGTH;
+    for (const t of items as unknown[]) {
+      if (!isObject(t)) continue;
+      if (key(t['id'])) ids.add(t['id']);
+      const sub = t['subscription'];
+      if (isObject(sub) && key(sub['id'])) subs.add(sub['id']);
+      const account = t['account'];
+      if (isObject(account) && key(account['external_id'])) externalIds.add(account['external_id']);
+    }
+    if (ids.size === 0 && subs.size === 0) return null;
+    return Promise.all([
+      this.submissions.storedMatching(this.db, merchantId, [...ids], [...subs]),
+      this.submissions.externalIdHolders(this.db, merchantId, [...externalIds]),
+      ExperimentsRepository.running(this.db, merchantId),
+    ]).then(
+      ([rows, holders, experiment]) => ({ rows, holders, experiment }),
+      () => null,
+    );
+  }
+
+  /** RETDUP2 / RET004 / RET003 / RET012 against stored rows of this merchant (`early`: already read). */
   private async checkAgainstStored(
     m: EntityManager | DataSource,
     merchantId: string,
     candidates: { index: number; value: NormalizedTransaction }[],
     addError: (index: number, e: ErrorEntry) => void,
+    early: Stored | null,
   ): Promise<CheckedCandidates> {
     if (candidates.length === 0) return { accepted: [], replacing: [] };
     const ids = candidates.map((c) => c.value.id);
     const subs = [...new Set(candidates.map((c) => c.value.subscription.id))];
-    const existing = await this.submissions.storedMatching(m, merchantId, ids, subs);
+    const existing = early?.rows ?? (await this.submissions.storedMatching(m, merchantId, ids, subs));
     const byId = new Map(existing.map((r) => [r.merchant_txn_id, r]));
     const recoveringSubs = new Map<string, string>();
     for (const r of existing) {
@@ -167,9 +233,11 @@ export class SubmissionService {
       }
     }
     // external_id is unique within the merchant's accounts: its holder, as stored and as this call assigns.
-    const holders = await this.submissions.externalIdHolders(m, merchantId, [
-      ...new Set(candidates.flatMap((c) => (c.value.account.external_id ? [c.value.account.external_id] : []))),
-    ]);
+    const holders =
+      early?.holders ??
+      (await this.submissions.externalIdHolders(m, merchantId, [
+        ...new Set(candidates.flatMap((c) => (c.value.account.external_id ? [c.value.account.external_id] : []))),
+      ]));
     const accepted: NormalizedTransaction[] = [];
     const replacing: string[] = [];
     for (const { index, value } of candidates) {
@@ -202,7 +270,7 @@ export class SubmissionService {
         if (ext) holders.set(ext, value.account.id);
       }
     }
-    return { accepted, replacing };
+    return { accepted, replacing, experiment: early?.experiment };
   }
 
   private async save(
@@ -213,24 +281,30 @@ export class SubmissionService {
     check: (m: EntityManager) => Promise<CheckedCandidates>,
     rejectedCount: () => number,
   ): Promise<NormalizedTransaction[]> {
-    // Card data is sealed once, even if the saving transaction runs again. The fingerprints (the
-    // lookups need them all) are made while the check's first query is at Postgres; the rest of each
-    // card is sealed chunk by chunk while Postgres works on the statement before (insertTransactions).
+    // Card data is sealed and fingerprinted once, even if the saving transaction runs again. The
+    // first chunk's cards are done while the check is at Postgres (most candidates are accepted);
+    // the rest chunk by chunk while Postgres inserts the chunk before (insertTransactions).
     const cards = new Map<NormalizedTransaction, CardColumns>();
     const seal = (t: NormalizedTransaction): CardColumns => {
       let card = cards.get(t);
       if (!card) cards.set(t, (card = this.cardColumns(t)));
       return card;
     };
-    const fingerprints = new Map<NormalizedTransaction, CardFingerprint[]>();
+    const candidatesOf = new Map<NormalizedTransaction, CardFingerprint[]>();
+    const fingerprint = (t: NormalizedTransaction): CardFingerprint[] => {
+      let fps = candidatesOf.get(t);
+      if (!fps) candidatesOf.set(t, (fps = this.cardFingerprints(t)));
+      return fps;
+    };
     const { accepted, outboxIds } = await this.transaction(async (m) => {
       const checking = check(m);
       checking.catch(() => undefined); // awaited below; this only keeps Node from calling it unhandled meanwhile
-      if (fingerprints.size < candidates.length) {
-        await onTheWire();
-        for (const t of candidates) fingerprints.set(t, this.cardFingerprints(t));
+      await onTheWire();
+      for (const t of candidates.slice(0, FIRST_INSERT_CHUNK)) {
+        fingerprint(t);
+        seal(t);
       }
-      const { accepted: acceptedRows, replacing } = await checking;
+      const { accepted: acceptedRows, replacing, experiment } = await checking;
       const submissionId = await this.submissions.create(m, merchant.id, requestId, {
         received,
         accepted: acceptedRows.length,
@@ -240,7 +314,7 @@ export class SubmissionService {
       // A transaction rejected by the post-submission review may come again with the same id. (One
       // rejected after the check was not accepted: RETDUP2 saw it pending.)
       if (replacing.length > 0) await this.submissions.deleteReviewRejected(m, merchant.id, replacing);
-      await this.insertTransactions(m, merchant.id, submissionId, acceptedRows, fingerprints, seal);
+      await this.insertTransactions(m, merchant.id, submissionId, acceptedRows, { experiment, fingerprint, seal });
       // Each account once (ON CONFLICT cannot touch a row twice), its latest external_id. Only accounts
       // that name one: a row without it is never read (it holds no external_id), so it is not written.
       const accounts = new Map<string, string | null>();
@@ -273,44 +347,39 @@ export class SubmissionService {
   }
 
   /**
-   * The accepted rows, card data sealed (`seal`, memoized by the caller), in multi-row INSERTs
-   * (SubmissionsRepository) of FIRST_INSERT_CHUNK rows, then INSERT_CHUNK at a time, one after
-   * another on the transaction's connection. Each chunk's rows are sealed and serialized
-   * while Postgres inserts the chunk before: the INSERTs are most of a POST's time, and Node and
-   * Postgres would otherwise wait for each other.
+   * The accepted rows, card data sealed and fingerprinted (`seal`, `fingerprint`: memoized by the
+   * caller), in multi-row INSERTs (SubmissionsRepository) of growing chunks (nextChunkSize), one
+   * after another on the transaction's connection. Each chunk is
+   * built (sealed, fingerprinted, serialized) while Postgres inserts the chunk before: the INSERTs
+   * are most of a POST's time, and Node and Postgres would otherwise wait for each other. A chunk's
+   * fingerprints are settled against stored rows (settleCardFingerprints: a card keeps the one it
+   * was first stored under, under any key) by a small query sent as soon as the chunk is built, so
+   * it runs right after the INSERT before. The choice is the same in every chunk: a card new to the
+   * merchant gets its current-key fingerprint, which later chunks then find stored.
    */
   private async insertTransactions(
     m: EntityManager,
     merchantId: string,
     submissionId: string,
     rows: NormalizedTransaction[],
-    candidates: ReadonlyMap<NormalizedTransaction, CardFingerprint[]>,
-    seal: (t: NormalizedTransaction) => CardColumns,
+    build: {
+      experiment: ExperimentRow | null | undefined;
+      fingerprint: (t: NormalizedTransaction) => CardFingerprint[];
+      seal: (t: NormalizedTransaction) => CardColumns;
+    },
   ): Promise<void> {
+    const { fingerprint, seal } = build;
     const now = new Date().toISOString();
-    // A card already stored for this merchant keeps its fingerprint (any key id): its limits hold.
-    // The first chunk's cards are sealed while Postgres looks the fingerprints up.
-    const settling = settleCardFingerprints(
-      m,
-      merchantId,
-      rows.map((t) => {
-        const fps = candidates.get(t); // every candidate was fingerprinted before the check accepted some of them
-        if (!fps) throw new Error('insertTransactions: a transaction without its card fingerprints');
-        return fps;
-      }),
-    );
-    settling.catch(() => undefined); // awaited below; this only keeps Node from calling it unhandled meanwhile
-    await onTheWire();
-    rows.slice(0, FIRST_INSERT_CHUNK).forEach(seal);
-    const fingerprints = await settling;
     // A running policy experiment assigns each transaction an arm (sticky: a hash of the experiment
     // and the merchant's transaction id) and the arm's policy version; the holdout keeps the default.
-    const experiment = await ExperimentsRepository.running(m, merchantId);
-    /** Rows [from, to) as the INSERT's JSON recordset, sealed and serialized (null past the end). */
-    const chunk = (from: number, to: number): string | null => {
+    const experiment =
+      build.experiment !== undefined ? build.experiment : await ExperimentsRepository.running(m, merchantId);
+    /** Rows [from, to) serialized as the INSERT's JSON recordset, their fingerprints settling (null past the end). */
+    const chunk = (from: number, to: number) => {
       if (from >= rows.length) return null;
-      const records = rows.slice(from, to).map((t, i) => {
-        const r = this.toRecord(t, now, seal(t), fingerprints[from + i] ?? null);
+      const part = rows.slice(from, to);
+      const records = part.map((t) => {
+        const r = this.toRecord(t, now, seal(t));
         if (experiment) {
           const arm = assignArm(experiment, t.id);
           r['experiment_id'] = experiment.id;
@@ -319,30 +388,34 @@ export class SubmissionService {
         }
         return r;
       });
-      return JSON.stringify(records);
+      const json = JSON.stringify(records);
+      const fingerprints = settleCardFingerprints(m, merchantId, part.map(fingerprint));
+      fingerprints.catch(() => undefined); // awaited below; this only keeps Node from calling it unhandled meanwhile
+      return { json, fingerprints };
     };
-    // The first chunk is small (its building delays the first INSERT); each later one is built
-    // while Postgres inserts the one before. The policy version is fixed per transaction at
-    // intake: a later RETRY_POLICY change never alters it.
+    // The policy version is fixed per transaction at intake: a later RETRY_POLICY change never alters it.
     let from = 0;
-    let to = FIRST_INSERT_CHUNK;
-    let next = chunk(from, to);
+    let size = FIRST_INSERT_CHUNK;
+    let next = chunk(from, size);
     while (next !== null) {
-      const inserting = this.submissions.insertTransactions(m, merchantId, submissionId, next, this.config.retryPolicy);
+      const fingerprints = await next.fingerprints;
+      const inserting = this.submissions.insertTransactions(
+        m,
+        merchantId,
+        submissionId,
+        next.json,
+        fingerprints,
+        this.config.retryPolicy,
+      );
       inserting.catch(() => undefined); // awaited below, after the next chunk is built
       await onTheWire();
-      [from, to] = [to, to + INSERT_CHUNK];
-      next = chunk(from, to);
+      [from, size] = [from + size, nextChunkSize(size)];
+      next = chunk(from, from + size);
       await inserting;
     }
   }
 
-  private toRecord(
-    t: NormalizedTransaction,
-    submittedTs: string,
-    card: CardColumns,
-    fingerprint: CardFingerprint | null,
-  ): Record<string, unknown> {
+  private toRecord(t: NormalizedTransaction, submittedTs: string, card: CardColumns): Record<string, unknown> {
     return {
       vid: newVid(),
       id: t.id,
@@ -373,8 +446,6 @@ export class SubmissionService {
       card_jwe: card.jwe,
       card_enc: card.enc,
       card_key_id: card.keyId,
-      card_hmac: fingerprint?.value ?? null,
-      card_hmac_key_id: fingerprint?.keyId ?? null,
       card_bin: card.bin,
       card_last4: card.last4,
       card_network: card.network,

@@ -1,3 +1,4 @@
+import type { CardFingerprint } from '@retain/domain';
 import type { DataSource, EntityManager } from 'typeorm';
 import { TransactionEntity, type StoredPaymentMethod } from '../entities';
 
@@ -148,12 +149,16 @@ export class SubmissionsRepository {
    * `recordsJson` is a JSON array of records carrying the column values by the names of the
    * recordset below (serialized by the caller, which does it while the INSERT before is running); a
    * record's own `policy_version` (its policy experiment arm's) wins over the default `policyVersion`.
+   * `fingerprints` are the records' card fingerprints, in their order (null: no card number), zipped
+   * in by ROWS FROM: they are settled against stored rows (settleCardFingerprints) only after the
+   * chunk is serialized.
    */
   async insertTransactions(
     m: EntityManager,
     merchantId: string,
     submissionId: string,
     recordsJson: string,
+    fingerprints: readonly (CardFingerprint | null)[],
     policyVersion: string | null = null,
   ): Promise<void> {
     await m.query(
@@ -170,15 +175,29 @@ export class SubmissionsRepository {
          x.account, x.subscription, x.payment_method, x.metadata, x.card_kind, x.card_jwe, x.card_enc,
          x.card_key_id, x.card_hmac, x.card_hmac_key_id, x.card_bin, x.card_last4, x.card_network, x.account_hash,
          x.expiration_date
-       FROM json_to_recordset($3::json) AS x(vid text, id text, amount_minor bigint, currency text,
+       FROM ROWS FROM (json_to_recordset($3::json) AS (vid text, id text, amount_minor bigint, currency text,
          failed_at timestamptz, submitted_ts timestamptz, division_number text, auth_code text, avs_code text,
          cvn_code text, payment_network_transaction_id text, previous_billing_count int, is_network_token smallint,
          cryptogram text, eci_indicator text, billing_descriptor text, processor_transaction_id text,
          subscription_id text, account_id text, account jsonb, subscription jsonb, payment_method jsonb,
-         metadata jsonb, card_kind text, card_jwe text, card_enc text, card_key_id text, card_hmac text,
-         card_hmac_key_id text, card_bin text, card_last4 text, card_network text, account_hash text, expiration_date text,
-         policy_version text, experiment_id text, experiment_arm text, network_advice_code text)`,
-      [merchantId, submissionId, recordsJson, policyVersion],
+         metadata jsonb, card_kind text, card_jwe text, card_enc text, card_key_id text, card_bin text,
+         card_last4 text, card_network text, account_hash text, expiration_date text, policy_version text,
+         experiment_id text, experiment_arm text, network_advice_code text),
+         unnest($5::text[]), unnest($6::text[]))
+         AS x(vid, id, amount_minor, currency, failed_at, submitted_ts, division_number, auth_code, avs_code,
+           cvn_code, payment_network_transaction_id, previous_billing_count, is_network_token, cryptogram,
+           eci_indicator, billing_descriptor, processor_transaction_id, subscription_id, account_id, account,
+           subscription, payment_method, metadata, card_kind, card_jwe, card_enc, card_key_id, card_bin, card_last4,
+           card_network, account_hash, expiration_date, policy_version, experiment_id, experiment_arm,
+           network_advice_code, card_hmac, card_hmac_key_id)`,
+      [
+        merchantId,
+        submissionId,
+        recordsJson,
+        policyVersion,
+        fingerprints.map((f) => f?.value ?? null),
+        fingerprints.map((f) => f?.keyId ?? null),
+      ],
     );
   }
 
