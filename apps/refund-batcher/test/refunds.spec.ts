@@ -301,7 +301,8 @@ describe('refunds under failures and races', () => {
   });
 
   it('a capture recorded after a stop turns the stop into a refund at once, for the amount requested', async () => {
-    const env = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000' };
+    // 100,000: the 30-day window is 26 s of real time (at 1,000,000 a loaded machine once closed it first).
+    const env = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000' };
     // No batcher: the retry worker alone must leave the transaction Refund Requested.
     const [api, validator, worker] = await Promise.all([
       startApp('intake-api', { env }),
@@ -354,7 +355,8 @@ describe('refunds under failures and races', () => {
   });
 
   it('a stop whose in-flight attempt declines ends Stopped, the refund Completed, with a push', async () => {
-    const env = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000' };
+    // 100,000: the 30-day window is 26 s of real time (at 1,000,000 a loaded machine once closed it first).
+    const env = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000' };
     const receiver = await new WebhookReceiver().start();
     const [api, validator, worker, dispatcher] = await Promise.all([
       startApp('intake-api', { env }),
@@ -399,7 +401,8 @@ describe('refunds under failures and races', () => {
   });
 
   it('a stop that arrives while an attempt is in flight waits for it; a capture turns into a refund', async () => {
-    const env = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000' };
+    // 100,000: the 30-day window is 26 s of real time (at 1,000,000 a loaded machine once closed it first).
+    const env = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000' };
     const [api, validator, worker, batcher] = await Promise.all([
       startApp('intake-api', { env }),
       startApp('submission-validator', { env }),
