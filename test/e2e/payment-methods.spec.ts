@@ -28,7 +28,7 @@ const CRYPTOGRAM = 'AgAAAAAABk4DWZ4C28yUQAAAAAA=';
 // two charges of one customer at once would overlap.
 const PAUSE_MS = 400;
 
-describe('payment methods of an account, account updater, network tokens (end to end)', { timeout: 150_000 }, () => {
+describe('payment methods of an account, account updater, network tokens (end to end)', () => {
   const apps = new Map<AppName, RunningApp>();
   let receiver: WebhookReceiver;
   let keyed: TestMerchant;
@@ -129,47 +129,58 @@ describe('payment methods of an account, account updater, network tokens (end to
   const decrypt = async (jwe: string): Promise<unknown> =>
     JSON.parse(new TextDecoder().decode((await compactDecrypt(jwe, privateKey)).plaintext));
 
-  it('4000000000000341: the updater renews the expiry, the next attempt is approved, the JWE opens with the private key', async () => {
-    const id = await submit(keyedApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202701'));
-    const [t, ...attempts] = await untilFinal(keyedApi, id);
-    expect(t.status).toBe('Captured');
-    expect(attempts.map((a) => [a.auth_code, a.status])).toEqual([
-      ['54', 'Failed'],
-      ['00', 'Captured'],
-    ]);
-    const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
-    const renewed = String(Math.max(202701, month) + 300);
-    for (const shown of [t.payment_method.credit_card, attempts[1].payment_method.credit_card]) {
-      expect(shown).toMatchObject({ account: '400000******0341', expiration_date: renewed, account_updated: true });
-      expect(await decrypt(shown.account_update_jwe)).toEqual({
-        account: '4000000000000341',
-        expiration_date: renewed,
+  it(
+    '4000000000000341: the updater renews the expiry, the next attempt is approved, the JWE opens with the private key',
+    { timeout: 150_000 },
+    async () => {
+      const id = await submit(keyedApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202701'));
+      const [t, ...attempts] = await untilFinal(keyedApi, id);
+      expect(t.status).toBe('Captured');
+      expect(attempts.map((a) => [a.auth_code, a.status])).toEqual([
+        ['54', 'Failed'],
+        ['00', 'Captured'],
+      ]);
+      const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
+      const renewed = String(Math.max(202701, month) + 300);
+      for (const shown of [t.payment_method.credit_card, attempts[1].payment_method.credit_card]) {
+        expect(shown).toMatchObject({ account: '400000******0341', expiration_date: renewed, account_updated: true });
+        expect(await decrypt(shown.account_update_jwe)).toEqual({
+          account: '4000000000000341',
+          expiration_date: renewed,
+        });
+      }
+      // The declined attempt shows the card as it was charged then.
+      expect(attempts[0].payment_method.credit_card).toMatchObject({
+        expiration_date: '202701',
+        account_updated: false,
       });
-    }
-    // The declined attempt shows the card as it was charged then.
-    expect(attempts[0].payment_method.credit_card).toMatchObject({ expiration_date: '202701', account_updated: false });
-    expect(attempts[0].payment_method.credit_card.account_update_jwe).toBeUndefined();
-    // The push carries the JWE too, never the clear number.
-    await waitFor(() => receiver.byEvent('retry succeeded').some((p) => p.body.header['transaction_id'] === id), {
-      what: 'retry succeeded push',
-    });
-    const push = receiver.byEvent('retry succeeded').find((p) => p.body.header['transaction_id'] === id)!;
-    const card = (push.body.content as any).payment_method.credit_card;
-    expect(card.account_updated).toBe(true);
-    expect(await decrypt(card.account_update_jwe)).toMatchObject({ account: '4000000000000341' });
-    expect(JSON.stringify(push.body)).not.toContain('4000000000000341');
-  });
+      expect(attempts[0].payment_method.credit_card.account_update_jwe).toBeUndefined();
+      // The push carries the JWE too, never the clear number.
+      await waitFor(() => receiver.byEvent('retry succeeded').some((p) => p.body.header['transaction_id'] === id), {
+        what: 'retry succeeded push',
+      });
+      const push = receiver.byEvent('retry succeeded').find((p) => p.body.header['transaction_id'] === id)!;
+      const card = (push.body.content as any).payment_method.credit_card;
+      expect(card.account_updated).toBe(true);
+      expect(await decrypt(card.account_update_jwe)).toMatchObject({ account: '4000000000000341' });
+      expect(JSON.stringify(push.body)).not.toContain('4000000000000341');
+    },
+  );
 
-  it('an expired card is renewed by the updater before it is charged: approved on the first attempt', async () => {
-    const id = await submit(keyedApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202501'));
-    const [t, ...attempts] = await untilFinal(keyedApi, id);
-    expect(t.status).toBe('Captured');
-    const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
-    expect(attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])).toEqual([
-      ['00', String(month + 300)],
-    ]);
-    expect(t.payment_method.credit_card.account_updated).toBe(true);
-  });
+  it(
+    'an expired card is renewed by the updater before it is charged: approved on the first attempt',
+    { timeout: 150_000 },
+    async () => {
+      const id = await submit(keyedApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202501'));
+      const [t, ...attempts] = await untilFinal(keyedApi, id);
+      expect(t.status).toBe('Captured');
+      const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
+      expect(attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])).toEqual([
+        ['00', String(month + 300)],
+      ]);
+      expect(t.payment_method.credit_card.account_updated).toBe(true);
+    },
+  );
 
   it('4000000000000341 without a registered key: no updater, only masked values, the card ends', async () => {
     const id = await submit(plainApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202701'));

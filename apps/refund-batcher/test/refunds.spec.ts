@@ -247,10 +247,8 @@ describe('refunds and stops', () => {
   });
 });
 
-// A generous test timeout: on a loaded two-core machine a case once took over a minute (a fresh-clone CI
-// run; ~25 s alone). The tests check what happens, not how fast.
-describe('refunds under failures and races', { timeout: 150_000 }, () => {
-  it('resumes a batch killed half-way without sending any refund twice', async () => {
+describe('refunds under failures and races', () => {
+  it('resumes a batch killed half-way without sending any refund twice', { timeout: 150_000 }, async () => {
     const api = await startApp('intake-api');
     const merchant = await createMerchant(null);
     const client = new ApiClient(api.url, merchant.api_key);
@@ -302,59 +300,63 @@ describe('refunds under failures and races', { timeout: 150_000 }, () => {
     await Promise.all([api.stop(), again.stop()]);
   });
 
-  it('a capture recorded after a stop turns the stop into a refund at once, for the amount requested', async () => {
-    // 100,000: the 30-day window is 26 s of real time (at 1,000,000 a loaded machine once closed it first).
-    const env = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000' };
-    // No batcher: the retry worker alone must leave the transaction Refund Requested.
-    const [api, validator, worker] = await Promise.all([
-      startApp('intake-api', { env }),
-      startApp('submission-validator', { env }),
-      startApp('retry-worker', { env: { ...env, TEST_PAUSE_AFTER_PROCESSOR_MS: '6000' } }),
-    ]);
-    const merchant = await createMerchant(null);
-    const client = new ApiClient(api.url, merchant.api_key);
-    const db = await testDb();
-    const t = txn({ amount: 19.99 }, '5555555555554444');
-    expect((await client.submit([t])).status).toBe(200);
-    await waitFor(
-      async () =>
-        (
-          await db.query(
-            `SELECT 1 FROM attempts a JOIN transactions t ON t.id = a.transaction_id
+  it(
+    'a capture recorded after a stop turns the stop into a refund at once, for the amount requested',
+    { timeout: 150_000 },
+    async () => {
+      // 100,000: the 30-day window is 26 s of real time (at 1,000,000 a loaded machine once closed it first).
+      const env = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000' };
+      // No batcher: the retry worker alone must leave the transaction Refund Requested.
+      const [api, validator, worker] = await Promise.all([
+        startApp('intake-api', { env }),
+        startApp('submission-validator', { env }),
+        startApp('retry-worker', { env: { ...env, TEST_PAUSE_AFTER_PROCESSOR_MS: '6000' } }),
+      ]);
+      const merchant = await createMerchant(null);
+      const client = new ApiClient(api.url, merchant.api_key);
+      const db = await testDb();
+      const t = txn({ amount: 19.99 }, '5555555555554444');
+      expect((await client.submit([t])).status).toBe(200);
+      await waitFor(
+        async () =>
+          (
+            await db.query(
+              `SELECT 1 FROM attempts a JOIN transactions t ON t.id = a.transaction_id
               JOIN sandbox_operations s ON s.idempotency_key = a.vid
              WHERE t.merchant_txn_id = $1 AND a.state = 'pending'`,
-            [t['id']],
-          )
-        ).length > 0,
-      { what: 'an attempt in flight' },
-    );
-    expect((await client.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'], amount: 5 }] })).status).toBe(
-      200,
-    );
-    const got = await waitFor(
-      async () => {
-        const x = (await client.request('GET', `/v1/retain/transactions/${t['id']}?related=true`)).json.data;
-        return x[1]?.status === 'Captured' ? x : null;
-      },
-      { timeoutMs: 30_000, what: 'the capture recorded' },
-    );
-    expect(got[0].status).toBe('Refund Requested');
-    expect(got[0].refunds.map((r: any) => [r.amount, r.status])).toEqual([[5, 'Processing']]);
-    const [kind] = await db.query(
-      `SELECT r.kind FROM refunds r JOIN transactions t ON t.id = r.transaction_id WHERE t.merchant_txn_id = $1`,
-      [t['id']],
-    );
-    expect(kind.kind).toBe('refund');
-    // The next batch refunds it like any refund.
-    const batcher = await startApp('refund-batcher', { env: { ...env, ...EVERY_SECOND } });
-    await waitFor(
-      async () =>
-        (await client.request('GET', `/v1/retain/transactions/${t['id']}`)).json.data[0].status ===
-        'Partially Refunded',
-      { timeoutMs: 30_000, what: 'partially refunded' },
-    );
-    await Promise.all([api.stop(), validator.stop(), worker.stop(), batcher.stop()]);
-  });
+              [t['id']],
+            )
+          ).length > 0,
+        { what: 'an attempt in flight' },
+      );
+      expect(
+        (await client.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'], amount: 5 }] })).status,
+      ).toBe(200);
+      const got = await waitFor(
+        async () => {
+          const x = (await client.request('GET', `/v1/retain/transactions/${t['id']}?related=true`)).json.data;
+          return x[1]?.status === 'Captured' ? x : null;
+        },
+        { timeoutMs: 30_000, what: 'the capture recorded' },
+      );
+      expect(got[0].status).toBe('Refund Requested');
+      expect(got[0].refunds.map((r: any) => [r.amount, r.status])).toEqual([[5, 'Processing']]);
+      const [kind] = await db.query(
+        `SELECT r.kind FROM refunds r JOIN transactions t ON t.id = r.transaction_id WHERE t.merchant_txn_id = $1`,
+        [t['id']],
+      );
+      expect(kind.kind).toBe('refund');
+      // The next batch refunds it like any refund.
+      const batcher = await startApp('refund-batcher', { env: { ...env, ...EVERY_SECOND } });
+      await waitFor(
+        async () =>
+          (await client.request('GET', `/v1/retain/transactions/${t['id']}`)).json.data[0].status ===
+          'Partially Refunded',
+        { timeoutMs: 30_000, what: 'partially refunded' },
+      );
+      await Promise.all([api.stop(), validator.stop(), worker.stop(), batcher.stop()]);
+    },
+  );
 
   it('a stop whose in-flight attempt declines ends Stopped, the refund Completed, with a push', async () => {
     // 100,000: the 30-day window is 26 s of real time (at 1,000,000 a loaded machine once closed it first).
