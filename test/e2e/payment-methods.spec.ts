@@ -41,8 +41,7 @@ describe('payment methods of an account, account updater, network tokens (end to
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), 'retain-e2e-pm-'));
     receiver = await new WebhookReceiver().start();
-    // 100,000: the 30-day window is 26 s of real time (at 1,000,000 a loaded machine once closed it first).
-    const env = { RETRY_TIME_SCALE: '100000', TEST_PAUSE_AFTER_PROCESSOR_MS: String(PAUSE_MS) };
+    const env = { RETRY_TIME_SCALE: '1000000', TEST_PAUSE_AFTER_PROCESSOR_MS: String(PAUSE_MS) };
     for (const app of ['intake-api', 'submission-validator', 'retry-worker', 'webhook-dispatcher'] as AppName[]) {
       apps.set(app, await startApp(app, { env }));
     }
