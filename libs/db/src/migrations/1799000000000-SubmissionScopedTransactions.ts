@@ -10,7 +10,7 @@ const unlessConstraint = (name: string, ddl: string): string =>
  *
  * Each foreign key is a check per inserted row: a 1000-row POST ran 2,000 of them inside its
  * INSERTs, 12-18 ms of Postgres time on the critical path (EXPLAIN ANALYZE's trigger times on the
- * third session's machine; 7-9 ms with the one), and every concurrent POST of a merchant took a
+ * fourth session's machine; 7-9 ms with the one), and every concurrent POST of a merchant took a
  * key-share lock on the same merchants row 1,000 times. The composite key is one check per row,
  * against the submission row the same database transaction has just written. It holds more than
  * the two did: a transaction belongs to its submission's merchant. The merchant still exists

@@ -145,7 +145,7 @@ export class SubmissionsRepository {
   /**
    * One multi-row INSERT through json_to_recordset: a single round trip for up to 1000 rows. `json`,
    * not `jsonb`: the text is read once, record by record, instead of first being built into a jsonb
-   * tree and then read (3-4 ms less Postgres time per 300 rows on the third session's machine).
+   * tree and then read (3-4 ms less Postgres time per 300 rows on the fourth session's machine).
    * `recordsJson` is a JSON array of records carrying the column values by the names of the
    * recordset below (serialized by the caller, which does it while the INSERT before is running); a
    * record's own `policy_version` (its policy experiment arm's) wins over the default `policyVersion`.
