@@ -41,7 +41,10 @@ describe('payment methods of an account, account updater, network tokens (end to
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), 'retain-e2e-pm-'));
     receiver = await new WebhookReceiver().start();
-    const env = { RETRY_TIME_SCALE: '1000000', TEST_PAUSE_AFTER_PROCESSOR_MS: String(PAUSE_MS) };
+    // 100,000: the 30-day window is 26 s of real time. At 1,000,000 (2.6 s) the updater case ended Cancelled
+    // in full runs: its two attempts came ~0.9 s and ~1.5 s after submission alone, and a loaded run's
+    // latency closed the window before the renewed card's attempt.
+    const env = { RETRY_TIME_SCALE: '100000', TEST_PAUSE_AFTER_PROCESSOR_MS: String(PAUSE_MS) };
     for (const app of ['intake-api', 'submission-validator', 'retry-worker', 'webhook-dispatcher'] as AppName[]) {
       apps.set(app, await startApp(app, { env }));
     }
