@@ -1,0 +1,30 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+// The apps' built modules, loaded as `npm start` loads them: the Adyen SDK (a quarter of every app's
+// module load) is required only when an Adyen account's adapter is built.
+const dist = path.resolve(__dirname, '../../dist');
+const loaded = (script: string): string[] => {
+  const r = spawnSync(process.execPath, ['-e', script], { cwd: dist, encoding: 'utf8' });
+  expect(r.status, r.stderr).toBe(0);
+  return JSON.parse(r.stdout.trim().split('\n').pop()!) as string[];
+};
+const sdks = `JSON.stringify(['@adyen/api-library'].filter((m) => Object.keys(require.cache).some((k) => k.includes('/node_modules/' + m + '/'))))`;
+
+describe('start-up imports', () => {
+  it.each(['retry-worker', 'webhook-dispatcher', 'intake-api', 'submission-validator', 'refund-batcher'])(
+    '%s loads without the Adyen SDK',
+    (app) => {
+      expect(loaded(`require('./apps/${app}/src/app.module.js'); console.log(${sdks})`)).toEqual([]);
+    },
+  );
+
+  it('an Adyen account adapter loads it, and works', () => {
+    const script = `
+      const p = require('./libs/processor/src/index.js');
+      const a = p.accountAdapter({ processor: 'adyen', config: { api_key: 'k', merchant_account: 'M', raw_card_data: true } });
+      console.log(JSON.stringify([a.name, ...JSON.parse(${sdks})]));`;
+    expect(loaded(script)).toEqual(['adyen', '@adyen/api-library']);
+  });
+});
