@@ -196,7 +196,7 @@ export class AttemptsRepository {
       `UPDATE attempts a SET prepared_at = x.at, card_data_version = x.data_version,
               payment_method_ref = x.pm_ref, payment_method_view = x.pm_view, updated_at = now()
          FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, at timestamptz, data_version text, pm_ref uuid, pm_view jsonb)
-        WHERE a.id = x.id AND a.state = 'pending' AND a.prepared_at IS NULL`,
+        WHERE a.id = ANY($2::uuid[]) AND a.id = x.id AND a.state = 'pending' AND a.prepared_at IS NULL`,
       [
         JSON.stringify(
           rows.map((r) => ({
@@ -207,6 +207,7 @@ export class AttemptsRepository {
             pm_view: r.paymentMethodView,
           })),
         ),
+        rows.map((r) => r.id),
       ],
     );
     if (updated !== rows.length) throw new Error(`markPreparedMany: ${updated} of ${rows.length} attempts marked`);

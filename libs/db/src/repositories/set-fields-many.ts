@@ -38,8 +38,8 @@ export async function setFieldsMany<E extends { id: string }>(
     const [, updated]: [unknown, number] = await m.query(
       `UPDATE "${meta.tableName}" AS t SET ${sets.join(', ')}
          FROM jsonb_to_recordset($1::jsonb) AS x(${defs.join(', ')})
-        WHERE t.id = x.id`,
-      [JSON.stringify(values)],
+        WHERE t.id = ANY($2::uuid[]) AND t.id = x.id`,
+      [JSON.stringify(values), group.map(({ row }) => row.id)],
     );
     if (updated !== group.length) {
       throw new Error(`setFieldsMany: ${updated} of ${group.length} ${meta.tableName} rows updated`);
