@@ -12,7 +12,7 @@ import {
   type RunningApp,
 } from '@retain/testing';
 
-const ENV = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000' };
+const ENV = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000' };
 
 // network-rules.md, dated changes: from 25 Oct 2026 a Visa `57` is category 1 (never reattempted);
 // from Oct 2025 until then issuers' `57` is read as `05` (a generic soft decline, retried). A decline

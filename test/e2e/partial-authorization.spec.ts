@@ -12,7 +12,7 @@ import {
   type RunningApp,
 } from '@retain/testing';
 
-const ENV = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000', REFUND_BATCH_CRON: '*/1 * * * * *' };
+const ENV = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000', REFUND_BATCH_CRON: '*/1 * * * * *' };
 const PARTIAL_CARD = '4000000000003220';
 
 // decisions §15: 4000000000003220 is approved for half of the amount. The transaction ends

@@ -11,7 +11,7 @@ import {
   type TestMerchant,
 } from '@retain/testing';
 
-const ENV = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000' };
+const ENV = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000' };
 const SF = { line1: '1 Market St', city: 'San Francisco', country: 'US', postal_code: '94105' };
 
 // Issue 11: each transaction records the retry policy version that plans it at intake

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiClient, closeTestDb, createMerchant, startApp, txn, waitFor, type RunningApp } from '@retain/testing';
 
 const ENV = {
-  RETRY_TIME_SCALE: '1000000',
+  RETRY_TIME_SCALE: '100000',
   JOB_LOCK_MS: '2000',
   REFUND_BATCH_CRON: '*/1 * * * * *',
   SETTLEMENT_CHECK_INTERVAL: '1s',
