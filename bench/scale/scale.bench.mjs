@@ -63,6 +63,7 @@ const log = (m) => process.stderr.write(`[scale] ${m}\n`);
 const {
   AnalyticsRepository,
   AttemptScheduleRepository,
+  CLAIM_DUE_SQL,
   AttemptsRepository,
   PolicyStatsRepository,
   listQuery,
@@ -585,9 +586,8 @@ async function main() {
   const tickP99 = percentile(tickTimes, 99);
   const tickPlan = (
     await env.db.query(
-      `EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) SELECT id FROM transactions
-      WHERE next_attempt_at <= now() AND review_status = 'passed' AND status IN ('Failed', 'In Retry')
-        AND stop_requested_at IS NULL ORDER BY next_attempt_at LIMIT 500 FOR UPDATE SKIP LOCKED`,
+      `EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) ${CLAIM_DUE_SQL}`,
+      [500],
     )
   )
     .map((r) => r['QUERY PLAN'])

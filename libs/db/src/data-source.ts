@@ -31,6 +31,7 @@ import { QuietRollupTriggers1798700000000 } from './migrations/1798700000000-Qui
 import { KeyLedLookups1798800000000 } from './migrations/1798800000000-KeyLedLookups';
 import { GroupedIntakeRollup1798900000000 } from './migrations/1798900000000-GroupedIntakeRollup';
 import { SubmissionScopedTransactions1799000000000 } from './migrations/1799000000000-SubmissionScopedTransactions';
+import { DueTransactions1799100000000 } from './migrations/1799100000000-DueTransactions';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -63,6 +64,7 @@ export const MIGRATIONS = [
   KeyLedLookups1798800000000,
   GroupedIntakeRollup1798900000000,
   SubmissionScopedTransactions1799000000000,
+  DueTransactions1799100000000,
 ];
 
 export interface PoolTuning {

@@ -14,6 +14,14 @@ interface DueRow {
   forced_deposit_planned: boolean;
 }
 
+/** The tick's claim of up to $1 due transactions (exported for bench/scale's EXPLAIN). */
+export const CLAIM_DUE_SQL = `SELECT t.id, t.merchant_id, t.attempt_count, t.next_attempt_at, t.amount_minor, t.currency, t.card_hmac,
+        t.card_network, t.next_attempt_plan, t.forced_deposit_planned
+   FROM transaction_due d JOIN transactions t ON t.id = d.transaction_id
+  WHERE d.due_at <= now() AND t.next_attempt_at <= now() AND t.review_status = 'passed'
+    AND t.status IN ('Failed', 'In Retry') AND t.stop_requested_at IS NULL
+  ORDER BY d.due_at LIMIT $1 FOR UPDATE OF t SKIP LOCKED`;
+
 /**
  * The retry schedule: transactions whose next attempt is due (next_attempt_at) turned into pending
  * attempt rows. Spans every merchant by design: it is the scheduler tick's own work, and each
@@ -24,18 +32,13 @@ export class AttemptScheduleRepository {
    * Claims up to `limit` due transactions (FOR UPDATE SKIP LOCKED: several workers may tick at once
    * without handing out the same transaction twice), writes one pending attempt per transaction and
    * clears next_attempt_at (at most one attempt in flight). Runs in the caller's transaction, which
-   * also writes the outbox rows; returns the new attempts' ids.
+   * also writes the outbox rows; returns the new attempts' ids. Due transactions are found through
+   * `transaction_due` (migration DueTransactions: kept by trigger, so that a schedule update of a
+   * transaction writes no index entry); the transaction's own next_attempt_at is checked again
+   * under its row lock.
    */
   async claimDue(m: EntityManager, limit: number): Promise<string[]> {
-    const due: DueRow[] = await m.query(
-      `SELECT id, merchant_id, attempt_count, next_attempt_at, amount_minor, currency, card_hmac, card_network,
-              next_attempt_plan, forced_deposit_planned
-         FROM transactions
-        WHERE next_attempt_at <= now() AND review_status = 'passed' AND status IN ('Failed', 'In Retry')
-          AND stop_requested_at IS NULL
-        ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED`,
-      [limit],
-    );
+    const due: DueRow[] = await m.query(CLAIM_DUE_SQL, [limit]);
     if (due.length === 0) return [];
     const attempts = due.map((t) => ({
       vid: newVid(),
