@@ -1,7 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DataSource } from 'typeorm';
-import { scratchMerchant } from '../test/scratch-merchant';
-import { createDataSource } from './data-source';
+import { describe, expect, it } from 'vitest';
+import { useScratchMerchant } from '../test/scratch-merchant';
 import { TransactionEntity } from './entities/transaction.entity';
 import { AttemptScheduleRepository } from './repositories/attempt-schedule.repository';
 import { setFieldsMany } from './repositories/set-fields-many';
@@ -10,45 +8,32 @@ import { setFieldsMany } from './repositories/set-fields-many';
 // transactions.next_attempt_at by triggers, so that a schedule update of a transaction is HOT (no
 // entry in any of the table's indexes), and the tick still hands out exactly the due transactions.
 describe('the retry schedule outside the transactions table (real Postgres)', () => {
-  let db: DataSource;
-  let merchantId = '';
-  let submissionId = '';
-
-  beforeAll(async () => {
-    db = createDataSource(process.env.DATABASE_URL!, 2);
-    await db.initialize();
-    ({ merchantId, submissionId } = await scratchMerchant(db, 'due_'));
-  });
-  afterAll(async () => {
-    await db.query(`DELETE FROM attempts WHERE merchant_id = $1`, [merchantId]);
-    await db.query(`DELETE FROM transactions WHERE merchant_id = $1`, [merchantId]);
-    await db.destroy();
-  });
+  const scratch = useScratchMerchant('due_', ['attempts']);
 
   /** `n` transactions of the scratch merchant, prefix `p`, due at `due` (SQL, per row g) or not. */
   const insert = async (p: string, n: number, due: string | null, status = 'In Retry'): Promise<string[]> =>
     (
-      await db.query(
+      await scratch.db.query(
         `INSERT INTO transactions (vid, merchant_id, submission_id, merchant_txn_id, status, review_status, amount_minor,
            currency, failed_at, submitted_ts, status_changed_at, division_number, auth_code, subscription_id, account_id,
            account, subscription, payment_method, card_kind, attempt_count, next_attempt_at)
          SELECT md5($3 || g), $1, $2, $3 || g, $5, 'passed', 1000, 'USD', now(), now(), now(), 'd', '05',
            $3 || 's' || g, $3 || 'a' || g, '{}'::jsonb, '{}'::jsonb, '{}'::jsonb, 'pan', 1, ${due ?? 'NULL'}
          FROM generate_series(1, $4::int) AS g ORDER BY g RETURNING id`,
-        [merchantId, submissionId, p, n, status],
+        [scratch.merchantId, scratch.submissionId, p, n, status],
       )
     ).map((r: { id: string }) => r.id);
   /** The schedule as the tick reads it, and as the transactions say it, of the scratch merchant. */
   const schedules = async () => {
     const [index, column] = await Promise.all([
-      db.query(
+      scratch.db.query(
         `SELECT d.transaction_id AS id, d.due_at AS at FROM transaction_due d
            JOIN transactions t ON t.id = d.transaction_id WHERE t.merchant_id = $1 ORDER BY 1`,
-        [merchantId],
+        [scratch.merchantId],
       ),
-      db.query(
+      scratch.db.query(
         `SELECT id, next_attempt_at AS at FROM transactions WHERE merchant_id = $1 AND next_attempt_at IS NOT NULL ORDER BY 1`,
-        [merchantId],
+        [scratch.merchantId],
       ),
     ]);
     return { index, column };
@@ -61,14 +46,18 @@ describe('the retry schedule outside the transactions table (real Postgres)', ()
     expect(s.index).toHaveLength(3);
     expect(s.index).toEqual(s.column);
 
-    await db.query(`UPDATE transactions SET next_attempt_at = now() + interval '2 days' WHERE id = $1`, [idle[0]]);
-    await db.query(`UPDATE transactions SET next_attempt_at = NULL WHERE id = $1`, [due[0]]);
-    await db.query(`UPDATE transactions SET attempt_count = attempt_count + 1 WHERE id = ANY($1::uuid[])`, [due]);
-    const entity = await db.getRepository(TransactionEntity).findOneByOrFail({ id: due[1] });
+    await scratch.db.query(`UPDATE transactions SET next_attempt_at = now() + interval '2 days' WHERE id = $1`, [
+      idle[0],
+    ]);
+    await scratch.db.query(`UPDATE transactions SET next_attempt_at = NULL WHERE id = $1`, [due[0]]);
+    await scratch.db.query(`UPDATE transactions SET attempt_count = attempt_count + 1 WHERE id = ANY($1::uuid[])`, [
+      due,
+    ]);
+    const entity = await scratch.db.getRepository(TransactionEntity).findOneByOrFail({ id: due[1] });
     entity.nextAttemptAt = new Date(Date.now() + 86_400_000);
-    await db.getRepository(TransactionEntity).save(entity);
-    const rows = await db.getRepository(TransactionEntity).findBy([{ id: idle[1]! }, { id: due[2]! }]);
-    await db.transaction((m) =>
+    await scratch.db.getRepository(TransactionEntity).save(entity);
+    const rows = await scratch.db.getRepository(TransactionEntity).findBy([{ id: idle[1]! }, { id: due[2]! }]);
+    await scratch.db.transaction((m) =>
       setFieldsMany(
         m,
         TransactionEntity,
@@ -82,10 +71,10 @@ describe('the retry schedule outside the transactions table (real Postgres)', ()
     expect(s.index.map((r: { id: string }) => r.id).sort()).toEqual([idle[0], idle[1], due[1]].sort());
     expect(s.index).toEqual(s.column);
 
-    await db.query(`DELETE FROM transactions WHERE id = ANY($1::uuid[])`, [[...due, ...idle]]);
+    await scratch.db.query(`DELETE FROM transactions WHERE id = ANY($1::uuid[])`, [[...due, ...idle]]);
     s = await schedules();
     expect(s.index).toEqual([]);
-    const [{ n }] = await db.query(
+    const [{ n }] = await scratch.db.query(
       `SELECT count(*)::int AS n FROM transaction_due WHERE transaction_id = ANY($1::uuid[])`,
       [[...due, ...idle]],
     );
@@ -97,26 +86,26 @@ describe('the retry schedule outside the transactions table (real Postgres)', ()
     const early = await insert('e', 2, `now() - interval '1 hour'`);
     const future = await insert('u', 2, `now() + interval '1 hour'`);
     const stopped = await insert('s', 1, `now() - interval '2 hours'`);
-    await db.query(`UPDATE transactions SET stop_requested_at = now() WHERE id = $1`, [stopped[0]]);
+    await scratch.db.query(`UPDATE transactions SET stop_requested_at = now() WHERE id = $1`, [stopped[0]]);
     const captured = await insert('c', 1, `now() - interval '2 hours'`, 'Captured');
     const schedule = new AttemptScheduleRepository();
     // In one transaction rolled back: other spec files' due rows (the database is shared) are claimed too,
     // and must stay as they were; only ours are looked at.
-    const runner = db.createQueryRunner();
+    const runner = scratch.db.createQueryRunner();
     await runner.startTransaction();
     try {
       const m = runner.manager;
       const claimed = await schedule.claimDue(m, 10_000);
       const ours: { transaction_id: string }[] = await m.query(
         `SELECT transaction_id FROM attempts WHERE id = ANY($1::uuid[]) AND merchant_id = $2 ORDER BY scheduled_for`,
-        [claimed, merchantId],
+        [claimed, scratch.merchantId],
       );
       expect(ours.map((a) => a.transaction_id)).toEqual([...early, ...late]);
       expect(await schedule.claimDue(m, 10_000)).toEqual([]);
       const left: { id: string }[] = await m.query(
         `SELECT d.transaction_id AS id FROM transaction_due d JOIN transactions t ON t.id = d.transaction_id
           WHERE t.merchant_id = $1 ORDER BY 1`,
-        [merchantId],
+        [scratch.merchantId],
       );
       expect(left.map((r) => r.id)).toEqual([...future, ...stopped, ...captured].sort());
       const [{ n }] = await m.query(
@@ -134,7 +123,7 @@ describe('the retry schedule outside the transactions table (real Postgres)', ()
     const ids = await insert('h', 2000, `now() + interval '1 day'`);
     // Spread over the table as the tick's and the records' batches are: one row in 20.
     const some = ids.filter((_, i) => i % 20 === 0);
-    const hot = await db.transaction(async (m) => {
+    const hot = await scratch.db.transaction(async (m) => {
       const before = await m.query(`SELECT pg_stat_get_xact_tuples_hot_updated('transactions'::regclass)::int AS n`);
       await m.query(
         `UPDATE transactions SET next_attempt_at = NULL, next_attempt_plan = NULL, attempt_count = attempt_count + 1,

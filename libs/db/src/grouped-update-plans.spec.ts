@@ -1,19 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DataSource, EntityManager } from 'typeorm';
+import { nodes, type PlanNode } from '../test/plans';
 import { scratchMerchant } from '../test/scratch-merchant';
 import { createDataSource } from './data-source';
 import { AttemptEntity } from './entities/attempt.entity';
 import { TransactionEntity } from './entities/transaction.entity';
 import { AttemptsRepository } from './repositories/attempts.repository';
 import { setFieldsMany } from './repositories/set-fields-many';
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  Plans?: PlanNode[];
-}
-const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
 
 // The retry worker's grouped UPDATEs (the in-flight marks of a prepared batch, the records of a
 // batch's outcomes) find their rows by primary key, whatever the statistics say. Joined only on the

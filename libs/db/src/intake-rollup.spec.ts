@@ -1,33 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DataSource } from 'typeorm';
-import { scratchMerchant } from '../test/scratch-merchant';
-import { createDataSource } from './data-source';
+import { describe, expect, it } from 'vitest';
+import { useScratchMerchant } from '../test/scratch-merchant';
 import { txnRows } from './migrations/1797400000100-AnalyticsRollup';
 
 // Migration GroupedIntakeRollup: the transactions' INSERT trigger adds a statement's rows up by the
 // values the rollup reads before it expands them into dimensions. Its appended contributions must
 // be what the per-row expansion (the rollup's definition, txnRows) gives for the same rows.
 describe('the rollup trigger of a multi-row INSERT of transactions (real Postgres)', () => {
-  let db: DataSource;
-  let merchantId = '';
-  let submissionId = '';
-
-  beforeAll(async () => {
-    db = createDataSource(process.env.DATABASE_URL!, 2);
-    await db.initialize();
-    ({ merchantId, submissionId } = await scratchMerchant(db, 'rollup_'));
-  });
-  afterAll(async () => {
-    await db.query(`DELETE FROM transactions WHERE merchant_id = $1`, [merchantId]);
-    await db.query(`DELETE FROM analytics_rollup_pending WHERE merchant_id = $1`, [merchantId]);
-    await db.destroy();
-  });
+  const scratch = useScratchMerchant('rollup_', ['analytics_rollup_pending']);
 
   it('appends the per-row expansion, summed: every dimension, day, currency, status and fee', async () => {
     // 600 rows in ONE statement, mixing every value the rollup reads: two days, two currencies, decline
     // codes (one empty), classes, networks (one null), BINs, countries (one missing), review
     // statuses, a Stopped status and network fees.
-    await db.query(
+    await scratch.db.query(
       `INSERT INTO transactions (vid, merchant_id, submission_id, merchant_txn_id, status, review_status, amount_minor,
          currency, failed_at, submitted_ts, status_changed_at, division_number, auth_code, auth_code_description,
          card_network, card_bin, subscription_id, account_id, account, subscription, payment_method, card_kind,
@@ -44,7 +29,7 @@ describe('the rollup trigger of a multi-row INSERT of transactions (real Postgre
            ELSE jsonb_build_object('billing_address', jsonb_build_object('country', (ARRAY['us', 'DE', 'fr'])[1 + g % 3])) END,
          'pan', CASE WHEN g % 5 = 0 THEN 50 END, CASE WHEN g % 5 = 0 THEN 10 END
        FROM generate_series(1, 600) AS g`,
-      [merchantId, submissionId],
+      [scratch.merchantId, scratch.submissionId],
     );
     const counters = ['failed_count', 'failed_amount', 'stopped_count', 'network_fees_avoided'];
     const grouped = (from: string) =>
@@ -53,17 +38,17 @@ describe('the rollup trigger of a multi-row INSERT of transactions (real Postgre
         GROUP BY day, currency, dim, key
        HAVING ${counters.map((c) => `sum(${c}) <> 0`).join(' OR ')}
         ORDER BY day, currency, dim, key`;
-    const appended = await db.query(grouped(`SELECT * FROM analytics_rollup_pending`), [merchantId]);
-    const perRow = await db.query(
+    const appended = await scratch.db.query(grouped(`SELECT * FROM analytics_rollup_pending`), [scratch.merchantId]);
+    const perRow = await scratch.db.query(
       grouped(
         txnRows(
-          `(SELECT * FROM transactions WHERE merchant_id = '${merchantId}')`,
+          `(SELECT * FROM transactions WHERE merchant_id = '${scratch.merchantId}')`,
           '1',
           `
          coalesce(t.naive_network_fees_minor - t.network_fees_minor, 0) AS network_fees_avoided,`,
         ),
       ),
-      [merchantId],
+      [scratch.merchantId],
     );
     expect(perRow.length).toBeGreaterThan(30); // the mix above spans many keys
     expect(appended).toEqual(perRow);

@@ -1,18 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DataSource, QueryRunner } from 'typeorm';
+import { nodes, type PlanNode } from '../test/plans';
 import { scratchMerchant } from '../test/scratch-merchant';
 import { createDataSource } from './data-source';
 import { storedMatchingQuery } from './repositories/submissions.repository';
 import { LIST_PLAN_SETTINGS, listQuery, type TransactionListFilters } from './repositories/transactions.repository';
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Cond'?: string;
-  Plans?: PlanNode[];
-}
-
-const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
 
 // Issue 14: the plans of the list and of the duplicate check stay index range scans whatever the
 // status mix, with statistics fresh or never gathered: 60,000 rows of one merchant, almost all

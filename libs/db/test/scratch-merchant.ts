@@ -1,4 +1,6 @@
+import { afterAll, beforeAll } from 'vitest';
 import type { DataSource } from 'typeorm';
+import { createDataSource } from '../src/data-source';
 
 /**
  * A merchant of its own and one submission of it, inserted raw, for the specs of libs/db that seed
@@ -18,4 +20,31 @@ export async function scratchMerchant(
     [m!.id],
   );
   return { merchantId: m!.id, submissionId: sub!.id };
+}
+
+export interface Scratch {
+  db: DataSource;
+  merchantId: string;
+  submissionId: string;
+}
+
+/**
+ * A pool on the run's database and a scratch merchant for the describe block that calls it: ready
+ * in the block's first beforeAll; after its last afterAll, the merchant's rows of `alsoDelete` and
+ * its transactions (their attempts with them) are deleted and the pool closed.
+ */
+export function useScratchMerchant(loginPrefix: string, alsoDelete: readonly string[] = []): Scratch {
+  const scratch = {} as Scratch;
+  beforeAll(async () => {
+    scratch.db = createDataSource(process.env['DATABASE_URL']!, 2);
+    await scratch.db.initialize();
+    Object.assign(scratch, await scratchMerchant(scratch.db, loginPrefix));
+  });
+  afterAll(async () => {
+    for (const table of [...alsoDelete, 'transactions']) {
+      await scratch.db.query(`DELETE FROM ${table} WHERE merchant_id = $1`, [scratch.merchantId]);
+    }
+    await scratch.db.destroy();
+  });
+  return scratch;
 }
