@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DataSource, EntityManager } from 'typeorm';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { EntityManager } from 'typeorm';
 import { nodes, type PlanNode } from '../test/plans';
-import { scratchMerchant } from '../test/scratch-merchant';
-import { createDataSource } from './data-source';
+import { useScratchMerchant } from '../test/scratch-merchant';
 import { AttemptEntity } from './entities/attempt.entity';
 import { TransactionEntity } from './entities/transaction.entity';
 import { AttemptsRepository } from './repositories/attempts.repository';
@@ -14,45 +13,37 @@ import { setFieldsMany } from './repositories/set-fields-many';
 // "pending and not prepared" matched one row, read them all and ran the recordset again for each one
 // (37 ms for 27 rows in bench/attempts), and after ANALYZE it hashed a sequential scan of the table.
 describe('plans of the grouped attempt updates (real Postgres)', () => {
-  let db: DataSource;
   let attemptIds: string[] = [];
   let transactionIds: string[] = [];
-  let merchantId = '';
+
+  const scratch = useScratchMerchant('grouped_');
 
   beforeAll(async () => {
-    db = createDataSource(process.env.DATABASE_URL!, 2);
-    await db.initialize();
-    const scratch = await scratchMerchant(db, 'grouped_');
-    merchantId = scratch.merchantId;
     transactionIds = (
-      await db.query(
+      await scratch.db.query(
         `INSERT INTO transactions (vid, merchant_id, submission_id, merchant_txn_id, status, review_status, amount_minor,
            currency, failed_at, submitted_ts, status_changed_at, division_number, auth_code, subscription_id, account_id,
            account, subscription, payment_method, card_kind, attempt_count)
          SELECT md5(g::text || 'grouped'), $1, $2, 'g' || g, 'In Retry', 'passed', 1000, 'USD', now(), now(), now(),
            'd', '05', 's' || g, 'a' || g, '{}'::jsonb, '{}'::jsonb, '{}'::jsonb, 'pan', 1
          FROM generate_series(1, 20000) AS g RETURNING id`,
-        [merchantId, scratch.submissionId],
+        [scratch.merchantId, scratch.submissionId],
       )
     ).map((r: { id: string }) => r.id);
     attemptIds = (
-      await db.query(
+      await scratch.db.query(
         `INSERT INTO attempts (vid, retain_transaction_id, transaction_id, merchant_id, retry_number, state, scheduled_for,
            amount_minor, currency)
          SELECT md5(t.id::text), md5(t.id::text || 'rt'), t.id, $1, 1, 'pending', now(), 1000, 'USD'
            FROM unnest($2::uuid[]) AS t(id) RETURNING id`,
-        [merchantId, transactionIds],
+        [scratch.merchantId, transactionIds],
       )
     ).map((r: { id: string }) => r.id);
   }, 120_000);
-  afterAll(async () => {
-    await db.query(`DELETE FROM transactions WHERE merchant_id = $1`, [merchantId]);
-    await db.destroy();
-  });
 
   /** Runs `work` in a transaction rolled back, with each UPDATE it sends explained first: their plans. */
   const updatePlans = async (work: (m: EntityManager) => Promise<unknown>): Promise<PlanNode[][]> => {
-    const runner = db.createQueryRunner();
+    const runner = scratch.db.createQueryRunner();
     const plans: PlanNode[][] = [];
     await runner.startTransaction();
     try {
@@ -105,8 +96,10 @@ describe('plans of the grouped attempt updates (real Postgres)', () => {
     expect(prepared).toHaveLength(1);
     expectKeyed(prepared[0]!, 'attempts');
 
-    const attempts = await db.getRepository(AttemptEntity).findBy(batch(200).map((id) => ({ id })));
-    const txns = await db.getRepository(TransactionEntity).findBy(attempts.map((a) => ({ id: a.transactionId })));
+    const attempts = await scratch.db.getRepository(AttemptEntity).findBy(batch(200).map((id) => ({ id })));
+    const txns = await scratch.db
+      .getRepository(TransactionEntity)
+      .findBy(attempts.map((a) => ({ id: a.transactionId })));
     const recorded = await updatePlans(async (m) => {
       await setFieldsMany(
         m,
@@ -126,8 +119,8 @@ describe('plans of the grouped attempt updates (real Postgres)', () => {
 
   it('statistics never gathered: every row found by its primary key', check);
   it('after ANALYZE: the same', async () => {
-    await db.query('ANALYZE attempts');
-    await db.query('ANALYZE transactions');
+    await scratch.db.query('ANALYZE attempts');
+    await scratch.db.query('ANALYZE transactions');
     await check();
   });
 });

@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DataSource, QueryRunner } from 'typeorm';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { QueryRunner } from 'typeorm';
 import { nodes, type PlanNode } from '../test/plans';
-import { scratchMerchant } from '../test/scratch-merchant';
-import { createDataSource } from './data-source';
+import { useScratchMerchant } from '../test/scratch-merchant';
 import { storedMatchingQuery } from './repositories/submissions.repository';
 import { LIST_PLAN_SETTINGS, listQuery, type TransactionListFilters } from './repositories/transactions.repository';
 
@@ -11,15 +10,10 @@ import { LIST_PLAN_SETTINGS, listQuery, type TransactionListFilters } from './re
 // `Failed`, a few `Captured` and `Stopped` spread through them (a status filter used to walk the
 // merchant's whole list). A sequential scan of transactions, or a sort of a scan of them, fails.
 describe('query plans of the list and the duplicate check (real Postgres)', () => {
-  let db: DataSource;
-  let merchantId = '';
+  const scratch = useScratchMerchant('plans_');
 
   beforeAll(async () => {
-    db = createDataSource(process.env.DATABASE_URL!, 2);
-    await db.initialize();
-    const scratch = await scratchMerchant(db, 'plans_');
-    merchantId = scratch.merchantId;
-    await db.query(
+    await scratch.db.query(
       `INSERT INTO transactions (vid, merchant_id, submission_id, merchant_txn_id, status, review_status, amount_minor,
          currency, failed_at, submitted_ts, status_changed_at, division_number, auth_code, subscription_id, account_id,
          account, subscription, payment_method, card_kind)
@@ -28,13 +22,9 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
          now() - (g || ' seconds')::interval, now() - (g || ' seconds')::interval, now(), 'd', '51',
          's' || g, 'a' || g, '{}'::jsonb, '{}'::jsonb, '{}'::jsonb, 'pan'
        FROM generate_series(1, 60000) AS g`,
-      [merchantId, scratch.submissionId],
+      [scratch.merchantId, scratch.submissionId],
     );
   }, 120_000);
-  afterAll(async () => {
-    await db.query(`DELETE FROM transactions WHERE merchant_id = $1`, [merchantId]);
-    await db.destroy();
-  });
 
   /** A statement's plan after `settle` has set its settings, in a transaction rolled back (SET LOCAL ends with it). */
   const planUnder = async (
@@ -42,7 +32,7 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
     sql: string,
     params: unknown[],
   ): Promise<PlanNode[]> => {
-    const runner = db.createQueryRunner();
+    const runner = scratch.db.createQueryRunner();
     await runner.startTransaction();
     try {
       await settle(runner);
@@ -74,7 +64,7 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
    * arguments, under the function's own settings (SET LOCAL in a transaction rolled back).
    */
   const functionPlan = async (name: string, params: unknown[]): Promise<PlanNode[]> => {
-    const [fn] = await db.query(
+    const [fn] = await scratch.db.query(
       `SELECT prosrc, proconfig, pg_get_function_identity_arguments(oid) AS args FROM pg_proc WHERE proname = $1`,
       [name],
     );
@@ -117,16 +107,16 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
   for (const fresh of [false, true]) {
     describe(fresh ? 'after ANALYZE' : 'with statistics never gathered', () => {
       beforeAll(async () => {
-        if (fresh) await db.query(`ANALYZE transactions`);
+        if (fresh) await scratch.db.query(`ANALYZE transactions`);
       });
       for (const [name, filters] of variants) {
         // With statistics never gathered the planner believed the merchant had a handful of rows and
         // sorted a bitmap scan of them for the unfiltered list, until the list's own planner settings.
         it(`list: ${name}`, async () => {
-          const q = listQuery(merchantId, { limit: 20, ...filters }, null);
+          const q = listQuery(scratch.merchantId, { limit: 20, ...filters }, null);
           expectIndexOnly(await plan(q.sql, q.params));
           const cursor = { submittedTs: new Date(Date.now() - 30_000_000), vid: 'm' };
-          const paged = listQuery(merchantId, { limit: 20, startingAfter: 'x', ...filters }, cursor);
+          const paged = listQuery(scratch.merchantId, { limit: 20, startingAfter: 'x', ...filters }, cursor);
           expectIndexOnly(await plan(paged.sql, paged.params));
         });
       }
@@ -136,19 +126,23 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
       it('the duplicate check of a POST: lookups by id and by subscription only', async () => {
         const ids = Array.from({ length: 1000 }, (_, i) => `p${i * 7}`);
         const subs = Array.from({ length: 1000 }, (_, i) => `s${i * 3}`);
-        const list = await functionPlan('retain_stored_matching', [merchantId, ids, subs]);
+        const list = await functionPlan('retain_stored_matching', [scratch.merchantId, ids, subs]);
         expectKeyLookups(list, /merchant_txn_id|subscription_id/);
         expect(
           list.filter((n) => /Index Cond/.test(JSON.stringify(n)) && n['Relation Name'] === 'transactions'),
         ).toHaveLength(2);
         // And the service's query answers what the rows say.
         // s1000's transaction is Captured (no longer in recovery); s1001's is Failed.
-        const rows = await db.query(storedMatchingQuery, [merchantId, ['p7', 'nope'], ['s9', 's1000', 's1001']]);
+        const rows = await scratch.db.query(storedMatchingQuery, [
+          scratch.merchantId,
+          ['p7', 'nope'],
+          ['s9', 's1000', 's1001'],
+        ]);
         expect(rows.map((r: { merchant_txn_id: string }) => r.merchant_txn_id).sort()).toEqual(['p1001', 'p7', 'p9']);
       });
       it('the card fingerprint check of a POST: index-only lookups by fingerprint only', async () => {
         const fingerprints = Array.from({ length: 1000 }, (_, i) => String(i).padStart(64, 'f'));
-        const list = await functionPlan('retain_known_fingerprints', [merchantId, fingerprints]);
+        const list = await functionPlan('retain_known_fingerprints', [scratch.merchantId, fingerprints]);
         expectKeyLookups(list, /card_hmac/);
         expect(list.some((n) => n['Node Type'] === 'Index Only Scan')).toBe(true);
       });
@@ -156,18 +150,18 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
   }
 
   it('pages of one status come back newest first, with the cursor, like the default list filtered', async () => {
-    const q = listQuery(merchantId, { limit: 5, statuses: ['Captured', 'Stopped'] }, null);
-    const ids: { id: string }[] = await db.query(q.sql, q.params);
-    const rows: { status: string; submitted_ts: Date }[] = await db.query(
+    const q = listQuery(scratch.merchantId, { limit: 5, statuses: ['Captured', 'Stopped'] }, null);
+    const ids: { id: string }[] = await scratch.db.query(q.sql, q.params);
+    const rows: { status: string; submitted_ts: Date }[] = await scratch.db.query(
       `SELECT status, submitted_ts FROM transactions WHERE id = ANY($1::uuid[])`,
       [ids.map((r) => r.id)],
     );
     expect(ids).toHaveLength(6); // limit + 1: tells whether there is more
     expect(rows.every((r) => r.status === 'Captured' || r.status === 'Stopped')).toBe(true);
-    const expected: { id: string }[] = await db.query(
+    const expected: { id: string }[] = await scratch.db.query(
       `SELECT id FROM transactions WHERE merchant_id = $1 AND status IN ('Captured', 'Stopped')
         ORDER BY submitted_ts DESC, vid DESC LIMIT 6`,
-      [merchantId],
+      [scratch.merchantId],
     );
     expect(ids).toEqual(expected);
   });
