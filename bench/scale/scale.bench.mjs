@@ -584,12 +584,7 @@ async function main() {
   claimTimes.splice(0, 5);
   const tickP50 = percentile(tickTimes, 50);
   const tickP99 = percentile(tickTimes, 99);
-  const tickPlan = (
-    await env.db.query(
-      `EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) ${CLAIM_DUE_SQL}`,
-      [500],
-    )
-  )
+  const tickPlan = (await env.db.query(`EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) ${CLAIM_DUE_SQL}`, [500]))
     .map((r) => r['QUERY PLAN'])
     .join('\n');
   // Back to the future: the drain below must only see its own due transactions.
