@@ -115,3 +115,31 @@ export function visa(i) {
   }
   return body + ((10 - (sum % 10)) % 10);
 }
+
+/**
+ * CPU seconds (user + system, from /proc) used so far by the given processes and by every running
+ * `postgres` process. Unlike wall-clock rates, CPU time per unit of work barely moves when this
+ * shared machine's speed swings, so benches print it beside their ratios. Linux only; null elsewhere.
+ */
+export function cpuSeconds(pids) {
+  const fs = require('node:fs');
+  const tick = 100; // USER_HZ: 100 on Linux
+  const of = (pid) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return { name: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), s: (+fields[11] + +fields[12]) / tick };
+    } catch {
+      return null;
+    }
+  };
+  if (!fs.existsSync('/proc/self/stat')) return null;
+  const apps = pids.reduce((sum, pid) => sum + (of(pid)?.s ?? 0), 0);
+  let postgres = 0;
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const p = of(entry);
+    if (p && p.name.startsWith('postgres')) postgres += p.s;
+  }
+  return { apps, postgres };
+}

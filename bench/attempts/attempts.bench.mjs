@@ -12,7 +12,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Queue, Worker } from 'bullmq';
 import { root } from '../../tools/infra.mjs';
-import { benchEnv, table, visa } from '../lib.mjs';
+import { benchEnv, cpuSeconds, table, visa } from '../lib.mjs';
 
 const require = createRequire(import.meta.url);
 const args = process.argv.slice(2);
@@ -97,21 +97,32 @@ async function drain(workers, round) {
   // Also timed from the first recorded attempt: the drain itself, without the workers' start-up.
   let first = null;
   let firstN = 0;
+  let cpuFirst = null;
+  const pids = started.map(({ child }) => child.pid);
   for (;;) {
     const [{ n }] = await env.db.query(
       `SELECT count(*)::int AS n FROM attempts WHERE merchant_id = $1 AND state <> 'pending'`,
       [merchantId],
     );
-    if (first === null && n > 0) [first, firstN] = [performance.now(), n];
+    if (first === null && n > 0) [first, firstN, cpuFirst] = [performance.now(), n, cpuSeconds(pids)];
     if (n >= N) break;
     await new Promise((r) => setTimeout(r, 50));
   }
   const end = performance.now();
+  const cpuEnd = cpuSeconds(pids);
+  // CPU per attempt from the first recorded one on (the workers' start-up excluded).
+  const cpu =
+    cpuFirst && cpuEnd && N > firstN
+      ? {
+          worker: (1e3 * (cpuEnd.apps - cpuFirst.apps)) / (N - firstN),
+          postgres: (1e3 * (cpuEnd.postgres - cpuFirst.postgres)) / (N - firstN),
+        }
+      : null;
   const seconds = (end - t0) / 1000;
   const drainPerS = first !== null && end > first ? (N - firstN) / ((end - first) / 1000) : null;
   for (const { child } of started) child.kill('SIGTERM');
   await new Promise((r) => setTimeout(r, 1000));
-  return { seconds, drainPerS };
+  return { seconds, drainPerS, cpu };
 }
 const runs = [];
 for (const [round, workers] of WORKERS.entries()) runs.push({ workers, ...(await drain(workers, round)) });
@@ -147,12 +158,16 @@ table([
     seconds: r.seconds.toFixed(2),
     per_s: Math.round(N / r.seconds),
     after_start_per_s: r.drainPerS === null ? '-' : Math.round(r.drainPerS),
+    worker_cpu_ms_per_attempt: r.cpu ? r.cpu.worker.toFixed(3) : '-',
+    postgres_cpu_ms_per_attempt: r.cpu ? r.cpu.postgres.toFixed(3) : '-',
   })),
   {
     what: 'BullMQ no-op worker, concurrency 16',
     seconds: floorSeconds.toFixed(2),
     per_s: Math.round(N / floorSeconds),
     after_start_per_s: '-',
+    worker_cpu_ms_per_attempt: '-',
+    postgres_cpu_ms_per_attempt: '-',
   },
 ]);
 for (const r of runs.slice(1)) {

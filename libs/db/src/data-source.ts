@@ -32,6 +32,7 @@ import { KeyLedLookups1798800000000 } from './migrations/1798800000000-KeyLedLoo
 import { GroupedIntakeRollup1798900000000 } from './migrations/1798900000000-GroupedIntakeRollup';
 import { SubmissionScopedTransactions1799000000000 } from './migrations/1799000000000-SubmissionScopedTransactions';
 import { DueTransactions1799100000000 } from './migrations/1799100000000-DueTransactions';
+import { StatementRollupUpdates1799200000000 } from './migrations/1799200000000-StatementRollupUpdates';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -65,6 +66,7 @@ export const MIGRATIONS = [
   GroupedIntakeRollup1798900000000,
   SubmissionScopedTransactions1799000000000,
   DueTransactions1799100000000,
+  StatementRollupUpdates1799200000000,
 ];
 
 export interface PoolTuning {

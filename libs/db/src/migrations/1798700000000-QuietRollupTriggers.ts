@@ -27,10 +27,10 @@ const ATTEMPT_COLUMNS = [
   'retry_number',
 ];
 
-const differ = (columns: string[]): string =>
+export const differ = (columns: string[]): string =>
   `(${columns.map((c) => `OLD.${c}`).join(', ')}) IS DISTINCT FROM (${columns.map((c) => `NEW.${c}`).join(', ')})`;
 
-const UPDATE_TRIGGERS: { table: 'transactions' | 'attempts'; columns: string[] }[] = [
+export const UPDATE_TRIGGERS: { table: 'transactions' | 'attempts'; columns: string[] }[] = [
   { table: 'transactions', columns: TXN_COLUMNS },
   { table: 'attempts', columns: ATTEMPT_COLUMNS },
 ];
