@@ -237,8 +237,22 @@ function paydayWeight(declineClass: string, fundingType: string | null | undefin
   return base * (funding === 'credit' ? 0.5 : funding === 'debit' || funding === 'prepaid' ? 1.2 : 1);
 }
 
+/** expiryEnd's answers by expiry and zone: few distinct pairs, asked once per planned attempt. */
+const expiryEnds = new Map<string, number | null>();
+
 /** End of the card's expiry month (YYYYMM or YYYY-MM), in the cardholder's zone; null if unknown. */
 function expiryEnd(expiry: string | null | undefined, zone: string): number | null {
+  const key = `${expiry ?? ''}|${zone}`;
+  let end = expiryEnds.get(key);
+  if (end === undefined) {
+    if (expiryEnds.size >= 10_000) expiryEnds.clear();
+    end = computeExpiryEnd(expiry, zone);
+    expiryEnds.set(key, end);
+  }
+  return end;
+}
+
+function computeExpiryEnd(expiry: string | null | undefined, zone: string): number | null {
   const m = /^(\d{4})-?(\d{2})$/.exec((expiry ?? '').trim());
   if (!m) return null;
   const month = Number(m[2]);

@@ -49,8 +49,9 @@ export interface SlotKeyArgs {
 
 /** Local calendar days between two instants in a zone (b's date minus a's date). */
 export function localDaysBetween(a: Date, b: Date, timeZone: string): number {
-  const da = DateTime.fromJSDate(a, { zone: cachedZone(timeZone) }).startOf('day');
-  const db = DateTime.fromJSDate(b, { zone: cachedZone(timeZone) }).startOf('day');
+  // Only the local dates are read (no startOf('day'): it costs as much as the conversion).
+  const da = DateTime.fromJSDate(a, { zone: cachedZone(timeZone) });
+  const db = DateTime.fromJSDate(b, { zone: cachedZone(timeZone) });
   // Calendar days: compare the dates themselves, so a 23- or 25-hour DST day still counts as one.
   const ua = Date.UTC(da.year, da.month - 1, da.day);
   const ub = Date.UTC(db.year, db.month - 1, db.day);

@@ -97,74 +97,120 @@ export function buildSlotModel(
   learned: readonly SlotStat[] | undefined,
   config: LearnerConfig = DEFAULT_LEARNER,
 ): SlotModel {
+  // Flat typed arrays, cell (d, h) at d * HOUR_BUCKETS + h: the retry worker builds one model per
+  // recorded decline, so this runs thousands of times a second (the same sums, in the same order).
   const D = MAX_SLOT_DAY + 1;
-  const cells = Array.from({ length: D * HOUR_BUCKETS }, () => ({ n: 0, a: 0, gn: 0, ga: 0 }));
+  const H = HOUR_BUCKETS;
+  const cn = new Float64Array(D * H);
+  const ca = new Float64Array(D * H);
+  const cgn = new Float64Array(D * H);
+  const cga = new Float64Array(D * H);
   let globalTotal = 0;
   for (const s of learned ?? []) {
     if (s.declineClass !== declineClass || !(s.attempts > 0)) continue;
     const d = Math.max(0, Math.min(MAX_SLOT_DAY, Math.floor(s.dayAfterFailure)));
-    const h = Math.max(0, Math.min(HOUR_BUCKETS - 1, Math.floor(s.localHour / SLOT_HOURS)));
+    const h = Math.max(0, Math.min(H - 1, Math.floor(s.localHour / SLOT_HOURS)));
     const approvals = Math.max(0, Math.min(s.attempts, s.approvals));
-    const c = cells[d * HOUR_BUCKETS + h]!;
+    const i = d * H + h;
     if (s.scope === 'merchant') {
-      c.n += s.attempts;
-      c.a += approvals;
+      cn[i] += s.attempts;
+      ca[i] += approvals;
     } else {
-      c.gn += s.attempts;
-      c.ga += approvals;
+      cgn[i] += s.attempts;
+      cga[i] += approvals;
       globalTotal += s.attempts;
     }
   }
   // All merchants' evidence counts for at most globalCap observations per hour arm on average.
-  const w = globalTotal > config.globalCap * HOUR_BUCKETS ? (config.globalCap * HOUR_BUCKETS) / globalTotal : 1;
-  const n = (d: number, h: number) => cells[d * HOUR_BUCKETS + h]!.n + w * cells[d * HOUR_BUCKETS + h]!.gn;
-  const a = (d: number, h: number) => cells[d * HOUR_BUCKETS + h]!.a + w * cells[d * HOUR_BUCKETS + h]!.ga;
-  const dayEvidence: Evidence[] = Array.from({ length: D }, () => ({ merchant: 0, global: 0 }));
-  const hourEvidence: Evidence[] = Array.from({ length: HOUR_BUCKETS }, () => ({ merchant: 0, global: 0 }));
-  cells.forEach((c, i) => {
-    const d = Math.floor(i / HOUR_BUCKETS);
-    const h = i % HOUR_BUCKETS;
-    dayEvidence[d]!.merchant += c.n;
-    dayEvidence[d]!.global += c.gn;
-    hourEvidence[h]!.merchant += c.n;
-    hourEvidence[h]!.global += c.gn;
-  });
+  const w = globalTotal > config.globalCap * H ? (config.globalCap * H) / globalTotal : 1;
+  const n = new Float64Array(D * H);
+  const a = new Float64Array(D * H);
+  const dayMerchant = new Float64Array(D);
+  const dayGlobal = new Float64Array(D);
+  const hourMerchant = new Float64Array(H);
+  const hourGlobal = new Float64Array(H);
+  for (let i = 0; i < D * H; i++) {
+    n[i] = cn[i]! + w * cgn[i]!;
+    a[i] = ca[i]! + w * cga[i]!;
+    const d = Math.floor(i / H);
+    const h = i % H;
+    dayMerchant[d] += cn[i]!;
+    dayGlobal[d] += cgn[i]!;
+    hourMerchant[h] += cn[i]!;
+    hourGlobal[h] += cgn[i]!;
+  }
 
-  const shape0 = Array.from({ length: HOUR_BUCKETS }, (_, h) => priorHourShape(h * SLOT_HOURS) / HOUR_SHAPE_MEAN);
+  const shape0 = priorHourShapes();
   // Hour prior strength in expected approvals: the hour arms' pseudo-attempts at the class's rate.
   const k0 = config.priorStrength * priorDayRate(declineClass, 1);
-  let hourMean = shape0;
-  let days: DayArm[] = [];
-  let hours: HourArm[] = [];
+  const n0 = config.dayPriorStrength;
+  const m0 = priorDayRates(declineClass);
+  let hourMean: ArrayLike<number> = shape0;
+  const dayMean = new Float64Array(D);
+  const dayAlpha = new Float64Array(D);
+  const dayBeta = new Float64Array(D);
+  const hourShape = new Float64Array(H);
+  const hourRate = new Float64Array(H);
   for (let round = 0; round < 2; round++) {
-    days = Array.from({ length: D }, (_, d) => {
+    for (let d = 0; d < D; d++) {
       let effective = 0;
       let approvals = 0;
-      for (let h = 0; h < HOUR_BUCKETS; h++) {
-        effective += n(d, h) * hourMean[h]!;
-        approvals += a(d, h);
+      for (let h = 0; h < H; h++) {
+        effective += n[d * H + h]! * hourMean[h]!;
+        approvals += a[d * H + h]!;
       }
-      const m0 = priorDayRate(declineClass, d);
-      const n0 = config.dayPriorStrength;
-      return {
-        alpha: n0 * m0 + approvals,
-        beta: n0 * (1 - m0) + Math.max(0, effective - approvals),
-        ...dayEvidence[d]!,
-      };
-    });
-    const dayMean = days.map((x) => x.alpha / (x.alpha + x.beta));
-    hours = Array.from({ length: HOUR_BUCKETS }, (_, h) => {
+      dayAlpha[d] = n0 * m0[d]! + approvals;
+      dayBeta[d] = n0 * (1 - m0[d]!) + Math.max(0, effective - approvals);
+      dayMean[d] = dayAlpha[d]! / (dayAlpha[d]! + dayBeta[d]!);
+    }
+    const nextHourMean = new Float64Array(H);
+    for (let h = 0; h < H; h++) {
       let expected = 0;
       let approvals = 0;
       for (let d = 0; d < D; d++) {
-        expected += n(d, h) * dayMean[d]!;
-        approvals += a(d, h);
+        expected += n[d * H + h]! * dayMean[d]!;
+        approvals += a[d * H + h]!;
       }
-      return { shape: k0 * shape0[h]! + approvals, rate: k0 + expected, ...hourEvidence[h]! };
-    });
-    hourMean = hours.map((x) => x.shape / x.rate);
+      hourShape[h] = k0 * shape0[h]! + approvals;
+      hourRate[h] = k0 + expected;
+      nextHourMean[h] = hourShape[h]! / hourRate[h]!;
+    }
+    hourMean = nextHourMean;
   }
+  const days: DayArm[] = Array.from({ length: D }, (_, d) => ({
+    alpha: dayAlpha[d]!,
+    beta: dayBeta[d]!,
+    merchant: dayMerchant[d]!,
+    global: dayGlobal[d]!,
+  }));
+  const hours: HourArm[] = Array.from({ length: H }, (_, h) => ({
+    shape: hourShape[h]!,
+    rate: hourRate[h]!,
+    merchant: hourMerchant[h]!,
+    global: hourGlobal[h]!,
+  }));
   return { declineClass, days, hours };
+}
+
+/** The prior hour shapes relative to their mean, per bucket (constant: computed once). */
+let hourShapes: Float64Array | undefined;
+function priorHourShapes(): Float64Array {
+  hourShapes ??= Float64Array.from(
+    { length: HOUR_BUCKETS },
+    (_, h) => priorHourShape(h * SLOT_HOURS) / HOUR_SHAPE_MEAN,
+  );
+  return hourShapes;
+}
+
+/** priorDayRate of every slot day, per decline class (constant: computed once per class). */
+const dayRates = new Map<string, Float64Array>();
+function priorDayRates(declineClass: string): Float64Array {
+  let rates = dayRates.get(declineClass);
+  if (!rates) {
+    rates = Float64Array.from({ length: MAX_SLOT_DAY + 1 }, (_, d) => priorDayRate(declineClass, d));
+    dayRates.set(declineClass, rates);
+  }
+  return rates;
 }
 
 /** One Thompson draw of every arm (rng given), or the posterior means (rng null). */
