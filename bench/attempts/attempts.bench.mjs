@@ -143,6 +143,11 @@ await q.obliterate({ force: true });
 await q.close();
 redis.disconnect();
 
+// Updates written in place (HOT: no index entry) per table; the apps' backends have exited, so their counts are in.
+const hot = await env.db.query(
+  `SELECT relname, n_tup_upd::int AS updates, n_tup_hot_upd::int AS hot FROM pg_stat_user_tables
+    WHERE relname IN ('attempts', 'transactions') ORDER BY relname`,
+);
 const captured = (await env.db.query(`SELECT count(*)::int AS n FROM attempts WHERE state = 'captured'`))[0].n;
 const total = (await env.db.query(`SELECT count(*)::int AS n FROM attempts`))[0].n;
 const processorNote =
@@ -170,6 +175,7 @@ table([
     postgres_cpu_ms_per_attempt: '-',
   },
 ]);
+console.log(`\nHOT updates: ${hot.map((h) => `${h.relname} ${h.hot} of ${h.updates}`).join(', ')}`);
 for (const r of runs.slice(1)) {
   const after =
     r.drainPerS && runs[0].drainPerS ? ` (after start-up: ${(r.drainPerS / runs[0].drainPerS).toFixed(2)}x)` : '';
