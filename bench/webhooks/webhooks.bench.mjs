@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import axios from 'axios';
 import { root } from '../../tools/infra.mjs';
-import { benchEnv, table } from '../lib.mjs';
+import { benchEnv, cpuSeconds, table } from '../lib.mjs';
 
 const require = createRequire(import.meta.url);
 const N = Number(process.argv[2] ?? 2000);
@@ -47,9 +47,10 @@ const outbox = await env.db.transaction((m) =>
 const redis = createRedis(env.env.REDIS_URL);
 const queues = new QueueRegistry(redis, env.env.QUEUE_PREFIX);
 const bodies = (await env.db.query(`SELECT body FROM webhook_messages`)).map((r) => JSON.stringify(r.body));
-await env.startApp('webhook-dispatcher');
+const { child } = await env.startApp('webhook-dispatcher');
 // Timed from the publish of the jobs to the last delivery recorded in Postgres.
 const t0 = performance.now();
+const cpu0 = cpuSeconds([child.pid]);
 await new OutboxRelay(env.db, queues).publish(outbox);
 // Until the receiver has every push (an in-process counter, so no polling query competes with the
 // dispatcher for Postgres), then until Postgres records every message delivered.
@@ -60,6 +61,9 @@ while (true) {
   await new Promise((r) => setTimeout(r, 5));
 }
 const dispatcherSeconds = (performance.now() - t0) / 1000;
+const cpu1 = cpuSeconds([child.pid]);
+// CPU per push (the dispatcher's, and all of Postgres'): steadier than rates on this shared machine.
+const perPush = (k) => (cpu0 && cpu1 ? ((1e3 * (cpu1[k] - cpu0[k])) / N).toFixed(3) : '-');
 
 // Floor: plain axios POSTs of the same bodies, same concurrency, one process.
 const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
@@ -77,8 +81,20 @@ const floorSeconds = (performance.now() - t1) / 1000;
 
 console.log(`\nbench/webhooks: ${N} pushes to a local receiver answering 202\n`);
 table([
-  { what: 'webhook-dispatcher', seconds: dispatcherSeconds.toFixed(2), per_s: Math.round(N / dispatcherSeconds) },
-  { what: 'floor: plain axios POSTs', seconds: floorSeconds.toFixed(2), per_s: Math.round(N / floorSeconds) },
+  {
+    what: 'webhook-dispatcher',
+    seconds: dispatcherSeconds.toFixed(2),
+    per_s: Math.round(N / dispatcherSeconds),
+    dispatcher_cpu_ms_per_push: perPush('apps'),
+    postgres_cpu_ms_per_push: perPush('postgres'),
+  },
+  {
+    what: 'floor: plain axios POSTs',
+    seconds: floorSeconds.toFixed(2),
+    per_s: Math.round(N / floorSeconds),
+    dispatcher_cpu_ms_per_push: '-',
+    postgres_cpu_ms_per_push: '-',
+  },
 ]);
 console.log(`\nratio dispatcher/floor throughput: ${(floorSeconds / dispatcherSeconds).toFixed(2)} (target >= 0.80)`);
 await queues.close();
