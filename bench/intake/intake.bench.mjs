@@ -5,7 +5,7 @@
 // Run: node bench/intake/intake.bench.mjs [rounds]
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { benchEnv, median, percentile, table } from '../lib.mjs';
+import { benchEnv, cpuSeconds, median, percentile, table } from '../lib.mjs';
 
 const BATCH = 1000;
 const ROUNDS = Number(process.argv[2] ?? 20);
@@ -39,7 +39,7 @@ const batchBody = () => JSON.stringify({ transactions: Array.from({ length: BATC
 
 const env = await benchEnv('intake');
 const merchant = await env.createMerchant();
-const { base } = await env.startApp('intake-api');
+const { base, child } = await env.startApp('intake-api');
 const auth = { authorization: `Bearer ${merchant.api_key}`, 'content-type': 'application/json' };
 
 async function post(body) {
@@ -121,10 +121,18 @@ for (let i = 0; i < 3; i++) await floorOnce(batchBody());
 const floor = [];
 const oneLatencies = [];
 let oneBusy = 0;
+// CPU of the POSTs alone (intake-api, and all of Postgres), summed round by round around each POST.
+const postCpu = { apps: 0, postgres: 0 };
 for (let i = 0; i < ROUNDS; i++) {
   const body = batchBody();
   floor.push(await floorOnce(batchBody()));
+  const before = cpuSeconds([child.pid]);
   const ms = await post(body);
+  const after = cpuSeconds([child.pid]);
+  if (before && after) {
+    postCpu.apps += after.apps - before.apps;
+    postCpu.postgres += after.postgres - before.postgres;
+  }
   oneLatencies.push(ms);
   oneBusy += ms;
 }
@@ -153,6 +161,10 @@ table([
     tx_per_s: Math.round((BATCH * 1000) / floorP50),
   },
 ]);
+console.log(
+  `\nCPU per 1000 transactions at 1 client: intake-api ${((1e3 * postCpu.apps) / ROUNDS).toFixed(1)} ms, ` +
+    `Postgres ${((1e3 * postCpu.postgres) / ROUNDS).toFixed(1)} ms (from /proc, 10 ms ticks)`,
+);
 console.log(
   `\nratio service/floor at 1 client (p50): ${(median(one.latencies) / floorP50).toFixed(2)} (target <= 1.25)`,
 );

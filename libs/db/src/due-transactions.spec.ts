@@ -10,10 +10,16 @@ import { setFieldsMany } from './repositories/set-fields-many';
 describe('the retry schedule outside the transactions table (real Postgres)', () => {
   const scratch = useScratchMerchant('due_', ['attempts']);
 
-  /** `n` transactions of the scratch merchant, prefix `p`, due at `due` (SQL, per row g) or not. */
-  const insert = async (p: string, n: number, due: string | null, status = 'In Retry'): Promise<string[]> =>
+  /** `n` transactions of the scratch merchant, prefix `p`, due at `due` (SQL, per row g) or not; `sql`: where. */
+  const insert = async (
+    p: string,
+    n: number,
+    due: string | null,
+    status = 'In Retry',
+    sql: Pick<typeof scratch.db, 'query'> = scratch.db,
+  ): Promise<string[]> =>
     (
-      await scratch.db.query(
+      await sql.query(
         `INSERT INTO transactions (vid, merchant_id, submission_id, merchant_txn_id, status, review_status, amount_minor,
            currency, failed_at, submitted_ts, status_changed_at, division_number, auth_code, subscription_id, account_id,
            account, subscription, payment_method, card_kind, attempt_count, next_attempt_at)
@@ -82,19 +88,20 @@ describe('the retry schedule outside the transactions table (real Postgres)', ()
   });
 
   it('the tick claims the due transactions only, in due order, each once, and clears their schedule', async () => {
-    const late = await insert('l', 2, `now() - interval '1 minute'`);
-    const early = await insert('e', 2, `now() - interval '1 hour'`);
-    const future = await insert('u', 2, `now() + interval '1 hour'`);
-    const stopped = await insert('s', 1, `now() - interval '2 hours'`);
-    await scratch.db.query(`UPDATE transactions SET stop_requested_at = now() WHERE id = $1`, [stopped[0]]);
-    const captured = await insert('c', 1, `now() - interval '2 hours'`, 'Captured');
     const schedule = new AttemptScheduleRepository();
-    // In one transaction rolled back: other spec files' due rows (the database is shared) are claimed too,
-    // and must stay as they were; only ours are looked at.
+    // In one transaction rolled back, rows and claims alike: other spec files' due rows (the database is
+    // shared) are claimed too and must stay as they were, and only ours are looked at; a retry-worker
+    // still running from another file cannot see (and claim) ours, uncommitted.
     const runner = scratch.db.createQueryRunner();
     await runner.startTransaction();
     try {
       const m = runner.manager;
+      const late = await insert('l', 2, `now() - interval '1 minute'`, 'In Retry', m);
+      const early = await insert('e', 2, `now() - interval '1 hour'`, 'In Retry', m);
+      const future = await insert('u', 2, `now() + interval '1 hour'`, 'In Retry', m);
+      const stopped = await insert('s', 1, `now() - interval '2 hours'`, 'In Retry', m);
+      await m.query(`UPDATE transactions SET stop_requested_at = now() WHERE id = $1`, [stopped[0]]);
+      const captured = await insert('c', 1, `now() - interval '2 hours'`, 'Captured', m);
       const claimed = await schedule.claimDue(m, 10_000);
       const ours: { transaction_id: string }[] = await m.query(
         `SELECT transaction_id FROM attempts WHERE id = ANY($1::uuid[]) AND merchant_id = $2 ORDER BY scheduled_for`,

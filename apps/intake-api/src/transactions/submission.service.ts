@@ -24,8 +24,10 @@ import {
   SUBMISSION_RACE_CONSTRAINTS,
   SubmissionsRepository,
   inTransactionWithRetry,
+  intakeCopyLine,
   settleCardFingerprints,
   type ExperimentRow,
+  type IntakeRow,
   type StoredSubmissionRow,
 } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
@@ -374,24 +376,24 @@ export class SubmissionService {
     // and the merchant's transaction id) and the arm's policy version; the holdout keeps the default.
     const experiment =
       build.experiment !== undefined ? build.experiment : await ExperimentsRepository.running(m, merchantId);
-    /** Rows [from, to) serialized as the INSERT's JSON recordset, their fingerprints settling (null past the end). */
+    /** Rows [from, to) as COPY lines (intakeCopyLine), their fingerprints settling (null past the end). */
     const chunk = (from: number, to: number) => {
       if (from >= rows.length) return null;
       const part = rows.slice(from, to);
-      const records = part.map((t) => {
-        const r = this.toRecord(t, now, seal(t));
+      const lines = part.map((t) => {
+        const r = this.toRow(t, now, seal(t));
         if (experiment) {
           const arm = assignArm(experiment, t.id);
-          r['experiment_id'] = experiment.id;
-          r['experiment_arm'] = arm;
-          r['policy_version'] = experiment.variants.find((v) => v.name === arm)?.policy_version ?? null;
+          r.experimentId = experiment.id;
+          r.experimentArm = arm;
+          r.policyVersion = experiment.variants.find((v) => v.name === arm)?.policy_version ?? null;
         }
-        return r;
+        r.policyVersion ??= this.config.retryPolicy ?? null;
+        return intakeCopyLine(merchantId, submissionId, r);
       });
-      const json = JSON.stringify(records);
       const fingerprints = settleCardFingerprints(m, merchantId, part.map(fingerprint));
       fingerprints.catch(() => undefined); // awaited below; this only keeps Node from calling it unhandled meanwhile
-      return { json, fingerprints };
+      return { lines, fingerprints };
     };
     // The policy version is fixed per transaction at intake: a later RETRY_POLICY change never alters it.
     let from = 0;
@@ -399,58 +401,55 @@ export class SubmissionService {
     let next = chunk(from, size);
     while (next !== null) {
       const fingerprints = await next.fingerprints;
-      const inserting = this.submissions.insertTransactions(
-        m,
-        merchantId,
-        submissionId,
-        next.json,
-        fingerprints,
-        this.config.retryPolicy,
-      );
+      const { written, inserted: inserting } = this.submissions.startInsertTransactions(m, next.lines, fingerprints);
       inserting.catch(() => undefined); // awaited below, after the next chunk is built
-      await onTheWire();
+      // Building the next chunk blocks Node: first let the rows reach Postgres.
+      await written.catch(() => undefined);
       [from, size] = [from + size, nextChunkSize(size)];
       next = chunk(from, from + size);
       await inserting;
     }
   }
 
-  private toRecord(t: NormalizedTransaction, submittedTs: string, card: CardColumns): Record<string, unknown> {
+  private toRow(t: NormalizedTransaction, submittedTs: string, card: CardColumns): IntakeRow {
     return {
       vid: newVid(),
-      id: t.id,
-      amount_minor: t.amountMinor.toString(),
+      merchantTxnId: t.id,
+      amountMinor: t.amountMinor.toString(),
       currency: t.currency,
-      failed_at: t.failedAt.toISOString(),
-      submitted_ts: submittedTs,
-      division_number: t.division_number,
-      auth_code: t.auth_code,
-      avs_code: t.avs_code ?? null,
-      cvn_code: t.cvn_code ?? null,
-      payment_network_transaction_id: t.payment_network_transaction_id ?? null,
-      previous_billing_count: t.previous_billing_count ?? null,
-      is_network_token: t.is_network_token ?? null,
+      failedAt: t.failedAt.toISOString(),
+      submittedTs,
+      divisionNumber: t.division_number ?? null,
+      authCode: t.auth_code,
+      avsCode: t.avs_code ?? null,
+      cvnCode: t.cvn_code ?? null,
+      paymentNetworkTransactionId: t.payment_network_transaction_id ?? null,
+      previousBillingCount: t.previous_billing_count ?? null,
+      isNetworkToken: t.is_network_token ?? null,
       // A one-time secret: sealed like card data from the first write (decisions §10).
       cryptogram: t.cryptogram ? sealText(this.config.cardKeys, t.cryptogram, 'cryptogram') : null,
-      eci_indicator: t.eci_indicator ?? null,
-      network_advice_code: t.network_advice_code?.toUpperCase() ?? null,
-      billing_descriptor: t.billing_descriptor ?? null,
-      processor_transaction_id: t.processor_transaction_id ?? null,
-      subscription_id: t.subscription.id,
-      account_id: t.account.id,
+      eciIndicator: t.eci_indicator ?? null,
+      networkAdviceCode: t.network_advice_code?.toUpperCase() ?? null,
+      billingDescriptor: t.billing_descriptor ?? null,
+      processorTransactionId: t.processor_transaction_id ?? null,
+      subscriptionId: t.subscription.id,
+      accountId: t.account.id,
       account: { ...t.account, vid: newVid() },
       subscription: t.subscription,
-      payment_method: { ...t.payment_method, vid: newVid(), card_account_display: card.display },
+      paymentMethod: { ...t.payment_method, vid: newVid(), card_account_display: card.display },
       metadata: t.metadata ?? {},
-      card_kind: t.card.kind,
-      card_jwe: card.jwe,
-      card_enc: card.enc,
-      card_key_id: card.keyId,
-      card_bin: card.bin,
-      card_last4: card.last4,
-      card_network: card.network,
-      account_hash: card.accountHash,
-      expiration_date: t.expiration_date ?? null,
+      cardKind: t.card.kind,
+      cardJwe: card.jwe,
+      cardEnc: card.enc,
+      cardKeyId: card.keyId,
+      cardBin: card.bin,
+      cardLast4: card.last4,
+      cardNetwork: card.network,
+      accountHash: card.accountHash,
+      expirationDate: t.expiration_date ?? null,
+      policyVersion: null,
+      experimentId: null,
+      experimentArm: null,
     };
   }
 
