@@ -344,6 +344,8 @@ export class SubmissionsRepository {
     const inserted = started.then((s) => s.inserted);
     // A failed COPY also ends `written` (rejected with `inserted`'s error), so no caller waits forever.
     const written = started.then((s) => Promise.race([s.written, s.inserted]));
+    // Whoever awaits `inserted` gets the failure; `written` alone must not be an unhandled rejection.
+    written.catch(() => undefined);
     return { written, inserted };
   }
 
