@@ -328,7 +328,18 @@ describe('refunds under failures and races', () => {
             )
           ).length > 0,
         { what: 'an attempt in flight' },
-      );
+      ).catch(async (err: Error) => {
+        // What the transaction was doing instead (it failed this way only inside the whole suite).
+        const [row] = await db.query(
+          `SELECT status, review_status, next_attempt_at, now() AS db_now, next_attempt_plan, attempt_count,
+                  (SELECT json_agg(json_build_object('state', a.state, 'scheduled_for', a.scheduled_for,
+                     'prepared_at', a.prepared_at, 'processed_at', a.processed_at, 'code', a.response_code))
+                     FROM attempts a WHERE a.transaction_id = t.id) AS attempts
+             FROM transactions t WHERE merchant_txn_id = $1`,
+          [t['id']],
+        );
+        throw new Error(`${err.message}; the transaction: ${JSON.stringify(row)}`);
+      });
       expect(
         (await client.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'], amount: 5 }] })).status,
       ).toBe(200);

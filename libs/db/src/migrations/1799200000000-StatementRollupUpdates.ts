@@ -55,7 +55,12 @@ const attemptUpdate = `
       'transaction_id, retry_number, captured_at',
       ATTEMPT_COUNTERS,
     )}) g
-    JOIN transactions t ON t.id = g.transaction_id
+    -- One lookup by key per group, whatever the plan cached from the first call estimated (OFFSET 0
+    -- keeps the subquery from being flattened into a join that could scan all transactions).
+    CROSS JOIN LATERAL (
+      SELECT tx.merchant_id, tx.submitted_ts, tx.currency, tx.auth_code, tx.auth_code_description, tx.card_network,
+             tx.card_bin, tx.payment_method->'billing_address'->>'country' AS country, tx.failed_at
+        FROM transactions tx WHERE tx.id = g.transaction_id OFFSET 0) t
     CROSS JOIN LATERAL (VALUES
       ('all', ''),
       ('decline_code', coalesce(nullif(t.auth_code, ''), 'unknown')),
@@ -63,7 +68,7 @@ const attemptUpdate = `
                           WHEN 'Hard Failure' THEN 'hard' ELSE 'unclassified' END),
       ('card_network', coalesce(lower(nullif(t.card_network, '')), 'unknown')),
       ('bin', coalesce(left(nullif(t.card_bin, ''), 6), 'unknown')),
-      ('country', coalesce(upper(nullif(t.payment_method->'billing_address'->>'country', '')), 'unknown')),
+      ('country', coalesce(upper(nullif(t.country, '')), 'unknown')),
       ('attempt', g.retry_number::text),
       ('ttr', CASE WHEN g.captured_at IS NOT NULL
                 THEN greatest(0, floor(extract(epoch FROM g.captured_at - t.failed_at) / 3600))::bigint::text END)
