@@ -13,6 +13,7 @@ import {
   testDb,
   txn,
   uniqueId,
+  usePrivateDatabase,
   waitFor,
   type AppName,
   type RunningApp,
@@ -29,6 +30,8 @@ const CRYPTOGRAM = 'AgAAAAAABk4DWZ4C28yUQAAAAAA=';
 const PAUSE_MS = 400;
 
 describe('payment methods of an account, account updater, network tokens (end to end)', () => {
+  // A 26-second recovery window: no room for other files' due attempts or learned slot statistics.
+  usePrivateDatabase('pmt');
   const apps = new Map<AppName, RunningApp>();
   let receiver: WebhookReceiver;
   let keyed: TestMerchant;
@@ -137,7 +140,21 @@ describe('payment methods of an account, account updater, network tokens (end to
     async () => {
       const id = await submit(keyedApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202701'));
       const [t, ...attempts] = await untilFinal(keyedApi, id);
-      expect(t.status).toBe('Captured');
+      // On failure, what the recovery did instead: its attempts, and the plan it ended on.
+      const story = JSON.stringify({
+        status: t.status,
+        auth_code_description: t.auth_code_description,
+        attempts: attempts.map((a) => [a.auth_code, a.status, a.timestamp ?? a.created_at]),
+        plan: (
+          await (
+            await testDb()
+          ).query(
+            `SELECT next_attempt_plan, status_changed_at, now() AS db_now FROM transactions WHERE merchant_txn_id = $1`,
+            [id],
+          )
+        )[0],
+      });
+      expect(t.status, story).toBe('Captured');
       expect(attempts.map((a) => [a.auth_code, a.status])).toEqual([
         ['54', 'Failed'],
         ['00', 'Captured'],

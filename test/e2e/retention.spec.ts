@@ -1,18 +1,15 @@
-import { randomBytes } from 'node:crypto';
-import { migrate } from '@retain/db';
 import {
   ApiClient,
   WebhookReceiver,
-  closeTestDb,
   createMerchant,
   startApp,
   testDb,
   txn,
+  usePrivateDatabase,
   waitFor,
   type RunningApp,
 } from '@retain/testing';
 import { SANDBOX_APPROVED_CARD } from '@retain/processor';
-import { Client } from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 // Retention sweeps a whole database: this file runs on a private one (and a private queue
@@ -29,21 +26,12 @@ const ENV = {
 };
 
 describe('retention through the real apps: erased card data, and reads and refunds that still work', () => {
+  usePrivateDatabase('ret');
   const apps: RunningApp[] = [];
   let client: ApiClient;
   let receiver: WebhookReceiver;
-  let privateUrl: string;
-  const runUrl = process.env['DATABASE_URL']!;
-  const runPrefix = process.env['QUEUE_PREFIX']!;
 
   beforeAll(async () => {
-    const url = new URL(runUrl);
-    url.pathname = `${url.pathname}_ret${randomBytes(3).toString('hex')}`;
-    privateUrl = url.toString();
-    await migrate(privateUrl);
-    await closeTestDb();
-    process.env['DATABASE_URL'] = privateUrl;
-    process.env['QUEUE_PREFIX'] = `{rr${randomBytes(4).toString('hex')}}`;
     receiver = await new WebhookReceiver().start();
     apps.push(
       ...(await Promise.all([
@@ -60,15 +48,6 @@ describe('retention through the real apps: erased card data, and reads and refun
   afterAll(async () => {
     for (const a of apps) await a.stop();
     await receiver?.stop();
-    await closeTestDb();
-    process.env['DATABASE_URL'] = runUrl;
-    process.env['QUEUE_PREFIX'] = runPrefix;
-    const admin = new URL(privateUrl);
-    const name = admin.pathname.slice(1);
-    admin.pathname = '/postgres';
-    const c = new Client({ connectionString: admin.toString() });
-    await c.connect();
-    await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).finally(() => c.end());
   });
 
   const related = async (id: string) =>

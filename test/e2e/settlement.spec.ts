@@ -1,5 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApiClient, closeTestDb, createMerchant, startApp, txn, waitFor, type RunningApp } from '@retain/testing';
+import {
+  ApiClient,
+  createMerchant,
+  startApp,
+  txn,
+  usePrivateDatabase,
+  waitFor,
+  type RunningApp,
+} from '@retain/testing';
 
 const ENV = {
   RETRY_TIME_SCALE: '100000',
@@ -12,6 +20,8 @@ const ENV = {
 // Captured to Settled (the sandbox settles at the next UTC midnight, on the time-scaled clock).
 // A settled transaction is refunded like a captured one.
 describe('settlement through the real apps', () => {
+  // The settlement check takes the least recently checked Captured transactions of the whole database.
+  usePrivateDatabase('stl');
   const apps: RunningApp[] = [];
   let client: ApiClient;
 
@@ -29,7 +39,6 @@ describe('settlement through the real apps', () => {
   });
   afterAll(async () => {
     for (const a of apps) await a.stop();
-    await closeTestDb();
   });
 
   const statusOf = async (id: string): Promise<string> =>

@@ -9,6 +9,7 @@ import {
   startApp,
   testDb,
   txn,
+  usePrivateDatabase,
   waitFor,
   type RunningApp,
 } from '@retain/testing';
@@ -248,6 +249,8 @@ describe('refunds and stops', () => {
 });
 
 describe('refunds under failures and races', () => {
+  // Stops and captures inside a 26-second recovery window: no room for other files' due attempts.
+  usePrivateDatabase('rfr');
   it('resumes a batch killed half-way without sending any refund twice', { timeout: 150_000 }, async () => {
     const api = await startApp('intake-api');
     const merchant = await createMerchant(null);

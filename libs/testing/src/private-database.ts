@@ -1,0 +1,42 @@
+import { randomBytes } from 'node:crypto';
+import { migrate } from '@retain/db';
+import { Client } from 'pg';
+import { afterAll, beforeAll } from 'vitest';
+import { closeTestDb } from './fixtures';
+
+/**
+ * A private database (migrated) and queue prefix for the describe block that calls it, before any
+ * hook that starts apps: the apps it starts, testDb() and createMerchant() use them; after its last
+ * afterAll the run's are restored and the private database dropped. For files whose sweeps or timing
+ * must not meet what other files left in the worker's shared database: a retention window, a backlog
+ * of Captured transactions ahead in the settlement check, other merchants' due attempts ahead in the
+ * tick, every merchant's outcomes in the learned slot statistics (a 26-second recovery window has no
+ * room for them).
+ */
+export function usePrivateDatabase(tag: string): void {
+  const run = { url: '', prefix: '' };
+  let privateUrl = '';
+  beforeAll(async () => {
+    run.url = process.env['DATABASE_URL']!;
+    run.prefix = process.env['QUEUE_PREFIX']!;
+    const url = new URL(run.url);
+    url.pathname = `${url.pathname}_${tag}${randomBytes(3).toString('hex')}`;
+    privateUrl = url.toString();
+    await migrate(privateUrl);
+    await closeTestDb();
+    process.env['DATABASE_URL'] = privateUrl;
+    process.env['QUEUE_PREFIX'] = `{${tag}${randomBytes(4).toString('hex')}}`;
+  });
+  afterAll(async () => {
+    await closeTestDb();
+    process.env['DATABASE_URL'] = run.url;
+    process.env['QUEUE_PREFIX'] = run.prefix;
+    if (!privateUrl) return;
+    const admin = new URL(privateUrl);
+    const name = admin.pathname.slice(1);
+    admin.pathname = '/postgres';
+    const c = new Client({ connectionString: admin.toString() });
+    await c.connect();
+    await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).finally(() => c.end());
+  });
+}
