@@ -10,6 +10,7 @@ import {
   startApp,
   testDb,
   txn,
+  usePrivateDatabase,
   waitFor,
   type RunningApp,
   type TestMerchant,
@@ -17,6 +18,9 @@ import {
 
 // decisions §6: the post-submission review through the real apps, and its `validation failed` push.
 describe('post-submission review', () => {
+  // Its own queue and outbox: the outbox sweeper and the review queue serve this file's rows, not a
+  // backlog other files left in the worker's shared database (the job-runs-twice case waits on both).
+  usePrivateDatabase('rev');
   let api: RunningApp;
   let validator: RunningApp;
   let dispatcher: RunningApp;
