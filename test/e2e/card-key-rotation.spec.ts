@@ -9,6 +9,7 @@ import {
   txn,
   waitFor,
   type RunningApp,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 const FAST = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000' };
@@ -29,6 +30,8 @@ function legacyFingerprint(dataKey: Buffer, pan: string): string {
 // Issue 9 item 5: the per-card fingerprint behind the network limits must survive a rotation of
 // CARD_DATA_KEY, or every card's history and permanent blocks are forgotten at once.
 describe('card blocks survive a CARD_DATA_KEY rotation', () => {
+  // Its own database and queues: a time-scaled recovery window has no room for other files' backlog.
+  usePrivateDatabase('ckr');
   let apps: RunningApp[] = [];
   const start = async (env: Record<string, string>) => {
     // One after the other: a busy machine starts three at once slowly.

@@ -12,6 +12,7 @@ import {
   waitFor,
   type RunningApp,
   type TestMerchant,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 // 100,000: the 30-day window is 26 s of real time, room for a loaded machine (at 1,000,000 it was 2.6 s, and a
@@ -29,6 +30,8 @@ const cli = (...args: string[]): any => {
 // at intake (sticky, with a holdout on the default policy), plans with its arm's policy version,
 // and the per-arm results come back with intervals through the API and the CLI.
 describe('policy experiments through the real apps', () => {
+  // Its own database and queues: a time-scaled recovery window has no room for other files' backlog.
+  usePrivateDatabase('exp');
   const apps: RunningApp[] = [];
   let api: ApiClient;
   let merchant: TestMerchant;

@@ -10,6 +10,7 @@ import {
   waitFor,
   type RunningApp,
   type TestMerchant,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 const ENV = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000' };
@@ -21,6 +22,8 @@ const cliMain = path.resolve(__dirname, '../../dist/apps/cli/src/main.js');
 // merchant who turns it on gets one last capture without authorization when a recovery would end
 // after soft declines, except for a transaction submitted with previous_billing_count -1.
 describe('forced deposit through the real apps', () => {
+  // Its own database and queues: a time-scaled recovery window has no room for other files' backlog.
+  usePrivateDatabase('fdp');
   const apps: RunningApp[] = [];
   let url = '';
 

@@ -11,6 +11,7 @@ import {
   type AppName,
   type RunningApp,
   type TestMerchant,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 const ENV = {
@@ -24,6 +25,8 @@ const CARDS = ['4111111111111111', '5555555555554444', '4000000000000077', '4000
 
 // Issue 6: the whole service as processes — logs never carry secrets, and SIGTERM loses nothing.
 describe('the whole service', () => {
+  // Its own database and queues: a time-scaled recovery window has no room for other files' backlog.
+  usePrivateDatabase('lif');
   const apps = new Map<AppName, RunningApp>();
   const logs: string[] = [];
   let receiver: WebhookReceiver;

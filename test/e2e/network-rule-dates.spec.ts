@@ -10,6 +10,7 @@ import {
   txn,
   waitFor,
   type RunningApp,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 const ENV = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000' };
@@ -19,6 +20,8 @@ const ENV = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000' };
 // is judged by the rules in force when it arrived: the submitted transaction's `timestamp`. The same
 // card and code, declined on either side of the date, end differently through the real apps.
 describe('network rules by date through the real apps (Visa 57 before and after 25 Oct 2026)', () => {
+  // Its own database and queues: a time-scaled recovery window has no room for other files' backlog.
+  usePrivateDatabase('nrd');
   const apps: RunningApp[] = [];
   let client: ApiClient;
 

@@ -10,6 +10,7 @@ import {
   txn,
   waitFor,
   type RunningApp,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 const ENV = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000', REFUND_BATCH_CRON: '*/1 * * * * *' };
@@ -20,6 +21,8 @@ const PARTIAL_CARD = '4000000000003220';
 // push and the analytics count what was captured, not what was asked. Generated attempts inherit
 // the submitted metadata plus the service's read-only `retain:` entries.
 describe('partial authorizations through the real apps', () => {
+  // Its own database and queues: a time-scaled recovery window has no room for other files' backlog.
+  usePrivateDatabase('par');
   const apps: RunningApp[] = [];
   let client: ApiClient;
   let receiver: WebhookReceiver;

@@ -9,6 +9,7 @@ import {
   waitFor,
   type RunningApp,
   type TestMerchant,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 const ENV = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000' };
@@ -18,6 +19,8 @@ const SF = { line1: '1 Market St', city: 'San Francisco', country: 'US', postal_
 // (RETRY_POLICY), planning uses the transaction's own version, every planned attempt says why, and
 // the adaptive policy's outcomes feed the learner's slot counts once.
 describe('retry policy versions through the real apps', () => {
+  // Its own database and queues: a time-scaled recovery window has no room for other files' backlog.
+  usePrivateDatabase('pol');
   const apps: RunningApp[] = [];
   let adaptiveIntake: ApiClient;
   let defaultIntake: ApiClient;

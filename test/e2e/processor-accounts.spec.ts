@@ -16,6 +16,7 @@ import {
   waitFor,
   type RunningApp,
   type TestMerchant,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 // Issue 10 / decisions §13: a merchant connected to Stripe and one connected to Adyen (with
@@ -50,6 +51,8 @@ interface Wire {
 }
 
 describe('merchants charged through their own Stripe and Adyen accounts (end to end)', () => {
+  // Its own database and queues: a time-scaled recovery window has no room for other files' backlog.
+  usePrivateDatabase('pra');
   const apps: RunningApp[] = [];
   const stripe = new StripeFake('sk_test_e2eRetainFake01');
   const adyen = new AdyenFake();

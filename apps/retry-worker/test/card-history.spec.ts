@@ -8,6 +8,7 @@ import {
   txn,
   waitFor,
   type RunningApp,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 const FAST = { RETRY_TIME_SCALE: '1000000', JOB_LOCK_MS: '2000' };
@@ -16,6 +17,8 @@ const REAL = { RETRY_TIME_SCALE: '1', JOB_LOCK_MS: '5000' };
 
 // network-rules.md and network-rules.config.ts: the card history of the network limits.
 describe('card history: per card per merchant, in-flight attempts, unknown outcomes', () => {
+  // Its own database and queues: a time-scaled recovery window has no room for other files' backlog.
+  usePrivateDatabase('chi');
   let api: RunningApp;
   let validator: RunningApp;
   const workers: RunningApp[] = [];

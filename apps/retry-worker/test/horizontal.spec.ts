@@ -8,6 +8,7 @@ import {
   txn,
   waitFor,
   type RunningApp,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 // 100,000: the 30-day window closes 26 s after submission. At 1,000,000 it closed 2.6 s after it, and a
@@ -16,6 +17,8 @@ const ENV = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000' };
 
 // Several retry-worker processes on one database and Redis; a worker killed mid-attempt.
 describe('horizontal safety of the retry engine', () => {
+  // Its own database and queues: a time-scaled recovery window has no room for other files' backlog.
+  usePrivateDatabase('hor');
   let api: RunningApp;
   let validator: RunningApp;
   let client: ApiClient;

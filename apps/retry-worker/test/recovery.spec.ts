@@ -9,6 +9,7 @@ import {
   txn,
   waitFor,
   type RunningApp,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 // 100,000: the 30-day window is 26 s of real time, room for a loaded machine (at 1,000,000 it was 2.6 s, and a
@@ -18,6 +19,8 @@ const FINAL = ['Captured', 'Cancelled', 'Stopped'];
 
 // decisions §7 and §12: a whole recovery from POST to signed push, for every card of the sandbox table.
 describe('recovery through the real apps', () => {
+  // Its own database and queues: a time-scaled recovery window has no room for other files' backlog.
+  usePrivateDatabase('rec');
   let apps: RunningApp[] = [];
   let receiver: WebhookReceiver;
   let client: ApiClient;
