@@ -96,8 +96,8 @@ describe('the retry schedule outside the transactions table (real Postgres)', ()
     await runner.startTransaction();
     try {
       const m = runner.manager;
-      const late = await insert('l', 2, `now() - interval '1 minute'`, 'In Retry', m);
-      const early = await insert('e', 2, `now() - interval '1 hour'`, 'In Retry', m);
+      const late = await insert('l', 2, `now() - interval '1 minute' + g * interval '1 second'`, 'In Retry', m);
+      const early = await insert('e', 2, `now() - interval '1 hour' + g * interval '1 second'`, 'In Retry', m);
       const future = await insert('u', 2, `now() + interval '1 hour'`, 'In Retry', m);
       const stopped = await insert('s', 1, `now() - interval '2 hours'`, 'In Retry', m);
       await m.query(`UPDATE transactions SET stop_requested_at = now() WHERE id = $1`, [stopped[0]]);
