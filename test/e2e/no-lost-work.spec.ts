@@ -11,12 +11,15 @@ import {
   waitFor,
   type RunningApp,
   type TestMerchant,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 // architecture "Postgres is the source of truth; Redis carries work, not state": with the real
 // processes running, wiping every Redis key of the queues right after a submission and again while
 // its push is pending loses nothing and duplicates nothing.
 describe('no lost work when Redis loses everything', () => {
+  // Its own database and queues: its apps serve this file's work, not a backlog earlier files left.
+  usePrivateDatabase('nlw');
   const ENV = { WEBHOOK_RETRY_SCHEDULE: '1s,1s,1s,1s,1s,1s,1s,1s' };
   const redis = createRedis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379');
   let apps: RunningApp[] = [];

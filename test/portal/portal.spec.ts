@@ -13,6 +13,7 @@ import {
   waitFor,
   type RunningApp,
   type TestMerchant,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 // A day of the schedule in 8.6 s. Not the 1,000,000 of other e2e tests: at that scale the 30-day
@@ -34,6 +35,8 @@ const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 // timeline, refund it, replay a dead push, rotate the webhook secret, log out. Every step takes a
 // screenshot (tmp/portal-screenshots) and every page passes axe-core without a serious violation.
 describe('the merchant portal in headless Chromium', () => {
+  // Its own database and queues: its apps serve this file's work, not a backlog earlier files left.
+  usePrivateDatabase('ptl');
   const apps: RunningApp[] = [];
   let receiver: WebhookReceiver;
   let merchant: TestMerchant;

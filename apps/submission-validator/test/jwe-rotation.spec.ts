@@ -13,11 +13,14 @@ import {
   txn,
   waitFor,
   type RunningApp,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 // decisions §10, key rotation: every configured JWE key is published, each JWE is decrypted with
 // the key its kid names; the single-key variables keep working beside CARD_JWE_PRIVATE_KEYS.
 describe('card JWE key rotation', () => {
+  // Its own database and queues: its apps serve this file's work, not a backlog earlier files left.
+  usePrivateDatabase('jwr');
   const dir = mkdtempSync(path.join(tmpdir(), 'retain-jwe-rotation-'));
   let api: RunningApp;
   let validator: RunningApp;

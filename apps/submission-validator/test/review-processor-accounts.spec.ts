@@ -10,10 +10,13 @@ import {
   txn,
   waitFor,
   type RunningApp,
+  usePrivateDatabase,
 } from '@retain/testing';
 
 // decisions §13: the review checks that a transaction can be charged by the processor account it maps to.
 describe('post-submission review with merchants processor accounts', () => {
+  // Its own database and queues: its apps serve this file's work, not a backlog earlier files left.
+  usePrivateDatabase('rpa');
   let api: RunningApp;
   let validator: RunningApp;
 
