@@ -27,9 +27,11 @@ export const ROLLUP_DIMENSIONS = [
 /**
  * The breakdown dimensions of a transaction row `t` (every counter is kept under each). `country`:
  * the expression of the billing country (a later migration's grouped rows carry it as a column).
+ * `more`: further (dim, key) rows after them (a later migration's attempt dimensions).
  */
 export const txnDims = (
   country = `t.payment_method->'billing_address'->>'country'`,
+  more: readonly string[] = [],
 ): string => `CROSS JOIN LATERAL (VALUES
       ('all', ''),
       ('decline_code', coalesce(nullif(t.auth_code, ''), 'unknown')),
@@ -37,7 +39,7 @@ export const txnDims = (
                           WHEN 'Hard Failure' THEN 'hard' ELSE 'unclassified' END),
       ('card_network', coalesce(lower(nullif(t.card_network, '')), 'unknown')),
       ('bin', coalesce(left(nullif(t.card_bin, ''), 6), 'unknown')),
-      ('country', coalesce(upper(nullif(${country}, '')), 'unknown'))
+      ('country', coalesce(upper(nullif(${country}, '')), 'unknown'))${more.map((row) => `,\n      ${row}`).join('')}
     ) AS d(dim, key)`;
 const TXN_DIMS = txnDims();
 

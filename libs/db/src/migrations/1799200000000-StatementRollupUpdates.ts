@@ -61,18 +61,11 @@ const attemptUpdate = `
       SELECT tx.merchant_id, tx.submitted_ts, tx.currency, tx.auth_code, tx.auth_code_description, tx.card_network,
              tx.card_bin, tx.payment_method->'billing_address'->>'country' AS country, tx.failed_at
         FROM transactions tx WHERE tx.id = g.transaction_id OFFSET 0) t
-    CROSS JOIN LATERAL (VALUES
-      ('all', ''),
-      ('decline_code', coalesce(nullif(t.auth_code, ''), 'unknown')),
-      ('decline_class', CASE t.auth_code_description WHEN 'Soft Failure' THEN 'soft'
-                          WHEN 'Hard Failure' THEN 'hard' ELSE 'unclassified' END),
-      ('card_network', coalesce(lower(nullif(t.card_network, '')), 'unknown')),
-      ('bin', coalesce(left(nullif(t.card_bin, ''), 6), 'unknown')),
-      ('country', coalesce(upper(nullif(t.country, '')), 'unknown')),
-      ('attempt', g.retry_number::text),
-      ('ttr', CASE WHEN g.captured_at IS NOT NULL
-                THEN greatest(0, floor(extract(epoch FROM g.captured_at - t.failed_at) / 3600))::bigint::text END)
-    ) AS d(dim, key)
+    ${txnDims('t.country', [
+      `('attempt', g.retry_number::text)`,
+      `('ttr', CASE WHEN g.captured_at IS NOT NULL
+                THEN greatest(0, floor(extract(epoch FROM g.captured_at - t.failed_at) / 3600))::bigint::text END)`,
+    ])}
    WHERE d.key IS NOT NULL
    GROUP BY 1, 2, 3, 4, 5
   HAVING ${nonZero(ATTEMPT_COUNTERS, 'g.')};`;
