@@ -159,6 +159,8 @@ export const INTAKE_COPY_COLUMNS = [
   'card_hmac_key_id',
 ] as const;
 
+const INTAKE_COPY_SQL = `COPY transactions (${INTAKE_COPY_COLUMNS.join(', ')}) FROM STDIN`;
+
 const COPY_ESCAPES: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
 /**
@@ -335,7 +337,7 @@ export class SubmissionsRepository {
         const f = fingerprints[i];
         text += `${lines[i]}\t${copyValue(f?.value ?? null)}\t${copyValue(f?.keyId ?? null)}\n`;
       }
-      const copy = client.query(copyFrom(`COPY transactions (${INTAKE_COPY_COLUMNS.join(', ')}) FROM STDIN`));
+      const copy = client.query(copyFrom(INTAKE_COPY_SQL));
       // The write's callback runs once the data went out, after Postgres' CopyInResponse.
       const written = new Promise<void>((resolve) => copy.write(text, () => resolve()));
       copy.end();
