@@ -1,17 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import { OutboxRelay, QueueName, QueueRegistry, createRedis } from '@retain/queues';
-import { closeTestDb, startApp, testDb, waitFor, type RunningApp } from '@retain/testing';
+import { closeTestDb, startApp, testDb, usePrivateDatabase, waitFor, type RunningApp } from '@retain/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 // issue 9 item 4 through a real worker process: a payload no consumer knows fails for good at once
 // (UnrecoverableError, not ten attempts), is recorded by the app's shared failed handler, and its
 // outbox row is no longer swept.
 describe('a review job that can never succeed', () => {
+  // Its own database and queues: its job is not behind review jobs other files left in the shared queue.
+  usePrivateDatabase('fj');
   let validator: RunningApp;
   const redis = createRedis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379');
-  const queues = new QueueRegistry(redis, process.env['QUEUE_PREFIX']!);
+  let queues: QueueRegistry;
 
   beforeAll(async () => {
+    queues = new QueueRegistry(redis, process.env['QUEUE_PREFIX']!);
     validator = await startApp('submission-validator');
   });
   afterAll(async () => {
