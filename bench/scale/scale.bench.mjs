@@ -99,6 +99,15 @@ for (const e of envs) await e.close();
 process.exit(0);
 
 async function main() {
+  // The server settings the README asks for (shared_buffers >= 256 MB): figures at a million depend on them.
+  const settings = await env.db.query(
+    `SELECT name, setting, unit FROM pg_settings WHERE name IN ('shared_buffers', 'effective_cache_size', 'autovacuum') ORDER BY name`,
+  );
+  const shown = settings.map((r) => {
+    const kb = r.unit === '8kB' ? Number(r.setting) * 8 : null;
+    return `${r.name} ${kb === null ? r.setting : `${Math.round(kb / 1024)} MB`}`;
+  });
+  console.log(`Postgres: ${shown.join(', ')}`);
   const merchant = await env.createMerchant();
   const [{ id: merchantId }] = await env.db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
 
@@ -451,26 +460,50 @@ async function main() {
     const text = await r.text();
     if (r.status !== 200) throw new Error(`POST ${r.status} ${text.slice(0, 300)}`);
   }
-  async function measurePosts(base, m) {
+  /**
+   * What the POSTs cost Postgres beyond time: pages read into shared_buffers (this database's
+   * blks_read) and full-page images written to the WAL (the server's; nothing else writes meanwhile).
+   */
+  async function pageCounters(e) {
+    const [r] = await e.db.query(
+      `SELECT (SELECT blks_read FROM pg_stat_database WHERE datname = current_database())::float8 AS read,
+              (SELECT wal_fpi FROM pg_stat_wal)::float8 AS fpi, (SELECT wal_bytes FROM pg_stat_wal)::float8 AS wal`,
+    );
+    return r;
+  }
+  async function measurePosts(e, base, m) {
     const state = { sub: 1 }; // s0 holds g = N, in the newest (recovering) band
     for (let i = 0; i < 5; i++) await post(base, m, postBody(state)); // warm-up
     const out = {};
     for (const clients of [1, 8]) {
       const bodies = Array.from({ length: CALLS }, () => postBody(state));
       let k = 0;
+      await e.db.query('SELECT pg_stat_clear_snapshot()');
+      const c0 = await pageCounters(e);
       const times = await run(clients, CALLS, () => post(base, m, bodies[k++]));
-      out[clients] = { p50: percentile(times, 50), p99: percentile(times, 99) };
+      // Idle backends flush their pending statistics within 10 s (PostgreSQL 15's PGSTAT_IDLE_INTERVAL).
+      await new Promise((r) => setTimeout(r, 11_000));
+      await e.db.query('SELECT pg_stat_clear_snapshot()');
+      const c1 = await pageCounters(e);
+      const rows = CALLS * 100;
+      out[clients] = {
+        p50: percentile(times, 50),
+        p99: percentile(times, 99),
+        readPerRow: (c1.read - c0.read) / rows,
+        fpiPerRow: (c1.fpi - c0.fpi) / rows,
+        walKbPerRow: (c1.wal - c0.wal) / rows / 1024,
+      };
     }
     return out;
   }
   log('POST at N');
-  const postFull = await measurePosts(intake.base, merchant);
+  const postFull = await measurePosts(env, intake.base, merchant);
   log(`POST at N: ${JSON.stringify(postFull)}`);
   const empty = await openEnv('scale_empty');
   const emptyMerchant = await empty.createMerchant();
   const emptyIntake = await empty.startApp('intake-api');
   log('POST on an empty database');
-  const postEmpty = await measurePosts(emptyIntake.base, emptyMerchant);
+  const postEmpty = await measurePosts(empty, emptyIntake.base, emptyMerchant);
   log(`POST empty: ${JSON.stringify(postEmpty)}`);
 
   // ---------------------------------------------------------------- 3. stale statistics
@@ -715,6 +748,9 @@ async function main() {
     'empty db (second private database): p50 ms': postEmpty[c].p50.toFixed(1),
     'empty p99 ms': postEmpty[c].p99.toFixed(1),
     'ratio p50': (postFull[c].p50 / postEmpty[c].p50).toFixed(2),
+    'pages read / row (1M, empty)': `${postFull[c].readPerRow.toFixed(2)}, ${postEmpty[c].readPerRow.toFixed(2)}`,
+    'WAL full-page images / row': `${postFull[c].fpiPerRow.toFixed(2)}, ${postEmpty[c].fpiPerRow.toFixed(2)}`,
+    'WAL kB / row': `${postFull[c].walKbPerRow.toFixed(1)}, ${postEmpty[c].walKbPerRow.toFixed(1)}`,
   }));
   table(postRows);
   console.log(

@@ -33,6 +33,7 @@ import { GroupedIntakeRollup1798900000000 } from './migrations/1798900000000-Gro
 import { SubmissionScopedTransactions1799000000000 } from './migrations/1799000000000-SubmissionScopedTransactions';
 import { DueTransactions1799100000000 } from './migrations/1799100000000-DueTransactions';
 import { StatementRollupUpdates1799200000000 } from './migrations/1799200000000-StatementRollupUpdates';
+import { TimeOrderedIds1799300000000 } from './migrations/1799300000000-TimeOrderedIds';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -67,6 +68,7 @@ export const MIGRATIONS = [
   SubmissionScopedTransactions1799000000000,
   DueTransactions1799100000000,
   StatementRollupUpdates1799200000000,
+  TimeOrderedIds1799300000000,
 ];
 
 export interface PoolTuning {
