@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { migrate } from '@retain/db';
-import { Client } from 'pg';
+import { onAdminDatabase } from './admin-database';
 
 /**
  * Once per `npm test` run (test processes inherit the environment set here): a fresh database (migrations applied) and a fresh BullMQ prefix, so a
@@ -24,24 +24,19 @@ export default async function setup(): Promise<() => Promise<void>> {
   // migrated database and its own queue prefix (vitest.setup.ts picks them by VITEST_POOL_ID), so a
   // file's workers never take another file's due transactions, outbox rows or jobs.
   const workers = testWorkers();
-  const admin = new URL(base);
-  admin.pathname = '/postgres';
-  const withAdmin = async (sql: string[]) => {
-    const c = new Client({ connectionString: admin.toString() });
-    await c.connect();
-    try {
-      for (const q of sql) await c.query(q);
-    } finally {
-      await c.end();
-    }
-  };
   const copies = Array.from({ length: workers }, (_, i) => `${name}_w${i + 1}`);
-  await withAdmin(copies.map((copy) => `CREATE DATABASE "${copy}" TEMPLATE "${name}"`));
+  await onAdminDatabase(
+    base,
+    copies.map((copy) => `CREATE DATABASE "${copy}" TEMPLATE "${name}"`),
+  );
   process.env['RETAIN_TEST_DB_NAME'] = name;
   process.env['RETAIN_TEST_QUEUE_PREFIX'] = prefix;
   return async () => {
     if (process.env['KEEP_TEST_DB']) return;
-    await withAdmin([name, ...copies].map((db) => `DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`));
+    await onAdminDatabase(
+      base,
+      [name, ...copies].map((db) => `DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`),
+    );
   };
 }
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { migrate } from '@retain/db';
-import { Client } from 'pg';
 import { afterAll, beforeAll } from 'vitest';
+import { onAdminDatabase } from './admin-database';
 import { closeTestDb } from './fixtures';
 
 /**
@@ -32,11 +32,7 @@ export function usePrivateDatabase(tag: string): void {
     process.env['DATABASE_URL'] = run.url;
     process.env['QUEUE_PREFIX'] = run.prefix;
     if (!privateUrl) return;
-    const admin = new URL(privateUrl);
-    const name = admin.pathname.slice(1);
-    admin.pathname = '/postgres';
-    const c = new Client({ connectionString: admin.toString() });
-    await c.connect();
-    await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).finally(() => c.end());
+    const name = new URL(privateUrl).pathname.slice(1);
+    await onAdminDatabase(privateUrl, [`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`]);
   });
 }
