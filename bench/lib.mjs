@@ -79,7 +79,9 @@ export async function benchEnv(name) {
       const { default: pgmod } = await import('pg');
       const c = new pgmod.Client({ connectionString: admin.toString() });
       await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
+      // BENCH_KEEP_DB=1 keeps the bench's database for a look afterwards (its name is printed).
+      if (process.env.BENCH_KEEP_DB) console.log(`kept database ${dbName}`);
+      else await c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
       await c.end();
       await redis.stop();
       await pg.stop();

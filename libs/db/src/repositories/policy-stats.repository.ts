@@ -84,21 +84,43 @@ export class PolicyStatsRepository {
     }[],
   ): Promise<void> {
     if (items.length === 0) return;
-    const rows = items.flatMap((i) =>
-      [i.merchantId, GLOBAL_SCOPE].map((scope) => ({
-        scope,
-        decline_class: i.slot.declineClass,
-        day_after_failure: i.slot.dayAfterFailure,
-        local_hour: i.slot.localHour,
-        approvals: i.approved ? 1 : 0,
-      })),
-    );
+    // One pending row per slot of the statement, its counts summed: a batch's attempts share few
+    // slots (every attempt counts twice, for its merchant and for all), and the reads and the fold
+    // sum the pending rows anyway.
+    const rows = new Map<
+      string,
+      {
+        scope: string;
+        decline_class: string;
+        day_after_failure: number;
+        local_hour: number;
+        attempts: number;
+        approvals: number;
+      }
+    >();
+    for (const i of items) {
+      for (const scope of [i.merchantId, GLOBAL_SCOPE]) {
+        const { declineClass, dayAfterFailure, localHour } = i.slot;
+        const key = `${scope}|${declineClass}|${dayAfterFailure}|${localHour}`;
+        const row = rows.get(key) ?? {
+          scope,
+          decline_class: declineClass,
+          day_after_failure: dayAfterFailure,
+          local_hour: localHour,
+          attempts: 0,
+          approvals: 0,
+        };
+        row.attempts += 1;
+        row.approvals += i.approved ? 1 : 0;
+        rows.set(key, row);
+      }
+    }
     await m.query(
       `INSERT INTO policy_slot_pending (scope, decline_class, day_after_failure, local_hour, attempts, approvals)
-       SELECT x.scope, x.decline_class, x.day_after_failure, x.local_hour, 1, x.approvals
+       SELECT x.scope, x.decline_class, x.day_after_failure, x.local_hour, x.attempts, x.approvals
          FROM jsonb_to_recordset($1::jsonb)
-           AS x(scope text, decline_class text, day_after_failure int, local_hour int, approvals int)`,
-      [JSON.stringify(rows)],
+           AS x(scope text, decline_class text, day_after_failure int, local_hour int, attempts int, approvals int)`,
+      [JSON.stringify([...rows.values()])],
     );
   }
 
