@@ -10,6 +10,7 @@ import {
   createMerchant,
   startApp,
   testDb,
+  usePrivateDatabase,
   waitFor,
   type RunningApp,
   type TestMerchant,
@@ -27,6 +28,9 @@ const cli = (...args: string[]) => {
 
 // decisions §9: signed delivery, retries with the same message_id, 410, SSRF guard, dead + replay.
 describe('webhook delivery', () => {
+  // Its own database and queue prefix: the dispatcher claims every pending push of its database, and
+  // one test clears the prefix's Redis keys, so no other file's messages or jobs share them.
+  usePrivateDatabase('delivery');
   let dispatcher: RunningApp;
   let receiver: WebhookReceiver;
   let merchant: TestMerchant;
