@@ -87,17 +87,7 @@ export class PolicyStatsRepository {
     // One pending row per slot of the statement, its counts summed: a batch's attempts share few
     // slots (every attempt counts twice, for its merchant and for all), and the reads and the fold
     // sum the pending rows anyway.
-    const rows = new Map<
-      string,
-      {
-        scope: string;
-        decline_class: string;
-        day_after_failure: number;
-        local_hour: number;
-        attempts: number;
-        approvals: number;
-      }
-    >();
+    const rows = new Map<string, SlotCountRow>();
     for (const i of items) {
       for (const scope of [i.merchantId, GLOBAL_SCOPE]) {
         const { declineClass, dayAfterFailure, localHour } = i.slot;
