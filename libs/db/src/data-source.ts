@@ -34,6 +34,7 @@ import { SubmissionScopedTransactions1799000000000 } from './migrations/17990000
 import { DueTransactions1799100000000 } from './migrations/1799100000000-DueTransactions';
 import { StatementRollupUpdates1799200000000 } from './migrations/1799200000000-StatementRollupUpdates';
 import { TimeOrderedIds1799300000000 } from './migrations/1799300000000-TimeOrderedIds';
+import { RoomForHotUpdates1799400000000 } from './migrations/1799400000000-RoomForHotUpdates';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -69,6 +70,7 @@ export const MIGRATIONS = [
   DueTransactions1799100000000,
   StatementRollupUpdates1799200000000,
   TimeOrderedIds1799300000000,
+  RoomForHotUpdates1799400000000,
 ];
 
 export interface PoolTuning {

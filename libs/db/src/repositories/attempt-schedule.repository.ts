@@ -23,6 +23,14 @@ export const CLAIM_DUE_SQL = `SELECT t.id, t.merchant_id, t.attempt_count, t.nex
   ORDER BY d.due_at LIMIT $1 FOR UPDATE OF t SKIP LOCKED`;
 
 /**
+ * The tick's update of the transactions it claimed (exported for the HOT-update check,
+ * hot-schedule-updates.spec): it changes no indexed column.
+ */
+export const CLEAR_CLAIMED_SQL = `UPDATE transactions SET next_attempt_at = NULL, next_attempt_plan = NULL,
+        attempt_count = attempt_count + 1, updated_at = now()
+  WHERE id = ANY($1::uuid[])`;
+
+/**
  * The retry schedule: transactions whose next attempt is due (next_attempt_at) turned into pending
  * attempt rows. Spans every merchant by design: it is the scheduler tick's own work, and each
  * attempt row it writes carries its transaction's merchant id from there on.
@@ -68,11 +76,7 @@ export class AttemptScheduleRepository {
        RETURNING id`,
       [JSON.stringify(attempts)],
     );
-    await m.query(
-      `UPDATE transactions SET next_attempt_at = NULL, next_attempt_plan = NULL, attempt_count = attempt_count + 1, updated_at = now()
-        WHERE id = ANY($1::uuid[])`,
-      [due.map((t) => t.id)],
-    );
+    await m.query(CLEAR_CLAIMED_SQL, [due.map((t) => t.id)]);
     return inserted.map((a) => a.id);
   }
 }
