@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DataSource } from 'typeorm';
+import { dropDatabase, scratchDatabaseUrl } from '../test/scratch-database';
 import { scratchMerchant } from '../test/scratch-merchant';
-import { createDataSource } from './data-source';
+import { createDataSource, migrate } from './data-source';
 import { TransactionEntity } from './entities';
 import { CLEAR_CLAIMED_SQL } from './repositories/attempt-schedule.repository';
 import { setFieldsMany } from './repositories/set-fields-many';
@@ -18,12 +19,15 @@ const ROUNDS = 4;
 // each commit, round after round. (status_changed_at is stored to the millisecond, as the service
 // writes it from JavaScript: the record writes it back unchanged.)
 describe('schedule updates of transactions in retry are HOT (real Postgres)', () => {
-  // One connection: its statistics are flushed on demand, and nothing else writes meanwhile.
+  // A database of its own and one connection: the table's statistics count this file's updates only
+  // (another file's backends flush theirs up to a second after they ran), flushed on demand.
+  const url = scratchDatabaseUrl('hot');
   let db: DataSource;
   let merchantId = '';
 
   beforeAll(async () => {
-    db = createDataSource(process.env['DATABASE_URL']!, 1);
+    await migrate(url);
+    db = createDataSource(url, 1);
     await db.initialize();
     const scratch = await scratchMerchant(db, 'hot_');
     merchantId = scratch.merchantId;
@@ -50,8 +54,8 @@ describe('schedule updates of transactions in retry are HOT (real Postgres)', ()
     );
   });
   afterAll(async () => {
-    await db.query(`DELETE FROM transactions WHERE merchant_id = $1`, [merchantId]);
-    await db.destroy();
+    await db?.destroy();
+    await dropDatabase(url);
   });
 
   /** The table's update counts so far, this connection's pending statistics flushed first. */

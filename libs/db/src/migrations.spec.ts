@@ -1,14 +1,12 @@
-import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { describe, expect, it } from 'vitest';
+import { dropDatabase, scratchDatabaseUrl } from '../test/scratch-database';
 import { MIGRATIONS, migrate, revertLast } from './data-source';
 
 // Every migration has a real down(): apply all, revert all, apply again, on a scratch database.
 describe('migrations', () => {
   it('apply, revert and re-apply cleanly', async () => {
-    const url = new URL(process.env['DATABASE_URL']!);
-    url.pathname = `/retain_mig_${randomBytes(4).toString('hex')}`;
-    const scratch = url.toString();
+    const scratch = scratchDatabaseUrl('mig');
     const tables = async (): Promise<string[]> => {
       const c = new Client({ connectionString: scratch });
       await c.connect();
@@ -28,13 +26,7 @@ describe('migrations', () => {
       expect((await tables()).filter((t) => t !== 'migrations')).toEqual([]);
       expect(await migrate(scratch)).toHaveLength(MIGRATIONS.length);
     } finally {
-      const admin = new URL(scratch);
-      const name = admin.pathname.slice(1);
-      admin.pathname = '/postgres';
-      const c = new Client({ connectionString: admin.toString() });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await c.end();
+      await dropDatabase(scratch);
     }
   });
 });
