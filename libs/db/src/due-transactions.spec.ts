@@ -1,3 +1,4 @@
+import { excessFeeAt } from '@retain/domain';
 import { describe, expect, it } from 'vitest';
 import { useScratchMerchant } from '../test/scratch-merchant';
 import { TransactionEntity } from './entities/transaction.entity';
@@ -120,6 +121,67 @@ describe('the retry schedule outside the transactions table (real Postgres)', ()
         [[...early, ...late]],
       );
       expect(n).toBe(4);
+    } finally {
+      await runner.rollbackTransaction();
+      await runner.release();
+    }
+  });
+
+  it("a claimed transaction's attempt carries its schedule, plan, amount, card, retry number, fee risked and deposit flag", async () => {
+    const schedule = new AttemptScheduleRepository();
+    const runner = scratch.db.createQueryRunner();
+    await runner.startTransaction();
+    try {
+      const m = runner.manager;
+      const [visa, amex] = await insert('p', 2, `now() - interval '1 day' + g * interval '1 minute'`, 'In Retry', m);
+      const plan = { rule: 'adaptive', slot: { day_after_failure: 3, local_hour: 9 }, policy_version: 'adaptive-x' };
+      await m.query(
+        `UPDATE transactions SET next_attempt_plan = $2, card_hmac = repeat('a', 64), card_network = 'Visa',
+                amount_minor = 1999, currency = 'EUR', attempt_count = 3, forced_deposit_planned = true WHERE id = $1`,
+        [visa, JSON.stringify(plan)],
+      );
+      await m.query(`UPDATE transactions SET card_network = 'Amex' WHERE id = $1`, [amex]);
+      const claimed = await schedule.claimDue(m, 10_000);
+      const rows: Record<string, unknown>[] = await m.query(
+        `SELECT a.transaction_id, a.merchant_id, a.retry_number, a.state, abs(extract(epoch FROM a.scheduled_for - t.due_at)) < 0.001 AS on_time,
+                a.amount_minor::int AS amount_minor, a.currency, a.card_hmac, a.card_network, a.plan,
+                a.network_fee_risked_minor, a.forced_deposit
+           FROM attempts a JOIN (VALUES ($2::uuid, now() - interval '1 day' + interval '1 minute'),
+                                        ($3::uuid, now() - interval '1 day' + interval '2 minutes')) AS t(id, due_at)
+             ON t.id = a.transaction_id
+          WHERE a.id = ANY($1::uuid[]) ORDER BY a.retry_number DESC`,
+        [claimed, visa, amex],
+      );
+      expect(rows).toEqual([
+        {
+          transaction_id: visa,
+          merchant_id: scratch.merchantId,
+          retry_number: 4,
+          state: 'pending',
+          on_time: true,
+          amount_minor: 1999,
+          currency: 'EUR',
+          card_hmac: 'a'.repeat(64),
+          card_network: 'Visa',
+          plan,
+          network_fee_risked_minor: excessFeeAt('Visa', new Date()),
+          forced_deposit: true,
+        },
+        {
+          transaction_id: amex,
+          merchant_id: scratch.merchantId,
+          retry_number: 2,
+          state: 'pending',
+          on_time: true,
+          amount_minor: 1000,
+          currency: 'USD',
+          card_hmac: null,
+          card_network: 'Amex',
+          plan: null,
+          network_fee_risked_minor: 0,
+          forced_deposit: false,
+        },
+      ]);
     } finally {
       await runner.rollbackTransaction();
       await runner.release();

@@ -3,20 +3,12 @@ import type { EntityManager } from 'typeorm';
 
 interface DueRow {
   id: string;
-  merchant_id: string;
-  attempt_count: number;
   next_attempt_at: Date;
-  amount_minor: string;
-  currency: string;
-  card_hmac: string | null;
   card_network: string | null;
-  next_attempt_plan: unknown;
-  forced_deposit_planned: boolean;
 }
 
 /** The tick's claim of up to $1 due transactions (exported for bench/scale's EXPLAIN). */
-export const CLAIM_DUE_SQL = `SELECT t.id, t.merchant_id, t.attempt_count, t.next_attempt_at, t.amount_minor, t.currency, t.card_hmac,
-        t.card_network, t.next_attempt_plan, t.forced_deposit_planned
+export const CLAIM_DUE_SQL = `SELECT t.id, t.next_attempt_at, t.card_network
    FROM transaction_due d JOIN transactions t ON t.id = d.transaction_id
   WHERE d.due_at <= now() AND t.next_attempt_at <= now() AND t.review_status = 'passed'
     AND t.status IN ('Failed', 'In Retry') AND t.stop_requested_at IS NULL
@@ -48,33 +40,26 @@ export class AttemptScheduleRepository {
   async claimDue(m: EntityManager, limit: number): Promise<string[]> {
     const due: DueRow[] = await m.query(CLAIM_DUE_SQL, [limit]);
     if (due.length === 0) return [];
-    const attempts = due.map((t) => ({
-      vid: newVid(),
-      rtid: newRetainTransactionId(),
-      transaction_id: t.id,
-      merchant_id: t.merchant_id,
-      retry_number: t.attempt_count + 1,
-      scheduled_for: new Date(t.next_attempt_at).toISOString(),
-      amount_minor: t.amount_minor,
-      currency: t.currency,
-      card_hmac: t.card_hmac,
-      card_network: t.card_network,
-      // Why this attempt is where it is (the policy's explanation), kept on the attempt.
-      plan: t.next_attempt_plan ?? null,
-      // The excess-reattempt fee it risks (network-rules.md): its network's rate on its day.
-      fee: excessFeeAt(t.card_network, new Date(t.next_attempt_at)),
-      forced: t.forced_deposit_planned === true,
-    }));
+    // The attempt rows are built in SQL from the locked transactions (their schedule, plan, amount and
+    // card as they stand), before the schedule is cleared; only what JavaScript makes crosses over:
+    // the ids (decisions.md formats) and the excess-reattempt fee the attempt risks (network-rules.md:
+    // its network's rate on its day). The rows are also named by key (= ANY), so that the plan is
+    // primary-key lookups whatever the statistics say, as in every grouped statement.
     const inserted: { id: string }[] = await m.query(
       `INSERT INTO attempts (vid, retain_transaction_id, transaction_id, merchant_id, retry_number, state,
          scheduled_for, amount_minor, currency, card_hmac, card_network, plan, network_fee_risked_minor, forced_deposit)
-       SELECT x.vid, x.rtid, x.transaction_id, x.merchant_id, x.retry_number, 'pending', x.scheduled_for,
-              x.amount_minor, x.currency, x.card_hmac, x.card_network, x.plan, x.fee, x.forced
-         FROM jsonb_to_recordset($1::jsonb) AS x(vid text, rtid text, transaction_id uuid, merchant_id uuid,
-           retry_number int, scheduled_for timestamptz, amount_minor bigint, currency text, card_hmac text,
-           card_network text, plan jsonb, fee int, forced boolean)
+       SELECT x.vid, x.rtid, t.id, t.merchant_id, t.attempt_count + 1, 'pending', t.next_attempt_at,
+              t.amount_minor, t.currency, t.card_hmac, t.card_network, t.next_attempt_plan, x.fee, t.forced_deposit_planned
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[]) AS x(id, vid, rtid, fee)
+         JOIN transactions t ON t.id = x.id
+        WHERE t.id = ANY($1::uuid[])
        RETURNING id`,
-      [JSON.stringify(attempts)],
+      [
+        due.map((t) => t.id),
+        due.map(() => newVid()),
+        due.map(() => newRetainTransactionId()),
+        due.map((t) => excessFeeAt(t.card_network, new Date(t.next_attempt_at))),
+      ],
     );
     await m.query(CLEAR_CLAIMED_SQL, [due.map((t) => t.id)]);
     return inserted.map((a) => a.id);
