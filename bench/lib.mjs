@@ -23,7 +23,9 @@ export async function benchEnv(name) {
   const url = new URL(pg.databaseUrl);
   url.pathname = `/retain_bench_${name}_${randomBytes(3).toString('hex')}`;
   const databaseUrl = url.toString();
-  const { migrate, createDataSource, MerchantsRepository } = require(path.join(root, 'dist/libs/db/src/index.js'));
+  const { migrate, createDataSource, dropDatabase, MerchantsRepository } = require(
+    path.join(root, 'dist/libs/db/src/index.js'),
+  );
   const { loadConfig } = require(path.join(root, 'dist/libs/config/src/index.js'));
   await migrate(databaseUrl);
   const db = createDataSource(databaseUrl, 4);
@@ -73,16 +75,9 @@ export async function benchEnv(name) {
       await new Promise((r) => setTimeout(r, 500));
       await db.query(`SELECT 1`);
       await db.destroy();
-      const admin = new URL(databaseUrl);
-      const dbName = admin.pathname.slice(1);
-      admin.pathname = '/postgres';
-      const { default: pgmod } = await import('pg');
-      const c = new pgmod.Client({ connectionString: admin.toString() });
-      await c.connect();
       // BENCH_KEEP_DB=1 keeps the bench's database for a look afterwards (its name is printed).
-      if (process.env.BENCH_KEEP_DB) console.log(`kept database ${dbName}`);
-      else await c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
-      await c.end();
+      if (process.env.BENCH_KEEP_DB) console.log(`kept database ${new URL(databaseUrl).pathname.slice(1)}`);
+      else await dropDatabase(databaseUrl);
       await redis.stop();
       await pg.stop();
     },

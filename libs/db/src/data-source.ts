@@ -102,20 +102,43 @@ export function createDataSource(databaseUrl: string, poolSize = 10, tuning: Poo
   return new DataSource(dataSourceOptions(databaseUrl, poolSize, tuning));
 }
 
-/** Creates the database named in the URL when it does not exist yet (fresh machines, tests). */
-export async function ensureDatabase(databaseUrl: string): Promise<void> {
+/**
+ * Runs `fn` with a client on the `postgres` database of the server `databaseUrl` names: where CREATE
+ * and DROP DATABASE run (neither can run inside the database it creates or drops).
+ */
+export async function withAdminDatabase<T>(databaseUrl: string, fn: (admin: Client) => Promise<T>): Promise<T> {
   const url = new URL(databaseUrl);
-  const name = decodeURIComponent(url.pathname.replace(/^\//, ''));
-  if (!/^[A-Za-z0-9_]+$/.test(name)) throw new Error('DATABASE_URL names an unsupported database name');
   url.pathname = '/postgres';
   const client = new Client({ connectionString: url.toString() });
   await client.connect();
   try {
-    const found = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
-    if (found.rowCount === 0) await client.query(`CREATE DATABASE "${name}"`);
+    return await fn(client);
   } finally {
     await client.end();
   }
+}
+
+/** Statements, one after another, on the admin database of that server (`withAdminDatabase`). */
+export async function onAdminDatabase(databaseUrl: string, sql: readonly string[]): Promise<void> {
+  await withAdminDatabase(databaseUrl, async (admin) => {
+    for (const q of sql) await admin.query(q);
+  });
+}
+
+/** Creates the database named in the URL when it does not exist yet (fresh machines, tests). */
+export async function ensureDatabase(databaseUrl: string): Promise<void> {
+  const name = decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
+  if (!/^[A-Za-z0-9_]+$/.test(name)) throw new Error('DATABASE_URL names an unsupported database name');
+  await withAdminDatabase(databaseUrl, async (admin) => {
+    const found = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (found.rowCount === 0) await admin.query(`CREATE DATABASE "${name}"`);
+  });
+}
+
+/** Drops the database named in the URL, whoever is still connected (tests, benches). */
+export async function dropDatabase(databaseUrl: string): Promise<void> {
+  const name = decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
+  await onAdminDatabase(databaseUrl, [`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`]);
 }
 
 /** Applies pending migrations; one process at a time (the migrate command or a Kubernetes Job). */

@@ -1,4 +1,5 @@
 import { excessFeeAt } from '@retain/domain';
+import type { EntityManager } from 'typeorm';
 import { describe, expect, it } from 'vitest';
 import { useScratchMerchant } from '../test/scratch-merchant';
 import { TransactionEntity } from './entities/transaction.entity';
@@ -46,6 +47,22 @@ describe('the retry schedule outside the transactions table (real Postgres)', ()
     return { index, column };
   };
 
+  /**
+   * Runs `fn` in one transaction, rolled back, rows and claims alike: other spec files' due rows (the
+   * database is shared) are claimed too and must stay as they were, and only ours are looked at; a
+   * retry-worker still running from another file cannot see (and claim) ours, uncommitted.
+   */
+  const rolledBack = async (fn: (m: EntityManager) => Promise<void>): Promise<void> => {
+    const runner = scratch.db.createQueryRunner();
+    await runner.startTransaction();
+    try {
+      await fn(runner.manager);
+    } finally {
+      await runner.rollbackTransaction();
+      await runner.release();
+    }
+  };
+
   it('follows next_attempt_at through inserts, updates (SQL, entity save, grouped), clears and deletes', async () => {
     const due = await insert('f', 3, `now() + interval '1 hour'`);
     const idle = await insert('i', 2, null);
@@ -90,13 +107,7 @@ describe('the retry schedule outside the transactions table (real Postgres)', ()
 
   it('the tick claims the due transactions only, in due order, each once, and clears their schedule', async () => {
     const schedule = new AttemptScheduleRepository();
-    // In one transaction rolled back, rows and claims alike: other spec files' due rows (the database is
-    // shared) are claimed too and must stay as they were, and only ours are looked at; a retry-worker
-    // still running from another file cannot see (and claim) ours, uncommitted.
-    const runner = scratch.db.createQueryRunner();
-    await runner.startTransaction();
-    try {
-      const m = runner.manager;
+    await rolledBack(async (m) => {
       const late = await insert('l', 2, `now() - interval '1 minute' + g * interval '1 second'`, 'In Retry', m);
       const early = await insert('e', 2, `now() - interval '1 hour' + g * interval '1 second'`, 'In Retry', m);
       const future = await insert('u', 2, `now() + interval '1 hour'`, 'In Retry', m);
@@ -121,18 +132,12 @@ describe('the retry schedule outside the transactions table (real Postgres)', ()
         [[...early, ...late]],
       );
       expect(n).toBe(4);
-    } finally {
-      await runner.rollbackTransaction();
-      await runner.release();
-    }
+    });
   });
 
   it("a claimed transaction's attempt carries its schedule, plan, amount, card, retry number, fee risked and deposit flag", async () => {
     const schedule = new AttemptScheduleRepository();
-    const runner = scratch.db.createQueryRunner();
-    await runner.startTransaction();
-    try {
-      const m = runner.manager;
+    await rolledBack(async (m) => {
       const [visa, amex] = await insert('p', 2, `now() - interval '1 day' + g * interval '1 minute'`, 'In Retry', m);
       const plan = { rule: 'adaptive', slot: { day_after_failure: 3, local_hour: 9 }, policy_version: 'adaptive-x' };
       await m.query(
@@ -182,10 +187,7 @@ describe('the retry schedule outside the transactions table (real Postgres)', ()
           forced_deposit: false,
         },
       ]);
-    } finally {
-      await runner.rollbackTransaction();
-      await runner.release();
-    }
+    });
   });
 
   it('a schedule update of a transaction is HOT: it writes no index entry', async () => {

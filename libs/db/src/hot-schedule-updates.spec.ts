@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DataSource } from 'typeorm';
-import { dropDatabase, scratchDatabaseUrl } from '../test/scratch-database';
+import { scratchDatabaseUrl } from '../test/scratch-database';
 import { scratchMerchant } from '../test/scratch-merchant';
-import { createDataSource, migrate } from './data-source';
+import { createDataSource, dropDatabase, migrate } from './data-source';
 import { TransactionEntity } from './entities';
 import { CLEAR_CLAIMED_SQL } from './repositories/attempt-schedule.repository';
 import { setFieldsMany } from './repositories/set-fields-many';

@@ -1,7 +1,7 @@
 import { Client } from 'pg';
 import { describe, expect, it } from 'vitest';
-import { dropDatabase, scratchDatabaseUrl } from '../test/scratch-database';
-import { MIGRATIONS, migrate, revertLast } from './data-source';
+import { scratchDatabaseUrl } from '../test/scratch-database';
+import { MIGRATIONS, dropDatabase, migrate, revertLast } from './data-source';
 
 // Every migration has a real down(): apply all, revert all, apply again, on a scratch database.
 describe('migrations', () => {

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { migrate } from '@retain/db';
-import { onAdminDatabase } from './admin-database';
+import { migrate, onAdminDatabase } from '@retain/db';
 
 /**
  * Once per `npm test` run (test processes inherit the environment set here): a fresh database (migrations applied) and a fresh BullMQ prefix, so a

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { migrate } from '@retain/db';
+import { dropDatabase, migrate } from '@retain/db';
 import { afterAll, beforeAll } from 'vitest';
-import { onAdminDatabase } from './admin-database';
 import { closeTestDb } from './fixtures';
 
 /**
@@ -31,8 +30,6 @@ export function usePrivateDatabase(tag: string): void {
     await closeTestDb();
     process.env['DATABASE_URL'] = run.url;
     process.env['QUEUE_PREFIX'] = run.prefix;
-    if (!privateUrl) return;
-    const name = new URL(privateUrl).pathname.slice(1);
-    await onAdminDatabase(privateUrl, [`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`]);
+    if (privateUrl) await dropDatabase(privateUrl);
   });
 }

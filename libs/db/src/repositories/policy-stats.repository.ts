@@ -89,8 +89,8 @@ export class PolicyStatsRepository {
     // sum the pending rows anyway.
     const rows = new Map<string, SlotCountRow>();
     for (const i of items) {
+      const { declineClass, dayAfterFailure, localHour } = i.slot;
       for (const scope of [i.merchantId, GLOBAL_SCOPE]) {
-        const { declineClass, dayAfterFailure, localHour } = i.slot;
         const key = `${scope}|${declineClass}|${dayAfterFailure}|${localHour}`;
         const row = rows.get(key) ?? {
           scope,
