@@ -6,7 +6,7 @@
 // 10% the recovering ones: Failed, In Retry, Stop Requested); 4 transactions per subscription
 // (spread over the two years), ~6 per account; ~1.7 attempts per transaction; a refund per
 // Refunded / Partially Refunded / Refund Requested transaction; a delivered webhook message per
-// finished transaction with attempts; a completed outbox row per attempt. Then ANALYZE, and:
+// finished transaction with attempts; a completed outbox row per slice of ATTEMPTS_PER_JOB attempts (as the tick writes them). Then ANALYZE, and:
 //   1. GET variants through the real intake-api over HTTP (default list, one status, several
 //      statuses, rare statuses, subscription_id, account_id, updated_since, a page at a cursor in
 //      the middle, one transaction with related=true, the refunds list and one transaction's
@@ -68,7 +68,9 @@ const {
   PolicyStatsRepository,
   listQuery,
 } = require(path.join(root, 'dist/libs/db/src/index.js'));
-const { addToOutbox, createRedis, QueueName, JOB_NAMES } = require(path.join(root, 'dist/libs/queues/src/index.js'));
+const { ATTEMPTS_PER_JOB, addToOutbox, attemptJobs, createRedis, QueueName, JOB_NAMES } = require(
+  path.join(root, 'dist/libs/queues/src/index.js'),
+);
 const { Queue } = require('bullmq');
 
 // Every app process this bench starts, killed when it exits however it exits; on an error both
@@ -191,9 +193,13 @@ async function main() {
   WHERE ${batchTxns}`;
   const outboxInsert = `
   INSERT INTO outbox (queue, job_name, payload, published_at, completed_at, publish_count, created_at)
-  SELECT 'retry.attempt', '${JOB_NAMES['retry.attempt']}', jsonb_build_object('v', 1, 'attemptId', a.id),
-         a.scheduled_for, a.processed_at, 1, a.scheduled_for
-    FROM attempts a JOIN transactions t ON t.id = a.transaction_id WHERE ${batchTxns}`;
+  SELECT 'retry.attempt', '${JOB_NAMES['retry.attempt']}', jsonb_build_object('v', 2, 'attemptIds', jsonb_agg(s.id)),
+         min(s.scheduled_for), CASE WHEN count(s.processed_at) = count(*) THEN max(s.processed_at) END, 1,
+         min(s.scheduled_for)
+    FROM (SELECT a.id, a.scheduled_for, a.processed_at,
+                 (row_number() OVER (ORDER BY a.scheduled_for, a.id) - 1) / ${ATTEMPTS_PER_JOB} AS slice
+            FROM attempts a JOIN transactions t ON t.id = a.transaction_id WHERE ${batchTxns}) s
+   GROUP BY s.slice`;
   const refundInsert = `
   INSERT INTO refunds (vid, merchant_id, transaction_id, kind, amount_minor, currency, status, previous_status,
     requested_at, "timestamp", sent_at, processor_refund_id, created_at, updated_at)
@@ -598,10 +604,7 @@ async function main() {
       await env.db.transaction(async (m) => {
         c0 = performance.now();
         const ids = await schedule.claimDue(m, 500);
-        await addToOutbox(
-          m,
-          ids.map((attemptId) => ({ queue: QueueName.RetryAttempt, data: { v: 1, attemptId } })),
-        );
+        await addToOutbox(m, attemptJobs(ids));
         claimed = ids.length;
         claimTimes.push(performance.now() - c0);
         throw new Rollback();

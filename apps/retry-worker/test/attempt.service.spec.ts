@@ -12,7 +12,7 @@ import {
   type PaymentProcessor,
   type RefundRequest,
 } from '@retain/processor';
-import { OutboxRelay, QueueName, QueueRegistry, createRedis } from '@retain/queues';
+import { ATTEMPTS_PER_JOB, OutboxRelay, QueueName, QueueRegistry, createRedis } from '@retain/queues';
 import {
   closeTestDb,
   insertAttemptRow,
@@ -46,7 +46,10 @@ class ControllableProcessor implements PaymentProcessor {
   get limits() {
     return this.inner.limits;
   }
+  /** Idempotency keys whose next charge throws (a connection reset): the job fails and is retried. */
+  throwOnce = new Set<string>();
   charge(req: ChargeRequest) {
+    if (this.throwOnce.delete(req.idempotencyKey)) return Promise.reject(new Error('socket hang up'));
     const retryAfterMs = this.rateLimitNext;
     if (retryAfterMs !== null) {
       this.rateLimitNext = null;
@@ -565,6 +568,18 @@ describe('attempt service: every branch of prepare and record', () => {
         ids,
       ]);
       expect(n).toBe(1100);
+      // Handed out as retry.attempt jobs of ATTEMPTS_PER_JOB attempts each: every attempt in one job.
+      const slices: { n: number; ids: string[] }[] = await db.query(
+        `SELECT jsonb_array_length(o.payload->'attemptIds')::int AS n,
+                ARRAY(SELECT jsonb_array_elements_text(o.payload->'attemptIds')) AS ids
+           FROM outbox o
+          WHERE o.queue = 'retry.attempt' AND o.payload->>'v' = '2'
+            AND o.payload->'attemptIds' ?| (SELECT array_agg(id::text) FROM attempts WHERE transaction_id = ANY($1::uuid[]))`,
+        [ids],
+      );
+      expect(slices.length).toBe(Math.ceil(1100 / ATTEMPTS_PER_JOB));
+      expect(Math.max(...slices.map((x) => x.n))).toBe(ATTEMPTS_PER_JOB);
+      expect(new Set(slices.flatMap((x) => x.ids)).size).toBe(1100);
     } finally {
       // The 1,100 attempt jobs went to the run's shared queue: later files' retry-workers would charge
       // one card 1,100 times (serialised on its limit lock) and starve their own attempts. Without
@@ -677,6 +692,32 @@ describe('attempt service: every branch of prepare and record', () => {
       );
       expect(n).toBe(3);
     });
+  });
+
+  it('one job runs its slice of attempts; a failed one fails the job, its retry charges nobody twice', async () => {
+    const m = await insertMerchantRow(db);
+    const [ok, flaky, noCard] = await Promise.all([1, 2, 3].map(() => insertTransactionRow(db, m)));
+    await db.query(`UPDATE transactions SET card_enc = NULL WHERE id = $1`, [noCard.id]);
+    const [a, b, c] = await Promise.all([ok, flaky, noCard].map((t) => insertAttemptRow(db, t)));
+    processor.throwOnce.add(b.vid);
+    // A transient failure among them: the job is retried (a plain Error), not failed for good.
+    const first = await attempts.runMany([a.id, b.id, c.id]).catch((e: Error) => e);
+    expect(first).toBeInstanceOf(Error);
+    expect(first).not.toBeInstanceOf(UnrecoverableError);
+    expect((first as Error).message).toMatch(/^2 of 3 attempts failed/);
+    expect(await charges(a.vid)).toBe(1);
+    // The retry: the recorded attempt is left alone, the flaky one is charged under its same key,
+    // and only the attempt that can never succeed remains: now the job fails for good.
+    const second = await attempts.runMany([a.id, b.id, c.id]).catch((e: Error) => e);
+    expect(second).toBeInstanceOf(UnrecoverableError);
+    expect((second as Error).message).toMatch(/^1 of 3 attempts failed, first: transaction has no card to charge/);
+    expect([await charges(a.vid), await charges(b.vid), await charges(c.vid)]).toEqual([1, 1, 0]);
+    for (const t of [ok, flaky]) {
+      const rows = await attemptRows(t.id);
+      expect(rows.map((r) => r.state)).toEqual(['captured']);
+      expect((await txnRow(t.id)).status).toBe('Captured');
+    }
+    expect(await attempts.runMany([a.id, b.id])).toEqual({ 'nothing to do': 2 });
   });
 
   it('a transaction without a card to charge fails the job for good (UnrecoverableError)', async () => {

@@ -4,6 +4,7 @@ import type { EntityManager } from 'typeorm';
 import { describe, expect, it } from 'vitest';
 import {
   JOB_NAMES,
+  MAX_IDS_PER_FIELD,
   QUEUES,
   QUEUE_NAMES,
   QueueName,
@@ -19,10 +20,13 @@ import { addToOutbox, type QueueRegistry } from './outbox';
 export function producerTypeChecks(manager: EntityManager, queues: QueueRegistry): void {
   void addToOutbox(manager, [
     { queue: QueueName.SubmissionReview, data: { v: 1, submissionId: 's' } },
+    { queue: QueueName.RetryAttempt, data: { v: 2, attemptIds: ['a'] } },
     { queue: QueueName.RetryAttempt, data: { v: 1, attemptId: 'a' } },
   ]);
   // @ts-expect-error a retry.attempt job cannot carry a submission review's payload
   void addToOutbox(manager, [{ queue: QueueName.RetryAttempt, data: { v: 1, submissionId: 's' } }]);
+  // @ts-expect-error each version has its own fields
+  void addToOutbox(manager, [{ queue: QueueName.RetryAttempt, data: { v: 2, attemptId: 'a' } }]);
   // @ts-expect-error nor an unknown payload version
   void addToOutbox(manager, [{ queue: QueueName.WebhookDeliver, data: { v: 2, messageId: 'm' } }]);
   // @ts-expect-error nor a queue that does not exist
@@ -92,8 +96,22 @@ describe('the queue record', () => {
 
 describe('assertJobData', () => {
   it('accepts the contract and refuses, as unrecoverable, another version or a missing id', () => {
+    expect(() => assertJobData(QueueName.RetryAttempt, { v: 2, attemptIds: ['a', 'b'] })).not.toThrow();
+    // A job queued before the slices (version 1, one attempt) is still consumed.
     expect(() => assertJobData(QueueName.RetryAttempt, { v: 1, attemptId: 'a' })).not.toThrow();
-    for (const bad of [{ v: 2, attemptId: 'a' }, { v: 1 }, { v: 1, attemptId: '' }, null, 'x']) {
+    for (const bad of [
+      { v: 3, attemptIds: ['a'] },
+      { v: 2, attemptId: 'a' },
+      { v: 2, attemptIds: [] },
+      { v: 2, attemptIds: ['a', ''] },
+      { v: 2, attemptIds: ['a', 7] },
+      { v: 2, attemptIds: Array.from({ length: MAX_IDS_PER_FIELD + 1 }, (_, i) => `a${i}`) },
+      { v: 1, attemptIds: ['a'] },
+      { v: 1 },
+      { v: 1, attemptId: '' },
+      null,
+      'x',
+    ]) {
       let err: unknown;
       try {
         assertJobData(QueueName.RetryAttempt, bad);

@@ -16,13 +16,37 @@ export type QueueName = (typeof QueueName)[keyof typeof QueueName];
  */
 export interface JobContracts {
   'submission.review': { name: 'review'; data: { v: 1; submissionId: string } };
-  'retry.attempt': { name: 'attempt'; data: { v: 1; attemptId: string } };
+  // v2: the attempts of one slice of a tick (ATTEMPTS_PER_JOB). v1 (one attempt) is still consumed:
+  // jobs queued before an upgrade must not fail for good.
+  'retry.attempt': { name: 'attempt'; data: { v: 2; attemptIds: string[] } | { v: 1; attemptId: string } };
   'retry.tick': { name: 'tick'; data: { v: 1 } };
   'webhook.deliver': { name: 'deliver'; data: { v: 1; messageId: string } };
   'refund.batch': { name: 'batch'; data: { v: 1; trigger: 'schedule' | 'operator' } };
 }
 export type JobName<Q extends QueueName> = JobContracts[Q]['name'];
 export type JobData<Q extends QueueName> = JobContracts[Q]['data'];
+/** The id fields of a queue's payloads, over all its versions. */
+type IdField<Q extends QueueName> =
+  JobData<Q> extends infer D ? (D extends unknown ? Exclude<keyof D, 'v'> : never) : never;
+
+/**
+ * Attempts per `retry.attempt` job: a tick's batch is sliced so that one job's Redis round trips,
+ * outbox row and completion serve many attempts, while the slices still spread over every
+ * retry-worker replica (a tick of 500 makes 20 jobs).
+ */
+export const ATTEMPTS_PER_JOB = 25;
+
+/** The `retry.attempt` jobs of a tick's attempts: slices of ATTEMPTS_PER_JOB, in order. */
+export function attemptJobs(attemptIds: readonly string[]): QueueJob[] {
+  const jobs: QueueJob[] = [];
+  for (let i = 0; i < attemptIds.length; i += ATTEMPTS_PER_JOB) {
+    jobs.push({ queue: QueueName.RetryAttempt, data: { v: 2, attemptIds: attemptIds.slice(i, i + ATTEMPTS_PER_JOB) } });
+  }
+  return jobs;
+}
+
+/** Ids one payload field may list at most (a tick's slice is far below it). */
+export const MAX_IDS_PER_FIELD = 1000;
 
 /**
  * A job for some queue, its payload bound to that queue: `{ queue: 'retry.attempt', data: {v: 1,
@@ -38,10 +62,12 @@ export type WorkerApp = 'submission-validator' | 'retry-worker' | 'refund-batche
 export interface QueueSettings<Q extends QueueName = QueueName> {
   /** The one job name of the queue. */
   jobName: JobName<Q>;
-  /** The payload version consumers accept; any other is a permanent failure. */
-  version: JobData<Q>['v'];
-  /** Payload fields that must be non-empty strings (the ids a consumer looks up). */
-  idFields: readonly Exclude<keyof JobData<Q>, 'v'>[];
+  /**
+   * The payload versions consumers accept (any other is a permanent failure), each with the fields
+   * that must hold ids: a non-empty string, or a list of 1 to MAX_IDS_PER_FIELD of them. The first
+   * is the version producers write.
+   */
+  versions: readonly { v: JobData<Q>['v']; idFields: readonly IdField<Q>[] }[];
   /**
    * Job options of every producer (registerQueue, the outbox relay, the CLI). Retries here cover
    * crashes and transient errors; business retries (the recovery schedule, webhook backoff) live in
@@ -75,8 +101,7 @@ const keepSome = { removeOnComplete: { age: 3600, count: 1000 }, removeOnFail: {
 export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
   'submission.review': {
     jobName: 'review',
-    version: 1,
-    idFields: ['submissionId'],
+    versions: [{ v: 1, idFields: ['submissionId'] }],
     jobOptions: { ...keepSome, attempts: 10, backoff: { type: 'exponential', delay: 1000 } },
     concurrency: 4,
     lockDuration: 'JOB_LOCK_MS',
@@ -86,21 +111,24 @@ export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
   },
   'retry.attempt': {
     jobName: 'attempt',
-    version: 1,
-    idFields: ['attemptId'],
+    versions: [
+      { v: 2, idFields: ['attemptIds'] },
+      { v: 1, idFields: ['attemptId'] },
+    ],
     jobOptions: { ...keepSome, attempts: 10, backoff: { type: 'exponential', delay: 2000 } },
-    // Concurrent attempts share their statements (group commit in AttemptService): more in flight,
-    // bigger batches. Per customer and per card the locks still let one decision through at a time.
-    concurrency: 256,
+    // A job carries up to ATTEMPTS_PER_JOB attempts, run at once. Concurrent attempts share their
+    // statements (group commit in AttemptService): more in flight, bigger batches. Per customer and
+    // per card the locks still let one decision through at a time.
+    concurrency: 16,
     lockDuration: 'JOB_LOCK_MS',
     consumer: 'retry-worker',
-    keda: { listLength: 100 },
+    // 4 waiting jobs = about 100 waiting attempts per replica.
+    keda: { listLength: 4 },
     recordFailures: true,
   },
   'retry.tick': {
     jobName: 'tick',
-    version: 1,
-    idFields: [],
+    versions: [{ v: 1, idFields: [] }],
     jobOptions: { removeOnComplete: true, removeOnFail: true, attempts: 1 },
     // One tick at a time per worker; BullMQ's default lock (a tick is short and harmless to repeat).
     concurrency: 1,
@@ -111,8 +139,7 @@ export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
   },
   'webhook.deliver': {
     jobName: 'deliver',
-    version: 1,
-    idFields: ['messageId'],
+    versions: [{ v: 1, idFields: ['messageId'] }],
     jobOptions: { ...keepSome, attempts: 5, backoff: { type: 'exponential', delay: 1000 } },
     concurrency: 64,
     lockDuration: 'JOB_LOCK_MS',
@@ -122,8 +149,7 @@ export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
   },
   'refund.batch': {
     jobName: 'batch',
-    version: 1,
-    idFields: [],
+    versions: [{ v: 1, idFields: [] }],
     jobOptions: { ...keepSome, attempts: 5, backoff: { type: 'exponential', delay: 5000 } },
     // One batch at a time (refunds are claimed with SKIP LOCKED besides).
     concurrency: 1,
@@ -175,15 +201,23 @@ export function assertJobData<Q extends QueueName>(queue: Q, data: unknown): ass
   const s = QUEUES[queue as QueueName];
   if (typeof data !== 'object' || data === null) throw new UnrecoverableError(`${queue}: payload is not an object`);
   const record = data as Record<string, unknown>;
-  if (record['v'] !== s.version) {
+  const version = (s.versions as readonly { v: number; idFields: readonly string[] }[]).find(
+    (x) => x.v === record['v'],
+  );
+  if (!version) {
     throw new UnrecoverableError(
-      `${queue}: unknown payload version ${JSON.stringify(record['v'])} (expected ${s.version})`,
+      `${queue}: unknown payload version ${JSON.stringify(record['v'])} (expected ${s.versions.map((x) => x.v).join(' or ')})`,
     );
   }
-  for (const field of s.idFields as readonly string[]) {
+  for (const field of version.idFields) {
     const value = record[field];
-    if (typeof value !== 'string' || value.length === 0 || value.length > 128) {
+    const ids = Array.isArray(value) ? value : [value];
+    if (ids.length === 0 || ids.length > MAX_IDS_PER_FIELD || !ids.every(isId)) {
       throw new UnrecoverableError(`${queue}: payload field ${field} missing or malformed`);
     }
   }
+}
+
+function isId(value: unknown): boolean {
+  return typeof value === 'string' && value.length > 0 && value.length <= 128;
 }

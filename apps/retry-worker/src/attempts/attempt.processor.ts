@@ -4,7 +4,10 @@ import { QueueName, type JobData } from '@retain/queues';
 import type { Job } from 'bullmq';
 import { AttemptService } from './attempt.service';
 
-/** Consumer of `retry.attempt`: one job per attempt row (job id = its outbox row id). */
+/**
+ * Consumer of `retry.attempt`: one job per slice of a tick's attempts (job id = its outbox row id),
+ * or per attempt for a version-1 job queued before the slices.
+ */
 @QueueProcessor(QueueName.RetryAttempt)
 export class AttemptProcessor extends WorkerHost {
   constructor(
@@ -15,6 +18,8 @@ export class AttemptProcessor extends WorkerHost {
   }
 
   async process(job: Job<JobData<'retry.attempt'>>): Promise<unknown> {
-    return this.runner.run(QueueName.RetryAttempt, job, () => this.attempts.run(job.data.attemptId));
+    return this.runner.run(QueueName.RetryAttempt, job, () =>
+      this.attempts.runMany(job.data.v === 2 ? job.data.attemptIds : [job.data.attemptId]),
+    );
   }
 }

@@ -361,6 +361,26 @@ export class AttemptService {
     return this.chargeAndRecord(attemptId, prepared.attempt, prepared.txn, null, true);
   }
 
+  /**
+   * Runs the attempts of one job, all at once (they share their statements through `run`). Each
+   * one's outcome stands on its own: when some fail, the job fails with a count of them and is
+   * retried, and the retry finds the others recorded (`nothing to do`). The job fails for good at
+   * once only when every failure would fail the same way again (UnrecoverableError).
+   * Returns the number of attempts per outcome.
+   */
+  async runMany(attemptIds: readonly string[]): Promise<Record<string, number>> {
+    const settled = await Promise.allSettled(attemptIds.map((id) => this.run(id)));
+    const outcomes: Record<string, number> = {};
+    const failures: unknown[] = [];
+    for (const s of settled) {
+      if (s.status === 'fulfilled') outcomes[s.value] = (outcomes[s.value] ?? 0) + 1;
+      else failures.push(s.reason);
+    }
+    if (failures.length === 0) return outcomes;
+    const message = `${failures.length} of ${attemptIds.length} attempts failed, first: ${(failures[0] as Error).message}`;
+    throw failures.every((f) => f instanceof UnrecoverableError) ? new UnrecoverableError(message) : new Error(message);
+  }
+
   /** The attempt on its own: every case, one attempt's statements at a time. */
   async runAlone(attemptId: string): Promise<string> {
     // Outside any transaction: a pooled connection must never wait for a second one (pool starvation).

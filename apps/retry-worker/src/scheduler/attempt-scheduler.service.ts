@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { AttemptScheduleRepository } from '@retain/db';
-import { OutboxRelay, QueueName, addToOutbox } from '@retain/queues';
+import { OutboxRelay, addToOutbox, attemptJobs } from '@retain/queues';
 import { DataSource } from 'typeorm';
 
 /** Rows handed out per tick; the next tick takes the rest. */
@@ -8,7 +8,7 @@ const BATCH = 500;
 
 /**
  * The scheduler tick: due transactions (next_attempt_at passed) become attempt rows and
- * `retry.attempt` jobs in one database transaction. FOR UPDATE SKIP LOCKED lets several workers
+ * `retry.attempt` jobs (ATTEMPTS_PER_JOB attempts each) in one database transaction. FOR UPDATE SKIP LOCKED lets several workers
  * tick at once without handing out the same transaction twice; next_attempt_at is cleared so a
  * transaction has at most one attempt in flight.
  */
@@ -37,20 +37,17 @@ export class AttemptSchedulerService {
     }
   }
 
+  /** One batch: its attempts' count. */
   private async scheduleBatch(): Promise<number> {
-    const outboxIds = await this.db.transaction(async (m) => {
+    const { claimed, outboxIds } = await this.db.transaction(async (m) => {
       const attemptIds = await this.schedule.claimDue(m, BATCH);
-      if (attemptIds.length === 0) return [] as string[];
-      return addToOutbox(
-        m,
-        attemptIds.map((attemptId) => ({ queue: QueueName.RetryAttempt, data: { v: 1 as const, attemptId } })),
-      );
+      return { claimed: attemptIds.length, outboxIds: await addToOutbox(m, attemptJobs(attemptIds)) };
     });
     if (outboxIds.length > 0) {
       await this.relay.publish(outboxIds).catch((err: unknown) => {
         this.logger.warn({ err: (err as Error).message }, 'outbox publish deferred to the sweeper');
       });
     }
-    return outboxIds.length;
+    return claimed;
   }
 }
