@@ -132,11 +132,14 @@ export function cpuSeconds(pids) {
   };
   if (!fs.existsSync('/proc/self/stat')) return null;
   const apps = pids.reduce((sum, pid) => sum + (of(pid)?.s ?? 0), 0);
+  // The whole machine's busy time (every process, all cores): what a second replica could still use.
+  const [, ...times] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
+  const machine = (times.reduce((a, b) => a + b, 0) - times[3] - times[4]) / tick;
   let postgres = 0;
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const p = of(entry);
     if (p && p.name.startsWith('postgres')) postgres += p.s;
   }
-  return { apps, postgres };
+  return { apps, postgres, machine };
 }

@@ -6,9 +6,12 @@
 // (libs/processor/test), so every attempt goes through the real Stripe SDK and HTTP.
 // With `--workers 1,2` it drains N due attempts with one retry-worker, then N more (a new merchant)
 // with two, and prints the scaling ratio (target >= 1.7). `after_start_per_s` times the same drain from its first
-// recorded attempt on, without the workers' start-up (a Nest app takes 1-3 s to start on this machine).
+// recorded attempt on, without the workers' start-up (a Nest app takes 1-3 s to start on this machine),
+// and `machine_busy` is the share of all cores busy meanwhile: 1/busy of one worker bounds what more
+// replicas can reach on this machine.
 // Run: node bench/attempts/attempts.bench.mjs [count] [--processor sandbox|stripe] [--workers 1,2]
 import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
 import { Queue, Worker } from 'bullmq';
 import { root } from '../../tools/infra.mjs';
@@ -111,11 +114,13 @@ async function drain(workers, round) {
   const end = performance.now();
   const cpuEnd = cpuSeconds(pids);
   // CPU per attempt from the first recorded one on (the workers' start-up excluded).
+  // And the machine's busy share over that time (every process, all cores).
   const cpu =
     cpuFirst && cpuEnd && N > firstN
       ? {
           worker: (1e3 * (cpuEnd.apps - cpuFirst.apps)) / (N - firstN),
           postgres: (1e3 * (cpuEnd.postgres - cpuFirst.postgres)) / (N - firstN),
+          busy: (cpuEnd.machine - cpuFirst.machine) / ((end - first) / 1000) / os.cpus().length,
         }
       : null;
   const seconds = (end - t0) / 1000;
@@ -165,6 +170,7 @@ table([
     after_start_per_s: r.drainPerS === null ? '-' : Math.round(r.drainPerS),
     worker_cpu_ms_per_attempt: r.cpu ? r.cpu.worker.toFixed(3) : '-',
     postgres_cpu_ms_per_attempt: r.cpu ? r.cpu.postgres.toFixed(3) : '-',
+    machine_busy: r.cpu ? `${Math.round(100 * r.cpu.busy)}%` : '-',
   })),
   {
     what: 'BullMQ no-op worker, concurrency 16',
@@ -173,18 +179,23 @@ table([
     after_start_per_s: '-',
     worker_cpu_ms_per_attempt: '-',
     postgres_cpu_ms_per_attempt: '-',
+    machine_busy: '-',
   },
 ]);
 console.log(`\nHOT updates: ${hot.map((h) => `${h.relname} ${h.hot} of ${h.updates}`).join(', ')}`);
 for (const r of runs.slice(1)) {
   const after =
     r.drainPerS && runs[0].drainPerS ? ` (after start-up: ${(r.drainPerS / runs[0].drainPerS).toFixed(2)}x)` : '';
+  // One worker already kept this share of every core busy (Postgres, Redis and the worker): more
+  // replicas on this machine can reach at most 1/busy of its rate, whatever they do.
+  const bound = runs[0].cpu ? ` (this machine: at most ${Math.min(r.workers, 1 / runs[0].cpu.busy).toFixed(2)}x)` : '';
   console.log(
-    `\n${r.workers} workers / 1 worker: ${(workerSeconds / r.seconds).toFixed(2)}x${after} (target >= 1.7 for 2)`,
+    `\n${r.workers} workers / 1 worker: ${(workerSeconds / r.seconds).toFixed(2)}x${after} (target >= 1.7 for 2)${bound}`,
   );
 }
+const afterStart = runs[0].drainPerS ? ` (after start-up: ${(runs[0].drainPerS / (N / floorSeconds)).toFixed(2)})` : '';
 console.log(
-  `\nratio retry-worker (x${runs[0].workers})/no-op throughput: ${(floorSeconds / workerSeconds).toFixed(2)} (target >= 0.3)`,
+  `\nratio retry-worker (x${runs[0].workers})/no-op throughput: ${(floorSeconds / workerSeconds).toFixed(2)}${afterStart} (target >= 0.3)`,
 );
 await stripeFake?.close();
 await env.close();
