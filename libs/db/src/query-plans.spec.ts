@@ -3,7 +3,12 @@ import type { QueryRunner } from 'typeorm';
 import { nodes, type PlanNode } from '../test/plans';
 import { useScratchMerchant } from '../test/scratch-merchant';
 import { storedMatchingQuery } from './repositories/submissions.repository';
-import { LIST_PLAN_SETTINGS, listQuery, type TransactionListFilters } from './repositories/transactions.repository';
+import {
+  LIST_PLAN_SETTINGS,
+  PAGE_ROWS_SQL,
+  listQuery,
+  type TransactionListFilters,
+} from './repositories/transactions.repository';
 
 // Issue 14: the plans of the list and of the duplicate check stay index range scans whatever the
 // status mix, with statistics fresh or never gathered: 60,000 rows of one merchant, almost all
@@ -120,6 +125,16 @@ describe('query plans of the list and the duplicate check (real Postgres)', () =
           expectIndexOnly(await plan(paged.sql, paged.params));
         });
       }
+      it("the page's rows: looked up by primary key", async () => {
+        const ids = (
+          await scratch.db.query(`SELECT id FROM transactions WHERE merchant_id = $1 LIMIT 101`, [scratch.merchantId])
+        ).map((r: { id: string }) => r.id);
+        const list = await planUnder(async () => undefined, PAGE_ROWS_SQL, [ids]);
+        const shape = list.map((n) => `${n['Node Type']} ${n['Index Name'] ?? n['Relation Name'] ?? ''}`).join(' > ');
+        expect(list.filter((n) => n['Node Type'] === 'Seq Scan').length, shape).toBe(0);
+        const indexes = list.filter((n) => n['Index Name']).map((n) => n['Index Name']);
+        expect(indexes, shape).toEqual(['transactions_pkey']);
+      });
       // A POST's 1,000 ids, subscriptions and fingerprints: every scan of transactions is a lookup by
       // that key (its index condition names it), never the merchant's range read and filtered. The
       // plan checked is the one the function runs: its body, under its own settings.
