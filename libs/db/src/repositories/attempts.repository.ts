@@ -55,6 +55,32 @@ const toCardAttempt = (r: CardHistoryRow): CardAttempt => ({
   cardDataVersion: r.card_data_version,
 });
 
+/** Each column of an entity: its alias in a row read by lockMany, and its property. */
+type ColumnAliases = readonly (readonly [alias: string, property: string])[];
+
+let lockedColumns: { select: string; attempt: ColumnAliases; txn: ColumnAliases } | undefined;
+
+/** lockMany's select list, from the entities' metadata (so a new column is read too), built once. */
+function lockedRowColumns(m: EntityManager): NonNullable<typeof lockedColumns> {
+  if (lockedColumns) return lockedColumns;
+  const select: string[] = [];
+  const of = (target: typeof AttemptEntity | typeof TransactionEntity, table: string): ColumnAliases =>
+    m.connection.getMetadata(target).columns.map((c, i) => {
+      select.push(`${table}."${c.databaseName}" AS ${table}${i}`);
+      return [`${table}${i}`, c.propertyName] as const;
+    });
+  const attempt = of(AttemptEntity, 'a');
+  const txn = of(TransactionEntity, 't');
+  return (lockedColumns = { select: select.join(', '), attempt, txn });
+}
+
+/** An entity filled from a row's aliased columns. */
+function entityOf<E extends object>(entity: E, columns: ColumnAliases, row: Record<string, unknown>): E {
+  const target = entity as Record<string, unknown>;
+  for (const [alias, property] of columns) target[property] = row[alias];
+  return entity;
+}
+
 /** The advisory lock of one card at one merchant: one limit check at a time on it. */
 export const cardLockKey = (merchantId: string, cardHmac: string): string => `retain:card:${merchantId}:${cardHmac}`;
 
@@ -120,24 +146,22 @@ export class AttemptsRepository {
   /**
    * Locks many attempts and their transactions (one statement, rows FOR UPDATE in the
    * transactions' lock order: merchant, then merchant_txn_id). Attempts not found are left out.
+   * Read in plain SQL and built into entities from TypeORM's column list (lockedRowColumns): the
+   * values are pg's own (as TypeORM's), without its row-to-entity mapping of ~90 columns per attempt,
+   * which was about a tenth of the retry worker's CPU.
    */
   static async lockMany(m: EntityManager, attemptIds: readonly string[]): Promise<LockedAttempt[]> {
     if (attemptIds.length === 0) return [];
-    const rows: (AttemptEntity & { lockedTxn?: TransactionEntity })[] = await m
-      .getRepository(AttemptEntity)
-      .createQueryBuilder('a')
-      .innerJoinAndMapOne('a.lockedTxn', TransactionEntity, 't', 't.id = a.transaction_id')
-      .where('a.id IN (:...attemptIds)', { attemptIds: [...new Set(attemptIds)] })
-      .orderBy('t.merchantId')
-      .addOrderBy('t.merchantTxnId')
-      .addOrderBy('t.id')
-      .setLock('pessimistic_write')
-      .getMany();
-    return rows.flatMap((attempt) => {
-      const txn = attempt.lockedTxn;
-      delete attempt.lockedTxn;
-      return txn ? [{ attempt, txn }] : [];
-    });
+    const { select, attempt, txn } = lockedRowColumns(m);
+    const rows: Record<string, unknown>[] = await m.query(
+      `SELECT ${select} FROM attempts a JOIN transactions t ON t.id = a.transaction_id
+        WHERE a.id = ANY($1::uuid[]) ORDER BY t.merchant_id, t.merchant_txn_id, t.id FOR UPDATE`,
+      [[...new Set(attemptIds)]],
+    );
+    return rows.map((row) => ({
+      attempt: entityOf(new AttemptEntity(), attempt, row),
+      txn: entityOf(new TransactionEntity(), txn, row),
+    }));
   }
 
   /** Which of these transactions have attempts settled as not charged (state error). */
