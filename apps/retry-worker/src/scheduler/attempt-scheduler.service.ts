@@ -8,9 +8,9 @@ const BATCH = 500;
 
 /**
  * The scheduler tick: due transactions (next_attempt_at passed) become attempt rows and
- * `retry.attempt` jobs (ATTEMPTS_PER_JOB attempts each) in one database transaction. FOR UPDATE SKIP LOCKED lets several workers
- * tick at once without handing out the same transaction twice; next_attempt_at is cleared so a
- * transaction has at most one attempt in flight.
+ * `retry.attempt` jobs (ATTEMPTS_PER_JOB attempts each) in one database transaction. FOR UPDATE
+ * SKIP LOCKED lets several workers tick at once without handing out the same transaction twice;
+ * next_attempt_at is cleared so a transaction has at most one attempt in flight.
  */
 @Injectable()
 export class AttemptSchedulerService {

@@ -105,22 +105,10 @@ export class AttemptsRepository {
     return row ?? null;
   }
 
-  /** Locks the attempt and its transaction (one statement: both rows FOR UPDATE). */
-  static async lock(
-    m: EntityManager,
-    attemptId: string,
-  ): Promise<{ attempt: AttemptEntity; txn: TransactionEntity } | null> {
-    const attempt: (AttemptEntity & { lockedTxn?: TransactionEntity }) | null = await m
-      .getRepository(AttemptEntity)
-      .createQueryBuilder('a')
-      .innerJoinAndMapOne('a.lockedTxn', TransactionEntity, 't', 't.id = a.transaction_id')
-      .where('a.id = :attemptId', { attemptId })
-      .setLock('pessimistic_write')
-      .getOne();
-    const txn = attempt?.lockedTxn;
-    if (!attempt || !txn) return null;
-    delete attempt.lockedTxn;
-    return { attempt, txn };
+  /** Locks the attempt and its transaction (one statement: both rows FOR UPDATE), as lockMany. */
+  static async lock(m: EntityManager, attemptId: string): Promise<LockedAttempt | null> {
+    const [locked] = await AttemptsRepository.lockMany(m, [attemptId]);
+    return locked ?? null;
   }
 
   /** One limit check at a time per card and merchant (held until the caller's transaction ends). */
