@@ -4,12 +4,15 @@
 // draining the same number of jobs in the same run. Prints the ratio.
 // With `--processor stripe` the merchant has a Stripe account pointed at the local Stripe wire fake
 // (libs/processor/test), so every attempt goes through the real Stripe SDK and HTTP.
+// With `--latency <ms>` (Stripe only) the fake answers each request after that many milliseconds, as a
+// real processor does (an authorization takes hundreds of milliseconds): the drain is then bound by
+// the attempts in flight, not by this machine's CPU.
 // With `--workers 1,2` it drains N due attempts with one retry-worker, then N more (a new merchant)
 // with two, and prints the scaling ratio (target >= 1.7). `after_start_per_s` times the same drain from its first
 // recorded attempt on, without the workers' start-up (a Nest app takes 1-3 s to start on this machine),
 // and `machine_busy` is the share of all cores busy meanwhile: 1/busy of one worker bounds what more
 // replicas can reach on this machine.
-// Run: node bench/attempts/attempts.bench.mjs [count] [--processor sandbox|stripe] [--workers 1,2]
+// Run: node bench/attempts/attempts.bench.mjs [count] [--processor sandbox|stripe] [--latency ms] [--workers 1,2]
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -27,26 +30,32 @@ const WORKERS = (wi >= 0 ? args.splice(wi, 2)[1] : '1')
   .split(',')
   .map(Number)
   .filter((n) => n > 0);
+const li = args.indexOf('--latency');
+const LATENCY_MS = li >= 0 ? Number(args.splice(li, 2)[1]) : 0;
+if (LATENCY_MS && PROCESSOR !== 'stripe') throw new Error('--latency is for --processor stripe (the wire fake)');
 const N = Number(args[0] ?? 3000);
 const env = await benchEnv('attempts');
 let merchant = await env.createMerchant();
 const { createRedis } = require(path.join(root, 'dist/libs/queues/src/index.js'));
 
 let stripeFake = null;
+/** Gives the merchant a Stripe account, as `processor set` stores it, pointed at the fake. */
+let stripeAccountFor = async () => {};
 if (PROCESSOR === 'stripe') {
-  // The merchant's Stripe account, as `processor set` stores it, pointed at the fake.
   // The wire fake is test support, never built into dist/: loaded from its TypeScript source.
   await import('../ts-hook.mjs');
   const { StripeFake } = require(path.join(root, 'libs/processor/test/stripe-fake.ts'));
   const { ProcessorAccountsRepository } = require(path.join(root, 'dist/libs/db/src/index.js'));
   const { loadConfig } = require(path.join(root, 'dist/libs/config/src/index.js'));
   stripeFake = new StripeFake('sk_test_benchRetainFake01');
+  stripeFake.latencyMs = LATENCY_MS;
   const apiBase = await stripeFake.start();
-  const [{ id }] = await env.db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
-  await new ProcessorAccountsRepository(env.db, loadConfig('cli', env.env).cardKeys).set(id, '', 'stripe', {
-    secret_key: stripeFake.secretKey,
-    api_base: apiBase,
-  });
+  const accounts = new ProcessorAccountsRepository(env.db, loadConfig('cli', env.env).cardKeys);
+  stripeAccountFor = async (m) => {
+    const [{ id }] = await env.db.query(`SELECT id FROM merchants WHERE login = $1`, [m.login]);
+    await accounts.set(id, '', 'stripe', { secret_key: stripeFake.secretKey, api_base: apiBase });
+  };
+  await stripeAccountFor(merchant);
 }
 
 const { base } = await env.startApp('intake-api');
@@ -54,7 +63,7 @@ const { base } = await env.startApp('intake-api');
 async function drain(workers, round) {
   if (round > 0) {
     merchant = await env.createMerchant();
-    if (stripeFake) throw new Error('--workers with several counts is for the sandbox processor');
+    await stripeAccountFor(merchant);
   }
   for (let off = 0; off < N; off += 1000) {
     const transactions = Array.from({ length: Math.min(1000, N - off) }, (_, k) => {
@@ -157,7 +166,7 @@ const captured = (await env.db.query(`SELECT count(*)::int AS n FROM attempts WH
 const total = (await env.db.query(`SELECT count(*)::int AS n FROM attempts`))[0].n;
 const processorNote =
   PROCESSOR === 'stripe'
-    ? `Stripe account -> Stripe SDK -> HTTP -> local Stripe fake; ${stripeFake.succeeded().length} PaymentIntents succeeded`
+    ? `Stripe account -> Stripe SDK -> HTTP -> local Stripe fake answering after ${LATENCY_MS} ms; ${stripeFake.succeeded().length} PaymentIntents succeeded`
     : 'sandbox processor';
 console.log(
   `\nbench/attempts: ${N} due attempts per run, ${runs.map((r) => r.workers).join(' then ')} retry-worker(s) (${processorNote}); ${captured} of ${total} captured\n`,
@@ -194,8 +203,10 @@ for (const r of runs.slice(1)) {
   );
 }
 const afterStart = runs[0].drainPerS ? ` (after start-up: ${(runs[0].drainPerS / (N / floorSeconds)).toFixed(2)})` : '';
+// With --latency the drain waits on the processor's answers, not on CPU: its no-op ratio is not the target's.
+const waits = LATENCY_MS ? ` (not comparable: the fake answers after ${LATENCY_MS} ms; run without --latency)` : '';
 console.log(
-  `\nratio retry-worker (x${runs[0].workers})/no-op throughput: ${(floorSeconds / workerSeconds).toFixed(2)}${afterStart} (target >= 0.3)`,
+  `\nratio retry-worker (x${runs[0].workers})/no-op throughput: ${(floorSeconds / workerSeconds).toFixed(2)}${afterStart} (target >= 0.3)${waits}`,
 );
 await stripeFake?.close();
 await env.close();

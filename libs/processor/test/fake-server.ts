@@ -37,6 +37,12 @@ export abstract class WireFake {
   readonly requests: RecordedRequest[] = [];
   /** Seconds the injected 429 asks to wait. */
   retryAfterSeconds = 2;
+  /**
+   * Milliseconds every processed request waits before it is handled: a real processor's response
+   * time (a card authorization takes hundreds of milliseconds), for benches whose throughput is
+   * bound by it rather than by CPU (bench/attempts --latency). 0: answer at once.
+   */
+  latencyMs = 0;
   private readonly faults: WireFault[] = [];
   private server: http.Server | null = null;
   private readonly sockets = new Set<Socket>();
@@ -142,6 +148,7 @@ export abstract class WireFake {
       case undefined:
         break; // processed below
     }
+    if (this.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, this.latencyMs));
     const answer = await this.handle(recorded);
     if (fault === 'charge-then-timeout') return;
     if (fault === 'charge-then-reset') {
