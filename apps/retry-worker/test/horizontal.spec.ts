@@ -1,3 +1,5 @@
+import { QueueName, createRedis } from '@retain/queues';
+import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ApiClient,
@@ -108,6 +110,55 @@ describe('horizontal safety of the retry engine', () => {
     } finally {
       // Never left running into the next test (it counts on being the only worker).
       await Promise.all([a.stop(), b.stop()]);
+    }
+  }, 120_000);
+
+  it('RETRY_ATTEMPT_CONCURRENCY bounds the attempt jobs one worker runs at once', async () => {
+    // Each job's attempts pause 2 s after the processor answers, as behind a slow processor; 60
+    // transactions due at once are one tick's batch: 3 jobs (25, 25, 10). At 1 job at once, one runs
+    // while the others wait (the record's 16 ran all 3 together).
+    const cards = ['4111111111111111', '4000000000000077', '4000000000000119', '5555555555554444'];
+    const batch = Array.from({ length: 60 }, (_, i) => txn({}, cards[i % cards.length]));
+    expect((await client.submit(batch)).status).toBe(200);
+    const ids = batch.map((t) => t['id'] as string);
+    const db = await testDb();
+    await waitFor(
+      async () => {
+        const [r] = await db.query(
+          `SELECT count(*)::int AS n FROM transactions
+            WHERE merchant_txn_id = ANY($1::text[]) AND review_status = 'passed' AND next_attempt_at IS NOT NULL`,
+          [ids],
+        );
+        return r.n === ids.length;
+      },
+      { timeoutMs: 30_000, what: 'all reviewed and scheduled' },
+    );
+    await db.query(`UPDATE transactions SET next_attempt_at = now() WHERE merchant_txn_id = ANY($1::text[])`, [ids]);
+    const one = await startApp('retry-worker', {
+      env: { ...ENV, RETRY_ATTEMPT_CONCURRENCY: '1', TEST_PAUSE_AFTER_PROCESSOR_MS: '2000' },
+    });
+    extra.push(one);
+    const redis = createRedis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379');
+    const queue = new Queue(QueueName.RetryAttempt, { connection: redis, prefix: process.env['QUEUE_PREFIX'] });
+    try {
+      let maxActive = 0;
+      let waitedBehindOne = false;
+      await waitFor(
+        async () => {
+          const { active, waiting } = await queue.getJobCounts('active', 'waiting');
+          maxActive = Math.max(maxActive, active ?? 0);
+          if ((active ?? 0) >= 1 && (waiting ?? 0) >= 1) waitedBehindOne = true;
+          return allFinal(ids);
+        },
+        { timeoutMs: 90_000, intervalMs: 50, what: 'all transactions final' },
+      );
+      expect(waitedBehindOne, 'a job waited while another ran').toBe(true);
+      expect(maxActive).toBe(1);
+      await assertNoDoubleCharge(ids);
+    } finally {
+      await queue.close();
+      redis.disconnect();
+      await one.stop();
     }
   }, 120_000);
 

@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, parseDuration, usesDevCardKey } from './config';
+import { ConfigError, concurrencySettings, loadConfig, parseDuration, usesDevCardKey } from './config';
 
 const pem = (): string =>
   generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
@@ -101,6 +101,16 @@ describe('configuration', () => {
     expect(() => loadConfig('migrate', { NODE_ENV: 'production' })).toThrow('DATABASE_URL');
     expect(() => loadConfig('migrate', { DATABASE_URL: 'mysql://x/y' })).toThrow('DATABASE_URL');
     expect(loadConfig('migrate', {}).databaseUrl).toBe('postgres://postgres@127.0.0.1:5432/retain');
+  });
+
+  it('reads RETRY_ATTEMPT_CONCURRENCY: unset by default, 1-256, a bad value named', () => {
+    expect(concurrencySettings({})).toEqual({});
+    expect(concurrencySettings({ RETRY_ATTEMPT_CONCURRENCY: '48' })).toEqual({ RETRY_ATTEMPT_CONCURRENCY: 48 });
+    for (const bad of ['0', '257', '1.5', 'many']) {
+      expect(() => concurrencySettings({ RETRY_ATTEMPT_CONCURRENCY: bad })).toThrow(ConfigError);
+      // Every app checks it at start, like every other variable.
+      expect(() => loadConfig('retry-worker', { RETRY_ATTEMPT_CONCURRENCY: bad })).toThrow('RETRY_ATTEMPT_CONCURRENCY');
+    }
   });
 
   it('parses durations', () => {

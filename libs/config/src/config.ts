@@ -380,6 +380,10 @@ export function configSchema(app: AppName) {
       default: '30000',
       desc: 'BullMQ job lock and stalled check',
     }),
+    RETRY_ATTEMPT_CONCURRENCY: variable({
+      parse: intBetween(1, 256),
+      desc: 'retry-worker: retry.attempt jobs (up to 25 attempts each) one process runs at once; unset: the queue record (16)',
+    }),
     LOG_LEVEL: variable({ parse: oneOf(LOG_LEVELS), default: 'info', choices: LOG_LEVELS, desc: 'pino level' }),
     TEST_PAUSE_AFTER_PROCESSOR_MS: variable({
       parse: intBetween(0, 600_000),
@@ -585,4 +589,15 @@ export function usesDevCardKey(config: RetainConfig): boolean {
 export function jobLockMs(env: NodeJS.ProcessEnv = process.env): number {
   const { JOB_LOCK_MS } = configSchema('cli');
   return parseEnv({ JOB_LOCK_MS }, env).JOB_LOCK_MS!;
+}
+
+/**
+ * The operator's overrides of the queue record's worker concurrency (read at module load, as
+ * jobLockMs): RETRY_ATTEMPT_CONCURRENCY, unset by default. A processor that answers slowly bounds a
+ * replica's attempts at (jobs at once x 25) / its response time; this raises it without more pods.
+ */
+export function concurrencySettings(env: NodeJS.ProcessEnv = process.env): { RETRY_ATTEMPT_CONCURRENCY?: number } {
+  const { RETRY_ATTEMPT_CONCURRENCY } = configSchema('cli');
+  const v = parseEnv({ RETRY_ATTEMPT_CONCURRENCY }, env).RETRY_ATTEMPT_CONCURRENCY;
+  return v === undefined ? {} : { RETRY_ATTEMPT_CONCURRENCY: v };
 }

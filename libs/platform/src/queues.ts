@@ -1,7 +1,7 @@
 import { BullModule, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Injectable, Logger, type DynamicModule, type OnApplicationBootstrap } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
-import { jobLockMs } from '@retain/config';
+import { concurrencySettings, jobLockMs } from '@retain/config';
 import {
   QUEUES,
   isQueueName,
@@ -19,10 +19,11 @@ import { RetainMetrics } from './metrics';
 
 /**
  * `@Processor` with the worker options of the queue record (concurrency, lock, stalled check).
- * JOB_LOCK_MS is read at module load, because the options are declared on the class.
+ * JOB_LOCK_MS and the concurrency overrides are read at module load, because the options are
+ * declared on the class.
  */
 export function QueueProcessor(queue: QueueName): ClassDecorator {
-  return Processor(queue, workerOptions(queue, jobLockMs()));
+  return Processor(queue, workerOptions(queue, jobLockMs(), concurrencySettings()));
 }
 
 /** `BullModule.registerQueue` for every queue the app consumes, with the record's job options. */

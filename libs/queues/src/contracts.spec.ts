@@ -66,6 +66,10 @@ describe('the queue record', () => {
       lockDuration: 30_000,
       stalledInterval: 30_000,
     });
+    // The operator's RETRY_ATTEMPT_CONCURRENCY replaces the attempt jobs' 16, and only theirs.
+    expect(workerOptions(QueueName.RetryAttempt, 5000).concurrency).toBe(16);
+    expect(workerOptions(QueueName.RetryAttempt, 5000, { RETRY_ATTEMPT_CONCURRENCY: 48 }).concurrency).toBe(48);
+    expect(workerOptions(QueueName.WebhookDeliver, 5000, { RETRY_ATTEMPT_CONCURRENCY: 48 }).concurrency).toBe(64);
     expect(queuesConsumedBy('retry-worker')).toEqual([QueueName.RetryAttempt, QueueName.RetryTick]);
     expect(queuesConsumedBy('intake-api')).toEqual([]);
   });

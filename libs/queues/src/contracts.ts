@@ -58,6 +58,9 @@ export type QueueJob = { [Q in QueueName]: { queue: Q; data: JobData<Q> } }[Queu
 /** The apps that consume queues (each queue has exactly one). */
 export type WorkerApp = 'submission-validator' | 'retry-worker' | 'refund-batcher' | 'webhook-dispatcher';
 
+/** Environment variables that set a queue's worker concurrency. */
+export type ConcurrencyVariable = 'RETRY_ATTEMPT_CONCURRENCY';
+
 /** Everything about one queue, in one place. */
 export interface QueueSettings<Q extends QueueName = QueueName> {
   /** The one job name of the queue. */
@@ -74,8 +77,10 @@ export interface QueueSettings<Q extends QueueName = QueueName> {
    * Postgres rows, not in Redis.
    */
   jobOptions: DefaultJobOptions;
-  /** Jobs one worker process runs at once. */
+  /** Jobs one worker process runs at once (the default, where `concurrencyVariable` names a setting). */
   concurrency: number;
+  /** The operator's setting that overrides `concurrency` (libs/config: concurrencySettings), or none. */
+  concurrencyVariable: ConcurrencyVariable | null;
   /**
    * Job lock and stalled-job check, ms: how long a crashed worker's job stays claimed before another
    * worker takes it over. 'JOB_LOCK_MS' = the operator's setting (default 30 s).
@@ -104,6 +109,7 @@ export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
     versions: [{ v: 1, idFields: ['submissionId'] }],
     jobOptions: { ...keepSome, attempts: 10, backoff: { type: 'exponential', delay: 1000 } },
     concurrency: 4,
+    concurrencyVariable: null,
     lockDuration: 'JOB_LOCK_MS',
     consumer: 'submission-validator',
     keda: { listLength: 100 },
@@ -120,6 +126,9 @@ export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
     // statements (group commit in AttemptService): more in flight, bigger batches. Per customer and
     // per card the locks still let one decision through at a time.
     concurrency: 16,
+    // A processor that answers in ~1 s holds a job's attempts that long: a replica then makes about
+    // 16 x 25 = 400 attempts/s. RETRY_ATTEMPT_CONCURRENCY raises it (bench/attempts --latency).
+    concurrencyVariable: 'RETRY_ATTEMPT_CONCURRENCY',
     lockDuration: 'JOB_LOCK_MS',
     consumer: 'retry-worker',
     // 4 waiting jobs = about 100 waiting attempts per replica.
@@ -132,6 +141,7 @@ export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
     jobOptions: { removeOnComplete: true, removeOnFail: true, attempts: 1 },
     // One tick at a time per worker; BullMQ's default lock (a tick is short and harmless to repeat).
     concurrency: 1,
+    concurrencyVariable: null,
     lockDuration: 30_000,
     consumer: 'retry-worker',
     keda: null,
@@ -142,6 +152,7 @@ export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
     versions: [{ v: 1, idFields: ['messageId'] }],
     jobOptions: { ...keepSome, attempts: 5, backoff: { type: 'exponential', delay: 1000 } },
     concurrency: 64,
+    concurrencyVariable: null,
     lockDuration: 'JOB_LOCK_MS',
     consumer: 'webhook-dispatcher',
     keda: { listLength: 100 },
@@ -153,6 +164,7 @@ export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
     jobOptions: { ...keepSome, attempts: 5, backoff: { type: 'exponential', delay: 5000 } },
     // One batch at a time (refunds are claimed with SKIP LOCKED besides).
     concurrency: 1,
+    concurrencyVariable: null,
     lockDuration: 'JOB_LOCK_MS',
     consumer: 'refund-batcher',
     keda: { listLength: 100 },
@@ -182,14 +194,19 @@ export function queuesConsumedBy(app: string): QueueName[] {
   return QUEUE_NAMES.filter((q) => QUEUES[q].consumer === app);
 }
 
-/** BullMQ worker options of a queue's consumer; `jobLockMs` is the configured JOB_LOCK_MS. */
+/**
+ * BullMQ worker options of a queue's consumer; `jobLockMs` is the configured JOB_LOCK_MS, `settings`
+ * the configured concurrency overrides (libs/config: concurrencySettings).
+ */
 export function workerOptions(
   queue: QueueName,
   jobLockMs: number,
+  settings: Partial<Record<ConcurrencyVariable, number>> = {},
 ): { concurrency: number; lockDuration: number; stalledInterval: number } {
   const s = QUEUES[queue];
   const lock = s.lockDuration === 'JOB_LOCK_MS' ? jobLockMs : s.lockDuration;
-  return { concurrency: s.concurrency, lockDuration: lock, stalledInterval: lock };
+  const concurrency = (s.concurrencyVariable && settings[s.concurrencyVariable]) || s.concurrency;
+  return { concurrency, lockDuration: lock, stalledInterval: lock };
 }
 
 /**
