@@ -39,7 +39,7 @@ describe('horizontal safety of the retry engine', () => {
     await closeTestDb();
   });
 
-  /** count(*) of a query over the submitted transactions' merchant ids ($1). */
+  /** count(*) of a query whose $1 is the submitted transactions' own ids (merchant_txn_id). */
   const countOf = async (sql: string, ids: string[]): Promise<number> => {
     const [r] = await (await testDb()).query(`SELECT count(*)::int AS n ${sql}`, [ids]);
     return r.n as number;
