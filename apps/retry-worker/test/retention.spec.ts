@@ -206,11 +206,27 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     const refunding = await ended('Captured', OLD); // a refund still to send
     await insertRefundRow(db, refunding, 'refund', '100');
     const stopping = await ended('Stop Requested', OLD);
+    await db.query(`UPDATE transactions SET stop_requested_at = $2 WHERE id = $1`, [stopping.id, OLD]);
     await sweep.sweep(NOW);
     for (const t of [recent, inRetry, unknown, refunding, stopping]) {
       const c = await cardColumns(t.id);
       expect(c.card_enc, t.id).toMatch(/\S/);
       expect(c.card_erased_at).toBeNull();
+    }
+  });
+
+  it('card data of a stop that ended is erased too: stop_requested_at stays on the row as history', async () => {
+    // Stopped (nothing charged), and a stop whose in-flight attempt captured and was then refunded.
+    const stopped = await ended('Stopped', OLD);
+    const refunded = await ended('Refunded', OLD);
+    await db.query(`UPDATE transactions SET stop_requested_at = $2 WHERE id = ANY($1::uuid[])`, [
+      [stopped.id, refunded.id],
+      OLD,
+    ]);
+    await sweep.sweep(NOW);
+    for (const t of [stopped, refunded]) {
+      const c = await cardColumns(t.id);
+      expect(c, t.id).toMatchObject({ card_enc: null, card_jwe: null, card_erased_at: expect.any(Date) });
     }
   });
 

@@ -89,8 +89,10 @@ export class RetentionRepository {
    * `before`: the sealed card number, the intake's JWE, the cryptogram and the account updater's
    * JWE are removed. Kept: the fingerprint (card_hmac: the network rules count attempts per card),
    * BIN, last four, network and expiry (the reads show them masked). Never erased while an
-   * attempt may still be charged or looked up with its request, a refund is Processing, or a next
-   * attempt is planned.
+   * attempt may still be charged or looked up with its request, a refund is Processing (a stop's
+   * refunds included), or a next attempt is planned. A stop still open is `Stop Requested`, which is
+   * not ended; `stop_requested_at` stays on a row whose stop ended (Stopped, or refunded after a
+   * capture), so it does not hold the card data.
    */
   static async transactionCardData(db: Sql, before: Date, batch: number): Promise<number> {
     return count(
@@ -104,7 +106,7 @@ export class RetentionRepository {
                     OR x.account_update_jwe IS NOT NULL)
                AND x.status_changed_at < $1
                AND (x.status IN ${ENDED} OR x.review_status = 'rejected')
-               AND x.next_attempt_at IS NULL AND x.stop_requested_at IS NULL
+               AND x.next_attempt_at IS NULL
                AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.transaction_id = x.id
                                  AND (a.state IN ('pending', 'unknown') OR a.lookup_after IS NOT NULL))
                AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.transaction_id = x.id AND r.status = 'Processing')
