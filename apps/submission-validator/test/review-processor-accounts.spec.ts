@@ -76,4 +76,22 @@ describe('post-submission review with merchants processor accounts', () => {
     const rejected = await client.request('GET', `/v1/retain/transactions/${clearToStripe['id']}`);
     expect(JSON.stringify(rejected.json)).not.toContain('sk_test_reviewaccount');
   });
+
+  it("a token id as long as the account's processor takes (Stripe: 255) is reviewed and remembered, not stuck", async () => {
+    const merchant = await createMerchant();
+    const db = await testDb();
+    const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+    await new ProcessorAccountsRepository(db, loadConfig('cli').cardKeys).set(merchantId, '', 'stripe', {
+      secret_key: 'sk_test_reviewlongtoken',
+    });
+    // 203 characters: under Stripe's limit, over the 128 the payment-method table once held.
+    const longId = `cus_R1|pm_${'a'.repeat(193)}`;
+    const long = txn({ payment_method: { id: longId, is_tokenized: true, credit_card: { account: '424242' } } });
+    const client = new ApiClient(api.url, merchant.api_key);
+    expect((await client.submit([long])).status).toBe(200);
+    await waitFor(async () => (await reviewed(long['id'] as string)).length > 0, { what: 'review done' });
+    expect((await row(long['id'] as string)).review_status).toBe('passed');
+    const [pm] = await db.query(`SELECT pm_id FROM payment_methods WHERE merchant_id = $1`, [merchantId]);
+    expect(pm?.pm_id).toBe(longId);
+  });
 });

@@ -35,6 +35,7 @@ import { DueTransactions1799100000000 } from './migrations/1799100000000-DueTran
 import { StatementRollupUpdates1799200000000 } from './migrations/1799200000000-StatementRollupUpdates';
 import { TimeOrderedIds1799300000000 } from './migrations/1799300000000-TimeOrderedIds';
 import { RoomForHotUpdates1799400000000 } from './migrations/1799400000000-RoomForHotUpdates';
+import { LongPaymentMethodIds1799500000000 } from './migrations/1799500000000-LongPaymentMethodIds';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -71,6 +72,7 @@ export const MIGRATIONS = [
   StatementRollupUpdates1799200000000,
   TimeOrderedIds1799300000000,
   RoomForHotUpdates1799400000000,
+  LongPaymentMethodIds1799500000000,
 ];
 
 export interface PoolTuning {
