@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import http from 'node:http';
 import path from 'node:path';
 import { EventName } from '@retain/domain';
 import { OutboxRelay, QueueName, QueueRegistry, announce, createRedis } from '@retain/queues';
@@ -222,6 +223,78 @@ describe('webhook delivery', () => {
     await waitFor(() => deliveryJobsDone([id]), { what: 'no delivery job of the replay left' });
     expect(count()).toBe(before + 1);
     expect((await message(id)).replay_count).toBe(5);
+  });
+
+  it('gives up on a receiver after 10 s in all, even one that answers at once and then trickles its body', async () => {
+    // decisions §9: timeouts (10 s) are retried. Headers at once, then one byte of body every second
+    // for 25 s: an idle-socket timeout never fires, and the body has no end in sight.
+    const trickling = new Set<NodeJS.Timeout>();
+    let requests = 0;
+    const slow = http.createServer((req, res) => {
+      requests++;
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      let left = 25;
+      const t = setInterval(() => {
+        if (res.destroyed || --left === 0) {
+          clearInterval(t);
+          trickling.delete(t);
+          res.end();
+        } else res.write('.');
+      }, 1000);
+      trickling.add(t);
+    });
+    await new Promise<void>((r) => slow.listen(0, '127.0.0.1', r));
+    try {
+      const m = await createMerchant(`http://127.0.0.1:${(slow.address() as { port: number }).port}/hooks`);
+      const id = await push(await merchantRow(m.login));
+      const db = await testDb();
+      const [first] = await waitFor(
+        async () => {
+          const rows = await db.query(
+            `SELECT status_code, latency_ms, error FROM webhook_deliveries WHERE message_id = $1 ORDER BY attempt`,
+            [id],
+          );
+          return rows.length > 0 ? rows : null;
+        },
+        { timeoutMs: 18_000, what: 'the first attempt logged' },
+      );
+      expect(first).toMatchObject({ status_code: null, error: 'timeout' });
+      expect(first.latency_ms).toBeGreaterThanOrEqual(9_000);
+      expect(first.latency_ms).toBeLessThan(12_000);
+      // Not delivered: due again with the same message_id.
+      expect((await message(id)).status).toBe('pending');
+      expect(requests).toBeGreaterThanOrEqual(1);
+    } finally {
+      for (const t of trickling) clearInterval(t);
+      slow.closeAllConnections();
+      await new Promise((r) => slow.close(r));
+    }
+  });
+
+  it('takes the status of a receiver whose body never ends, without reading more than a little of it', async () => {
+    let sent = 0;
+    const endless = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(202, { 'content-type': 'text/plain' });
+      const chunk = Buffer.alloc(16 * 1024, 'x');
+      const more = (): void => {
+        while (!res.destroyed && res.write(chunk)) sent += chunk.length;
+        if (!res.destroyed) res.once('drain', more);
+      };
+      more();
+    });
+    await new Promise<void>((r) => endless.listen(0, '127.0.0.1', r));
+    try {
+      const m = await createMerchant(`http://127.0.0.1:${(endless.address() as { port: number }).port}/hooks`);
+      const id = await push(await merchantRow(m.login));
+      await waitFor(async () => (await message(id)).status === 'delivered', { timeoutMs: 8_000, what: 'delivered' });
+      // The dispatcher closed the connection after its cap (64 KiB, plus what the sockets buffered).
+      expect(sent).toBeLessThan(8 * 1024 * 1024);
+    } finally {
+      endless.closeAllConnections();
+      await new Promise((r) => endless.close(r));
+    }
   });
 
   it('loses nothing when Redis is flushed between announcement and delivery', async () => {

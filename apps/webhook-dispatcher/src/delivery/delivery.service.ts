@@ -10,12 +10,19 @@ import {
 import { groupCommit } from '@retain/domain';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import axios, { type AxiosInstance } from 'axios';
+import type { Readable } from 'node:stream';
 import { Webhook } from 'standardwebhooks';
 import { literalAddressAllowed, webhookAgents } from './address-guard';
 
 /** How long a claimed attempt is leased before a tick may hand the message out again. */
 export const LEASE_SECONDS = 60;
 const JITTER = 0.2;
+/**
+ * A receiver's answer is its status; its body is read and dropped, up to this much (then the
+ * connection is closed and the status stands), so that no receiver can make the dispatcher buffer
+ * an endless body.
+ */
+const MAX_RESPONSE_BYTES = 64 * 1024;
 
 interface CachedMerchant {
   merchant: MerchantEntity;
@@ -49,8 +56,8 @@ export class DeliveryService {
       maxRedirects: 0,
       proxy: false,
       validateStatus: () => true,
-      responseType: 'text',
-      transformResponse: (d: unknown) => d,
+      // The body is drained by discardBody (bounded), not buffered by axios.
+      responseType: 'stream',
     });
   }
 
@@ -99,8 +106,21 @@ export class DeliveryService {
         'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
       };
       if (merchant.signer) headers['webhook-signature'] = merchant.signer.sign(claimed.message_id, timestamp, payload);
-      const res = await this.http.post(url, payload, { headers });
-      statusCode = res.status;
+      // decisions §9: 10 s for the whole exchange. axios' own timeout stops at the response headers
+      // (after them only an idle socket times out), so a receiver trickling its body would hold a
+      // slot, and then its lease would run out and the push be sent twice at once.
+      const deadline = new AbortController();
+      const timer = setTimeout(
+        () => deadline.abort(new DOMException('whole exchange over its deadline', 'TimeoutError')),
+        this.config.webhookTimeoutMs,
+      );
+      try {
+        const res = await this.http.post<Readable>(url, payload, { headers, signal: deadline.signal });
+        await discardBody(res.data, MAX_RESPONSE_BYTES, deadline.signal);
+        statusCode = res.status;
+      } finally {
+        clearTimeout(timer);
+      }
     } catch (err) {
       error = describe(err);
     }
@@ -172,9 +192,45 @@ export class DeliveryService {
   }
 }
 
+/**
+ * Reads a response body to its end and drops it; past `max` bytes the connection is closed (the
+ * status already read stands). Fails with the deadline's reason if it passes first.
+ */
+function discardBody(body: Readable, max: number, deadline: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let read = 0;
+    let settled = false;
+    const settle = (err?: unknown): void => {
+      if (settled) return;
+      settled = true;
+      deadline.removeEventListener('abort', onAbort);
+      if (err) reject(err);
+      else resolve();
+    };
+    const onAbort = (): void => {
+      body.destroy();
+      settle(deadline.reason);
+    };
+    if (deadline.aborted) return onAbort();
+    deadline.addEventListener('abort', onAbort, { once: true });
+    body.on('data', (chunk: Buffer) => {
+      read += chunk.length;
+      if (read > max) {
+        body.destroy();
+        settle();
+      }
+    });
+    body.on('end', () => settle());
+    body.on('error', (err) => settle(err));
+  });
+}
+
 function describe(err: unknown): string {
-  const e = err as { code?: string; message?: string };
+  const e = err as { code?: string; message?: string; name?: string };
   if (e?.code === 'ADDRESS_NOT_ALLOWED' || e?.message === 'address not allowed') return 'address not allowed';
+  // The whole-exchange deadline: before the headers axios reports it as canceled, after them the
+  // signal's own TimeoutError.
+  if (e?.name === 'TimeoutError' || e?.code === 'ERR_CANCELED') return 'timeout';
   if (e?.code === 'ECONNABORTED' || /timeout/i.test(e?.message ?? '')) return 'timeout';
   if (e?.code) return `connection error ${e.code}`;
   return 'connection error';
