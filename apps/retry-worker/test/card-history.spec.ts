@@ -135,7 +135,7 @@ describe('card history: per card per merchant, in-flight attempts, unknown outco
     },
   );
 
-  it('a hard decline bans the card for that merchant only, until the card data changes', async () => {
+  it('a hard decline bans the card for that merchant only, for good (a new expiry date does not lift it)', async () => {
     const worker = await startApp('retry-worker', { env: FAST });
     workers.push(worker);
     const a = await newClient();
@@ -151,10 +151,10 @@ describe('card history: per card per merchant, in-flight attempts, unknown outco
     expect(await shape(a, txn({}, '4100000000000019'))).toEqual(['Cancelled']);
     // Another merchant: its own history, its own first attempt.
     expect(await shape(b, txn({}, '4100000000000019'))).toEqual(['Cancelled', 'Failed:41']);
-    // New card data (another expiry date) lifts the ban.
+    // Another expiry date on the same number does not lift it (network-rules.md: category 1, "none, ever").
     const renewed = txn({}, '4100000000000019');
     (renewed['payment_method'] as any).credit_card.expiration_date = '203103';
-    expect(await shape(a, renewed)).toEqual(['Cancelled', 'Failed:41']);
+    expect(await shape(a, renewed)).toEqual(['Cancelled']);
     await worker.stop();
   });
 

@@ -19,8 +19,8 @@ export type WaitClass = 'technical' | 'funds' | 'generic' | 'risky' | 'never';
 
 /**
  * What a decline means for later attempts on the same CARD (not only this transaction):
- * - permanent: never again (Visa category 1, Mastercard MAC 03/21, hard codes of any brand),
- *   until the issuer approves the card again;
+ * - permanent: never again on this card number (Visa category 1, Mastercard MAC 03/21, hard codes of
+ *   any brand), whatever its expiry date;
  * - new-card-data: not again with the same card data (Visa category 3, MAC 01/04).
  */
 export type CardBlock = 'permanent' | 'new-card-data' | null;

@@ -73,7 +73,7 @@ describe('Visa', () => {
   });
   // 57 is category 1 only outside Oct 2025 - 25 Oct 2026 (T0 is inside): network-rules-dated.spec.ts.
   it.each(['04', '07', '12', '14', '15', '41', '43', '46', 'R0', 'R1', 'R3'])(
-    'never after a category 1 decline (%s), however long ago and whatever approval follows, until the card data changes',
+    'never after a category 1 decline (%s), however long ago, whatever approval follows, whatever new expiry date',
     (code) => {
       const h = attempts(1, 0, { responseCode: code, cardDataVersion: 'exp-202901' });
       expect(checkNetworkLimits('visa', h, at(400 * DAY), 1000n)).toMatchObject({ allowed: false, permanently: true });
@@ -81,8 +81,9 @@ describe('Visa', () => {
       expect(checkNetworkLimits('visa', [...h, approved], at(2 * DAY), 1000n).allowed).toBe(false);
       const same = { network: 'visa', cardDataVersion: 'exp-202901' };
       expect(checkNetworkLimits(same, h, at(2 * DAY), 1000n).allowed).toBe(false);
+      // network-rules.md: category 1 "none, ever" (only category 3 waits for changed card data).
       const renewed = { network: 'visa', cardDataVersion: 'exp-203001' };
-      expect(checkNetworkLimits(renewed, h, at(2 * DAY), 1000n).allowed).toBe(true);
+      expect(checkNetworkLimits(renewed, h, at(2 * DAY), 1000n)).toMatchObject({ allowed: false, permanently: true });
     },
   );
   it('category 3: no retry with the same card data; allowed once the data changed', () => {
@@ -197,13 +198,24 @@ describe('Mastercard', () => {
     const before = cit('2025-05-01T00:00:00Z');
     expect(checkNetworkLimits('visa', before, new Date('2025-05-02T00:00:00Z'), 1000n).allowed).toBe(false);
   });
-  it.each(['03', '21'])('never after MAC %s, however long ago, until the card data changes', (mac) => {
+  it.each(['03', '21'])('never after MAC %s, however long ago, whatever new expiry date', (mac) => {
     const h = attempts(1, 0, { responseCode: '51', merchantAdviceCode: mac, cardDataVersion: 'a' });
     expect(checkNetworkLimits('mastercard', h, at(365 * DAY), 1000n)).toMatchObject({
       allowed: false,
       permanently: true,
     });
-    expect(checkNetworkLimits({ network: 'mastercard', cardDataVersion: 'b' }, h, at(DAY), 1000n).allowed).toBe(true);
+    // network-rules.md: "stop for good ... a hard stop, not a budget".
+    expect(checkNetworkLimits({ network: 'mastercard', cardDataVersion: 'b' }, h, at(DAY), 1000n)).toMatchObject({
+      allowed: false,
+      permanently: true,
+    });
+  });
+  it('other networks: none after a hard decline, whatever new expiry date', () => {
+    const h = attempts(1, 0, { responseCode: '41', cardDataVersion: 'a' });
+    expect(checkNetworkLimits({ network: 'amex', cardDataVersion: 'b' }, h, at(DAY), 1000n)).toMatchObject({
+      allowed: false,
+      permanently: true,
+    });
   });
   it.each(['01', '04'])('MAC %s: not with the same card data', (mac) => {
     const h = attempts(1, 0, { responseCode: '05', merchantAdviceCode: mac, cardDataVersion: 'a' });

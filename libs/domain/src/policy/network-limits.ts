@@ -160,11 +160,13 @@ export function checkNetworkLimits(
 }
 
 /**
- * A decline that forbids any further attempt on the card (see CardBlock): "never" (Visa category 1,
- * MAC 03/21, hard codes) and "not with this data" (Visa category 3, MAC 01/04) alike bind until the
- * card data changes (a new expiry date, ...). An approval does not lift them (no attempt is made
- * while they hold), and they do not lapse with time: the caller passes every blocking decline of the
- * card, however old.
+ * A decline that forbids any further attempt on the card (see CardBlock). "Never" (Visa category 1:
+ * "none, ever"; MAC 03/21: "stop for good"; hard codes of other brands: "none after a hard decline")
+ * binds the card for good: a new expiry date on the same number does not lift it (a reissued card
+ * has a new number, so another fingerprint and its own history). "Not with this data" (Visa category
+ * 3, MAC 01/04) binds until the card data changes (a new expiry date, ...). An approval does not lift
+ * either (no attempt is made while they hold), and they do not lapse with time: the caller passes
+ * every blocking decline of the card, however old.
  */
 function cardBlock(network: Network, past: readonly CardAttempt[], dataVersion: string | null): string | null {
   for (let i = past.length - 1; i >= 0; i--) {
@@ -175,6 +177,7 @@ function cardBlock(network: Network, past: readonly CardAttempt[], dataVersion: 
       h.at,
     );
     if (c.cardBlock === null) continue;
+    if (c.cardBlock === 'permanent') return c.reason;
     const changed = dataVersion !== null && h.cardDataVersion != null && h.cardDataVersion !== dataVersion;
     if (!changed) return c.reason;
   }

@@ -7,7 +7,8 @@
  * (Mastercard's rule is per merchant; Visa charges its excess-reattempt fees per merchant); only
  * declined attempts count, plus attempts in flight; an approval ends a decline sequence (earlier
  * declines stop counting). Card blocks ("never", "not with this data") do not lapse with the
- * windows; they lift only when the card data changes.
+ * windows; "never" binds the card number for good, "not with this data" lifts when the card data
+ * changes.
  */
 export interface NetworkRuleSet {
   /** ISO date-time from which this set applies (inclusive). */
