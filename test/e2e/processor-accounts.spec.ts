@@ -197,6 +197,26 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
     }
   };
 
+  it('stripe: a payment method Stripe no longer has (400 resource_missing) is settled as not charged, never left unknown', async () => {
+    const w = wires.find((x) => x.name === 'stripe')!;
+    const token = `pm_gone${++n}`;
+    stripe.missing.add(token);
+    const t = tokenTxn(token);
+    expect((await w.client.submit([t])).status).toBe(200);
+    // Stripe refused the request: nothing was charged, so the attempt is settled (96, soft) and the
+    // schedule goes on, instead of an attempt unknown for ever that no stop could close.
+    const [, first] = await waitFor(
+      async () => {
+        const r = await w.client.request('GET', `/v1/retain/transactions/${t['id']}?related=true`);
+        const data = r.json?.data;
+        return data?.[1]?.status === 'Failed' ? data : null;
+      },
+      { timeoutMs: 30_000, what: 'the first attempt settled' },
+    );
+    expect(first.auth_code).toBe('96');
+    expect(stripe.succeeded().filter((pi) => pi['payment_method'] === token)).toHaveLength(0);
+  });
+
   for (const name of ['stripe', 'adyen'] as const) {
     const wire = () => wires.find((w) => w.name === name)!;
 

@@ -233,9 +233,23 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     ).rejects.toBeInstanceOf(ProcessorUnavailableError);
   });
 
-  it('a rejected API key is an error (nothing charged), never a decline', async () => {
+  it('a rejected API key is an error (nothing charged), never a decline, and not settled (fixed, the lookup answers)', async () => {
     const wrong = new StripeProcessor({ secret_key: 'sk_test_wrong', api_base: base }, { timeoutMs: 400 });
-    expect(await wrong.charge(req())).toMatchObject({ outcome: 'error' });
+    const result = await wrong.charge(req());
+    expect(result).toMatchObject({ outcome: 'error' });
+    expect(result.outcome === 'error' && result.settled).toBeFalsy();
+  });
+
+  it('a request Stripe refuses as invalid (no such PaymentMethod) is a settled error, by charge and by lookup', async () => {
+    fake.missing.add('pm_detached_spec');
+    const r = req({ instrument: { kind: 'token', token: 'cus_Q1|pm_detached_spec', isNetworkToken: false } });
+    expect(await adapter().charge(r)).toMatchObject({ outcome: 'error', settled: true });
+    // The lookup's search finds no PaymentIntent and its replay gets the same refusal.
+    expect(await adapter().lookupCharge(r.idempotencyKey, r)).toMatchObject({ outcome: 'error', settled: true });
+    // A 5xx stays unsettled: the charge may have gone through.
+    fake.failNext('5xx');
+    const plain = await adapter().charge(req());
+    expect(plain.outcome === 'error' && plain.settled).toBeFalsy();
   });
 
   it('errors carry no card number or key', async () => {

@@ -112,7 +112,7 @@ export class StripeProcessor implements PaymentProcessor {
       });
       return intentResult(pi);
     } catch (e) {
-      return errorResult(e);
+      return chargeErrorResult(e);
     }
   }
 
@@ -274,6 +274,26 @@ function cardDecline(e: StripeDeclineFields, id: string): ChargeResult {
 function isDecision(e: InstanceType<typeof Stripe.errors.StripeError>): boolean {
   const s = e.statusCode ?? 0;
   return s >= 400 && s < 500 && s !== 429 && s !== 409 && e.type !== 'StripeIdempotencyError';
+}
+
+/**
+ * A charge's failure. Stripe refusing the request itself as invalid (400 or 404
+ * `invalid_request_error`: no such PaymentMethod, an amount under its minimum, ...) is its answer for
+ * this key, and nothing was charged: `settled`, so the reconciliation records the attempt not charged
+ * and the schedule goes on, where a plain error would keep it unknown for ever (every replay gets the
+ * same refusal). Not settled: 401/403 (the account's key or permissions; once an operator fixes them,
+ * the attempt's lookup gets the real answer), 409 and idempotency errors (another request with the key
+ * is in progress or differs), 429 and 5xx.
+ */
+function chargeErrorResult(e: unknown): ChargeResult {
+  const result = errorResult(e);
+  if (
+    result.outcome === 'error' &&
+    e instanceof Stripe.errors.StripeInvalidRequestError &&
+    (e.statusCode === 400 || e.statusCode === 404)
+  )
+    return { ...result, settled: true };
+  return result;
 }
 
 function errorResult(e: unknown): ChargeResult {

@@ -57,6 +57,8 @@ export class StripeFake extends WireFake {
   readonly intents = new Map<string, StoredIntent>();
   readonly refunds: Record<string, unknown>[] = [];
   private readonly scripted = new Map<string, Outcome>();
+  /** PaymentMethod ids Stripe no longer has (detached, deleted): a charge gets 400 `resource_missing`. */
+  readonly missing = new Set<string>();
   private readonly idempotency = new Map<string, IdempotentEntry>();
 
   constructor(readonly secretKey = 'sk_test_fake_retain') {
@@ -192,7 +194,10 @@ export class StripeFake extends WireFake {
         message: 'You must provide a payment_method or payment_method_data',
       });
     }
-    if (typeof b.payment_method === 'string' && !/^(pm|card|src)_/.test(b.payment_method)) {
+    if (
+      typeof b.payment_method === 'string' &&
+      (!/^(pm|card|src)_/.test(b.payment_method) || this.missing.has(b.payment_method))
+    ) {
       return err(400, {
         type: 'invalid_request_error',
         code: 'resource_missing',
