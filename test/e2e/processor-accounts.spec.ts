@@ -25,6 +25,7 @@ import {
 const cliMain = path.resolve(__dirname, '../../dist/apps/cli/src/main.js');
 const FINAL = ['Captured', 'Cancelled', 'Stopped'];
 let dir = '';
+let stripeBase = '';
 
 function processorSet(login: string, processor: string, config: unknown, division?: string): void {
   const file = path.join(dir, `${login}.json`);
@@ -62,6 +63,7 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), 'retain-e2e-processors-'));
     const stripeUrl = await stripe.start();
+    stripeBase = stripeUrl;
     const adyenUrl = await adyen.start();
     // The Adyen fake speaks HTTPS with its own certificate: the apps trust it as a proxy's CA.
     const caFile = path.join(dir, 'adyen-fake-ca.pem');
@@ -215,6 +217,60 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
     );
     expect(first.auth_code).toBe('96');
     expect(stripe.succeeded().filter((pi) => pi['payment_method'] === token)).toHaveLength(0);
+  });
+
+  it("an attempt's lookups and its refund go to the account that charged it, even after the merchant's account was removed", async () => {
+    // A merchant of its own on Stripe. Its charge goes through but the answer is lost, and every
+    // lookup fails: the attempt is unknown. Then the operator removes the account (the merchant's
+    // new charges would go to the app's sandbox).
+    const m = await createMerchant();
+    processorSet(m.login, 'stripe', { secret_key: stripe.secretKey, api_base: stripeBase });
+    const client = new ApiClient(apps[0]!.url, m.api_key);
+    stripe.failNext('charge-then-reset');
+    stripe.failNext('5xx', 10_000);
+    const t = tokenTxn('pm_card_visa');
+    try {
+      expect((await client.submit([t])).status).toBe(200);
+      const db = await testDb();
+      const [attempt] = await waitFor(
+        async () => {
+          const rows = await db.query(
+            `SELECT a.vid FROM attempts a JOIN transactions t ON t.id = a.transaction_id
+              WHERE t.merchant_txn_id = $1 AND a.state = 'unknown'`,
+            [t['id']],
+          );
+          return rows.length ? rows : null;
+        },
+        { timeoutMs: 20_000, what: 'the attempt unknown' },
+      );
+      const r = spawnSync(process.execPath, [cliMain, 'processor', 'remove', '--login', m.login], { encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      // Stripe stays down a little longer: the reconciliation ticks after the removal (every tick
+      // here), and a lookup begun before it ends with its failure.
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+    } finally {
+      stripe.clearFaults();
+    }
+    // The reconciliation asks Stripe (the account that charged), finds the capture, records it once.
+    const w = { client } as Wire;
+    const [submitted, ...tries] = await finalOf(w, t['id'] as string);
+    expect(submitted.status).toBe('Captured');
+    expect(tries.map((a: any) => a.status)).toEqual(['Captured']);
+    const db = await testDb();
+    const [row] = await db.query(`SELECT processor_transaction_id FROM transactions WHERE merchant_txn_id = $1`, [
+      t['id'],
+    ]);
+    expect(row.processor_transaction_id).toMatch(/^pi_/);
+    const [{ n }] = await db.query(`SELECT count(*)::int AS n FROM sandbox_operations WHERE idempotency_key = $1`, [
+      tries[0].vid,
+    ]);
+    expect(n).toBe(0);
+    // Its refund goes to Stripe too, not to the sandbox the merchant's new charges now use.
+    expect((await client.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'] }] })).status).toBe(200);
+    await waitFor(() => stripe.refunds.some((x) => x['payment_intent'] === row.processor_transaction_id), {
+      timeoutMs: 20_000,
+      what: 'the refund at Stripe',
+    });
   });
 
   for (const name of ['stripe', 'adyen'] as const) {

@@ -133,6 +133,9 @@ describe('retain processor set|list|remove (decisions §13)', () => {
     cli('processor', 'remove', '--login', m.login);
     expect(await resolver.forTransaction(id, 'EU1')).toBe(sandbox);
     expect(cliError('processor', 'remove', '--login', m.login).error).toMatch(/no default account/);
+    // Removed accounts are retired, not deleted: what they charged is still looked up and refunded there.
+    expect(await resolver.forAccount(eu!.id)).toBeInstanceOf(AdyenProcessor);
+    expect(cli('processor', 'list', '--login', m.login).accounts).toEqual([]);
   });
 
   it('accounts survive a card data key rotation', async () => {

@@ -36,6 +36,7 @@ import { StatementRollupUpdates1799200000000 } from './migrations/1799200000000-
 import { TimeOrderedIds1799300000000 } from './migrations/1799300000000-TimeOrderedIds';
 import { RoomForHotUpdates1799400000000 } from './migrations/1799400000000-RoomForHotUpdates';
 import { LongPaymentMethodIds1799500000000 } from './migrations/1799500000000-LongPaymentMethodIds';
+import { ProcessorAccountVersions1799600000000 } from './migrations/1799600000000-ProcessorAccountVersions';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -73,6 +74,7 @@ export const MIGRATIONS = [
   TimeOrderedIds1799300000000,
   RoomForHotUpdates1799400000000,
   LongPaymentMethodIds1799500000000,
+  ProcessorAccountVersions1799600000000,
 ];
 
 export interface PoolTuning {

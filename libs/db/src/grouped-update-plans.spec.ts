@@ -90,6 +90,7 @@ describe('plans of the grouped attempt updates (real Postgres)', () => {
           dataVersion: null,
           paymentMethodRef: null,
           paymentMethodView: {},
+          processorAccountId: null,
         })),
       ),
     );

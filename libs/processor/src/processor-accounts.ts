@@ -115,8 +115,10 @@ export function accountAdapter(a: AccountConfig, options: AccountAdapterOptions 
 
 /** Where the accounts are read from (ProcessorAccountsRepository in the apps). */
 export interface ProcessorAccountSource {
-  /** The account of the division, else the merchant's default, else null. */
+  /** The current account of the division, else the merchant's current default, else null. */
   forDivision(merchantId: string, divisionNumber: string | null): Promise<ProcessorAccount | null>;
+  /** One account version by id, current or retired. */
+  byId(id: string): Promise<ProcessorAccount | null>;
 }
 
 /**
@@ -138,7 +140,20 @@ export class ProcessorResolver {
   }
 
   async forTransaction(merchantId: string, divisionNumber: string | null): Promise<PaymentProcessor> {
-    const account = await this.accounts.forDivision(merchantId, divisionNumber);
+    return this.adapterOf(await this.accounts.forDivision(merchantId, divisionNumber));
+  }
+
+  async forAccount(accountId: string | null): Promise<PaymentProcessor> {
+    if (accountId === null) return this.fallback;
+    const cached = this.cache.get(accountId);
+    // A version's config never changes (a change is a new version), so its adapter is kept.
+    if (cached) return cached.processor;
+    const account = await this.accounts.byId(accountId);
+    if (!account) throw new Error(`processor account ${accountId} not found`);
+    return this.adapterOf(account);
+  }
+
+  private adapterOf(account: ProcessorAccount | null): PaymentProcessor {
     if (!account) return this.fallback;
     const cached = this.cache.get(account.id);
     if (cached && cached.stamp === account.updatedAt.getTime()) return cached.processor;
@@ -164,25 +179,35 @@ export interface StoredAccountLike {
  */
 export function accountSourceOf(repo: {
   forDivision(merchantId: string, divisionNumber: string | null): Promise<StoredAccountLike | null>;
+  byId(id: string): Promise<StoredAccountLike | null>;
 }): ProcessorAccountSource {
+  const validated = (a: StoredAccountLike | null): ProcessorAccount | null =>
+    a
+      ? {
+          ...parseAccountConfig(a.processor, a.config),
+          id: a.id,
+          merchantId: a.merchantId,
+          divisionNumber: a.divisionNumber,
+          updatedAt: a.updatedAt,
+        }
+      : null;
   return {
-    async forDivision(merchantId, divisionNumber) {
-      const a = await repo.forDivision(merchantId, divisionNumber);
-      if (!a) return null;
-      return {
-        ...parseAccountConfig(a.processor, a.config),
-        id: a.id,
-        merchantId: a.merchantId,
-        divisionNumber: a.divisionNumber,
-        updatedAt: a.updatedAt,
-      };
-    },
+    byId: async (id) => validated(await repo.byId(id)),
+    forDivision: async (merchantId, divisionNumber) => validated(await repo.forDivision(merchantId, divisionNumber)),
   };
 }
 
-/** The processor that charges and refunds a transaction (the apps: a ProcessorResolver). */
+/**
+ * The processor that charges and refunds a transaction (the apps: a ProcessorResolver). A new charge
+ * goes through the merchant's current account, whose id the attempt records with its in-flight mark
+ * (ProcessorAccountsRepository.currentIds); that charge, its lookups and its refund then go through
+ * `forAccount` of the recorded id, whatever the merchant's accounts have become since.
+ */
 export interface TransactionProcessors {
+  /** The processor of a new charge (or check) of the transaction: its merchant's current account's. */
   forTransaction(merchantId: string, divisionNumber: string | null): Promise<PaymentProcessor>;
+  /** The processor of an account version by id, current or retired; null: the app's processor. */
+  forAccount(accountId: string | null): Promise<PaymentProcessor>;
 }
 
 /**
@@ -193,5 +218,5 @@ export const TRANSACTION_PROCESSORS = Symbol('TRANSACTION_PROCESSORS');
 
 /** Every transaction through one processor (tests, benches). */
 export function fixedProcessor(processor: PaymentProcessor): TransactionProcessors {
-  return { forTransaction: async () => processor };
+  return { forTransaction: async () => processor, forAccount: async () => processor };
 }

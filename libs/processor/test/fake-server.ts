@@ -57,6 +57,11 @@ export abstract class WireFake {
     for (let i = 0; i < count; i++) this.faults.push(fault);
   }
 
+  /** Faults not met yet are dropped: the next requests are answered normally. */
+  clearFaults(): void {
+    this.faults.length = 0;
+  }
+
   /** Requests received on a path (a string prefix or a pattern). */
   received(method: string, pathMatch: string | RegExp): RecordedRequest[] {
     return this.requests.filter(

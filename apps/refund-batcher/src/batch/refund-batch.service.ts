@@ -39,6 +39,8 @@ interface Claimed {
   processorTransactionId: string;
   merchantId: string;
   divisionNumber: string | null;
+  /** The attempt that made the capture: its processor account (id null: the app's processor). */
+  capturedBy: { id: string | null } | null;
 }
 
 /**
@@ -46,8 +48,8 @@ interface Claimed {
  * with their vid as idempotency key, so a batch killed half-way resumes without refunding twice:
  * a refund already sent gets the processor's stored answer back. Each result is recorded under row
  * locks with its `refund completed` / `refund failed` push in the same database transaction.
- * Each refund goes to the processor of its transaction (its merchant's account for its division,
- * else the default processor). A refund the processor did not answer (ProcessorUnavailableError:
+ * Each refund goes to the processor account that made its capture (recorded on the attempt; the
+ * merchant's accounts may have changed since), else its transaction's current one. A refund the processor did not answer (ProcessorUnavailableError:
  * timeout, 5xx, 429) stays Processing and is sent again, with the same key, by the next batch.
  */
 @Injectable()
@@ -72,7 +74,10 @@ export class RefundBatchService {
       for (const c of claimed) {
         let result: RefundResult;
         try {
-          const processor = await this.processors.forTransaction(c.merchantId, c.divisionNumber);
+          // The account that made the capture (a merchant's accounts may have changed since).
+          const processor = c.capturedBy
+            ? await this.processors.forAccount(c.capturedBy.id)
+            : await this.processors.forTransaction(c.merchantId, c.divisionNumber);
           result = await processor.refund({
             idempotencyKey: c.refundVid,
             processorTransactionId: c.processorTransactionId,
@@ -145,8 +150,12 @@ export class RefundBatchService {
         processor_transaction_id: string | null;
         merchant_id: string;
         division_number: string | null;
+        captured_by: { id: string | null } | null;
       }[] = await m.query(
-        `SELECT r.id, r.vid, r.amount_minor, r.currency, t.processor_transaction_id, t.merchant_id, t.division_number
+        `SELECT r.id, r.vid, r.amount_minor, r.currency, t.processor_transaction_id, t.merchant_id, t.division_number,
+                (SELECT json_build_object('id', a.processor_account_id) FROM attempts a
+                  WHERE a.transaction_id = t.id AND a.processor_transaction_id = t.processor_transaction_id
+                  LIMIT 1) AS captured_by
            FROM refunds r JOIN transactions t ON t.id = r.transaction_id
           WHERE r.status = 'Processing' AND r.kind = 'refund'
             AND (r.sent_at IS NULL OR r.sent_at < now() - interval '1 second')
@@ -166,6 +175,7 @@ export class RefundBatchService {
         processorTransactionId: r.processor_transaction_id ?? '',
         merchantId: r.merchant_id,
         divisionNumber: r.division_number || null,
+        capturedBy: r.captured_by,
       }));
     });
   }

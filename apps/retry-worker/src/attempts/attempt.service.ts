@@ -4,7 +4,9 @@ import {
   AttemptEntity,
   AttemptsRepository,
   MerchantsRepository,
+  ProcessorAccountsRepository,
   ProcessorThrottlesRepository,
+  accountKey,
   RefundEntity,
   PaymentMethodsRepository,
   TransactionEntity,
@@ -252,9 +254,9 @@ export interface LateRefund {
   processorTransactionId: string;
   amountMinor: bigint;
   currency: string;
-  /** The transaction's merchant and division: they pick the processor that refunds it. */
   merchantId: string;
-  divisionNumber: string | null;
+  /** The account that made the capture (null: the app's processor): the refund goes there. */
+  processorAccountId: string | null;
 }
 
 /** Where an attempt is charged, and its ChargeRequest as built for the charge (lookups replay it). */
@@ -319,7 +321,18 @@ export class AttemptService {
     const txn = await this.db.getRepository(TransactionEntity).findOne({ where: { id: attempt.transactionId } });
     if (!txn) return null;
     await this.paymentMethods.fillCryptogram(txn);
-    return { processor: await this.processorOf(txn), request: this.chargeRequest(attempt, txn) };
+    return { processor: await this.processorFor(attempt, txn), request: this.chargeRequest(attempt, txn) };
+  }
+
+  /**
+   * Where an attempt is charged and looked up: once prepared, the account recorded with its in-flight
+   * mark (whatever the merchant's accounts have become since); before, the merchant's current one.
+   */
+  private processorFor(
+    attempt: Pick<AttemptEntity, 'preparedAt' | 'processorAccountId'>,
+    txn: TransactionEntity,
+  ): Promise<PaymentProcessor> {
+    return attempt.preparedAt ? this.processors.forAccount(attempt.processorAccountId) : this.processorOf(txn);
   }
 
   private processorOf(txn: { merchantId: string; divisionNumber: string | null }): Promise<PaymentProcessor> {
@@ -414,7 +427,7 @@ export class AttemptService {
     grouped: boolean,
   ): Promise<string> {
     await this.paymentMethods.fillCryptogram(txn);
-    const processor = await this.processorOf(txn);
+    const processor = await this.processorFor(attempt, txn);
     const request = this.chargeRequest(attempt, txn);
     // The charge is idempotent by key: a duplicate run racing this one gets the same result.
     let result = existing ?? (await processor.charge(request));
@@ -461,11 +474,13 @@ export class AttemptService {
    * Looked up by key only, without the original request: a replay of an attempt settled as not
    * charged would make its charge now.
    */
-  private async lateCapture(attemptId: string, errored: { id: string; vid: string }[]): Promise<string | null> {
-    const charge = await this.chargeOf(attemptId);
-    if (!charge) return null;
+  private async lateCapture(
+    attemptId: string,
+    errored: { id: string; vid: string; processor_account_id: string | null }[],
+  ): Promise<string | null> {
     for (const e of errored) {
-      const found = await charge.processor.lookupCharge(e.vid);
+      // Each at the account that charged it.
+      const found = await (await this.processors.forAccount(e.processor_account_id)).lookupCharge(e.vid);
       if (found?.outcome !== 'approved') continue;
       const outbox = await this.db.transaction(async (m) => {
         const locked = await AttemptsRepository.lock(m, attemptId);
@@ -577,9 +592,14 @@ export class AttemptService {
     dataVersion: string | null,
   ): Promise<void> {
     if (attempt.preparedAt) return;
+    const division = txn.divisionNumber || null;
+    const accounts = await ProcessorAccountsRepository.currentIds(m, [
+      { merchantId: txn.merchantId, divisionNumber: division },
+    ]);
     attempt.preparedAt = new Date();
     attempt.cardDataVersion = dataVersion;
-    await AttemptsRepository.markPrepared(m, attempt.id, attempt.preparedAt, dataVersion);
+    attempt.processorAccountId = accounts.get(accountKey(txn.merchantId, division)) ?? null;
+    await AttemptsRepository.markPrepared(m, attempt.id, attempt.preparedAt, dataVersion, attempt.processorAccountId);
     // The attempt shows the payment method it charged (decisions §15), whatever the transaction charges later.
     attempt.paymentMethodRef = txn.paymentMethodRef;
     attempt.paymentMethodView = chargedPaymentMethodFields(txn);
@@ -817,6 +837,11 @@ export class AttemptService {
       customers.map((c) => ({ merchantId: c.txn.merchantId, id: c.txn.paymentMethodRef! })),
     );
     const histories = await AttemptsRepository.cardHistories(m, cards);
+    // The account each charge goes through, recorded with its in-flight mark.
+    const accounts = await ProcessorAccountsRepository.currentIds(
+      m,
+      candidates.map((c) => ({ merchantId: c.txn.merchantId, divisionNumber: c.txn.divisionNumber || null })),
+    );
     const charging = new Set<string>();
     const marks: Parameters<typeof AttemptsRepository.markPreparedMany>[1][number][] = [];
     for (const { attempt, txn } of candidates) {
@@ -856,6 +881,7 @@ export class AttemptService {
         cardDataVersion: dataVersion,
         paymentMethodRef: txn.paymentMethodRef,
         paymentMethodView: chargedPaymentMethodFields(txn),
+        processorAccountId: accounts.get(accountKey(txn.merchantId, txn.divisionNumber || null)) ?? null,
       });
       marks.push({
         id: attempt.id,
@@ -863,6 +889,7 @@ export class AttemptService {
         dataVersion,
         paymentMethodRef: txn.paymentMethodRef,
         paymentMethodView: attempt.paymentMethodView!,
+        processorAccountId: attempt.processorAccountId,
       });
       decided.set(attempt.id, { kind: 'charge', attempt, txn });
     }
@@ -1082,7 +1109,7 @@ export class AttemptService {
       amountMinor: BigInt(attempt.partialAmountMinor ?? attempt.amountMinor),
       currency: attempt.currency,
       merchantId: txn.merchantId,
-      divisionNumber: txn.divisionNumber || null,
+      processorAccountId: attempt.processorAccountId,
     };
   }
 
@@ -1092,7 +1119,7 @@ export class AttemptService {
    * batcher sends it again with the same key.
    */
   async sendLateRefund(refund: LateRefund): Promise<void> {
-    const processor = await this.processorOf({ merchantId: refund.merchantId, divisionNumber: refund.divisionNumber });
+    const processor = await this.processors.forAccount(refund.processorAccountId);
     const result = await processor.refund({
       idempotencyKey: refund.refundVid,
       processorTransactionId: refund.processorTransactionId,

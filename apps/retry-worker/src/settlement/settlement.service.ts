@@ -59,7 +59,10 @@ export class SettlementService implements OnModuleInit, OnApplicationShutdown {
   private async isSettled(row: AwaitingSettlementRow): Promise<boolean> {
     if (!canTransition(TransactionStatus.Captured, 'settled', { unresolvedAttempts: 0 })) return false;
     try {
-      const processor = await this.processors.forTransaction(row.merchant_id, row.division_number || null);
+      // Asked of the account that made the capture (a merchant's accounts may have changed since).
+      const processor = row.captured_by
+        ? await this.processors.forAccount(row.captured_by.id)
+        : await this.processors.forTransaction(row.merchant_id, row.division_number || null);
       if (!processor.settlementOf) return false;
       // The processor's clock runs like the schedule's: RETRY_TIME_SCALE times faster from the submission.
       const anchor = new Date(row.submitted_ts).getTime();

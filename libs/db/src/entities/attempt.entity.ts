@@ -45,6 +45,11 @@ export class AttemptEntity {
   /** The API's payment_method (masked) and is_network_token of the card charged, frozen when the attempt went out. */
   @Column({ name: 'payment_method_view', type: 'jsonb', nullable: true })
   paymentMethodView: Record<string, unknown> | null;
+  /**
+   * The processor account (processor_accounts row, retired or not) this attempt was charged through,
+   * set with the in-flight mark; null: the app's PROCESSOR. Its lookups and its refund go there too.
+   */
+  @Column({ name: 'processor_account_id', type: 'uuid', nullable: true }) processorAccountId: string | null;
   @Column({ name: 'processed_at', type: 'timestamptz', nullable: true }) processedAt: Date | null;
   /** Next reconciliation lookup of an unknown attempt (or of an error watched for a late capture). */
   @Column({ name: 'lookup_after', type: 'timestamptz', nullable: true }) lookupAfter: Date | null;

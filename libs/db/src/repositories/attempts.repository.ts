@@ -10,7 +10,7 @@ export interface AttemptRunRow {
   state: string;
   prepared_at: Date | null;
   /** Earlier attempts of the same transaction settled as not charged (looked up before a new charge). */
-  errored: { id: string; vid: string }[];
+  errored: { id: string; vid: string; processor_account_id: string | null }[];
 }
 
 export interface ReconcileRow {
@@ -96,7 +96,9 @@ export class AttemptsRepository {
   static async forRun(db: Sql, attemptId: string): Promise<AttemptRunRow | null> {
     const [row]: AttemptRunRow[] = await db.query(
       `SELECT p.vid, p.state, p.prepared_at,
-              COALESCE((SELECT json_agg(json_build_object('id', e.id, 'vid', e.vid) ORDER BY e.retry_number)
+              COALESCE((SELECT json_agg(json_build_object('id', e.id, 'vid', e.vid,
+                                                          'processor_account_id', e.processor_account_id)
+                                        ORDER BY e.retry_number)
                           FROM attempts e WHERE e.transaction_id = p.transaction_id AND e.state = 'error'),
                        '[]'::json) AS errored
          FROM attempts p WHERE p.id = $1`,
@@ -201,13 +203,17 @@ export class AttemptsRepository {
       dataVersion: string | null;
       paymentMethodRef: string | null;
       paymentMethodView: Record<string, unknown>;
+      /** The processor account the charge goes through (null: the app's processor). */
+      processorAccountId: string | null;
     }[],
   ): Promise<void> {
     if (rows.length === 0) return;
     const [, updated]: [unknown, number] = await m.query(
       `UPDATE attempts a SET prepared_at = x.at, card_data_version = x.data_version,
-              payment_method_ref = x.pm_ref, payment_method_view = x.pm_view, updated_at = now()
-         FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, at timestamptz, data_version text, pm_ref uuid, pm_view jsonb)
+              payment_method_ref = x.pm_ref, payment_method_view = x.pm_view, processor_account_id = x.account,
+              updated_at = now()
+         FROM jsonb_to_recordset($1::jsonb)
+              AS x(id uuid, at timestamptz, data_version text, pm_ref uuid, pm_view jsonb, account uuid)
         WHERE a.id = ANY($2::uuid[]) AND a.id = x.id AND a.state = 'pending' AND a.prepared_at IS NULL`,
       [
         JSON.stringify(
@@ -217,6 +223,7 @@ export class AttemptsRepository {
             data_version: r.dataVersion,
             pm_ref: r.paymentMethodRef,
             pm_view: r.paymentMethodView,
+            account: r.processorAccountId,
           })),
         ),
         rows.map((r) => r.id),
@@ -263,13 +270,22 @@ export class AttemptsRepository {
     return rows.map(toCardAttempt);
   }
 
-  /** The attempt goes to the processor: from now on it may charge, and counts in the card's history. */
-  static async markPrepared(m: EntityManager, attemptId: string, at: Date, dataVersion: string | null): Promise<void> {
-    await m.query(`UPDATE attempts SET prepared_at = $2, card_data_version = $3, updated_at = now() WHERE id = $1`, [
-      attemptId,
-      at,
-      dataVersion,
-    ]);
+  /**
+   * The attempt goes to the processor (through `processorAccountId`, null: the app's processor):
+   * from now on it may charge, and counts in the card's history.
+   */
+  static async markPrepared(
+    m: EntityManager,
+    attemptId: string,
+    at: Date,
+    dataVersion: string | null,
+    processorAccountId: string | null,
+  ): Promise<void> {
+    await m.query(
+      `UPDATE attempts SET prepared_at = $2, card_data_version = $3, processor_account_id = $4, updated_at = now()
+        WHERE id = $1`,
+      [attemptId, at, dataVersion, processorAccountId],
+    );
   }
 
   /**

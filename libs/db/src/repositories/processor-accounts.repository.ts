@@ -23,6 +23,10 @@ interface Row {
 
 const AAD = 'processor-account';
 
+/** The key of ProcessorAccountsRepository.currentIds' map. */
+export const accountKey = (merchantId: string, divisionNumber: string | null): string =>
+  `${merchantId}|${divisionNumber ?? ''}`;
+
 /**
  * Merchants' processor accounts (decisions §13). Configs are sealed with the card data keys; the
  * clear config only leaves this class toward an adapter, never toward a log or a job payload.
@@ -33,7 +37,11 @@ export class ProcessorAccountsRepository {
     private readonly keys: readonly DataKey[],
   ) {}
 
-  /** Creates or replaces the account of a merchant's division ('' = the default account). */
+  /**
+   * Sets the account of a merchant's division ('' = the default account): the current one, if any,
+   * is retired and a new version inserted (migration ProcessorAccountVersions: attempts charged
+   * through the old one are still looked up and refunded there).
+   */
   async set(
     merchantId: string,
     divisionNumber: string,
@@ -41,46 +49,86 @@ export class ProcessorAccountsRepository {
     config: Record<string, unknown>,
   ): Promise<StoredProcessorAccount> {
     const sealed = seal(this.keys, JSON.stringify(config), AAD);
-    const [row]: Row[] = await this.db.query(
-      `INSERT INTO processor_accounts (merchant_id, division_number, processor, raw_card_data, config_enc, config_key_id)
-       VALUES ($1, $2, $3, $4, $5, $6)
-       ON CONFLICT (merchant_id, division_number) DO UPDATE SET processor = EXCLUDED.processor,
-         raw_card_data = EXCLUDED.raw_card_data, config_enc = EXCLUDED.config_enc,
-         config_key_id = EXCLUDED.config_key_id, updated_at = clock_timestamp()
-       RETURNING *`,
-      [merchantId, divisionNumber, processor, config.raw_card_data === true, sealed.value, sealed.keyId],
-    );
+    const [row]: Row[] = await this.db.transaction(async (m) => {
+      await m.query(
+        `UPDATE processor_accounts SET retired_at = clock_timestamp()
+          WHERE merchant_id = $1 AND division_number = $2 AND retired_at IS NULL`,
+        [merchantId, divisionNumber],
+      );
+      return m.query(
+        `INSERT INTO processor_accounts (merchant_id, division_number, processor, raw_card_data, config_enc, config_key_id)
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
+        [merchantId, divisionNumber, processor, config.raw_card_data === true, sealed.value, sealed.keyId],
+      );
+    });
     return this.opened(row!);
   }
 
+  /** The merchant's current accounts. */
   async list(merchantId: string): Promise<StoredProcessorAccount[]> {
     const rows: Row[] = await this.db.query(
-      `SELECT * FROM processor_accounts WHERE merchant_id = $1 ORDER BY division_number`,
+      `SELECT * FROM processor_accounts WHERE merchant_id = $1 AND retired_at IS NULL ORDER BY division_number`,
       [merchantId],
     );
     return rows.map((r) => this.opened(r));
   }
 
-  /** Removes one account; true when there was one. */
+  /**
+   * Removes one account from use (retired: what it charged is still looked up and refunded
+   * through it); true when there was one.
+   */
   async remove(merchantId: string, divisionNumber: string): Promise<boolean> {
     const [, count]: [unknown, number] = await this.db.query(
-      `DELETE FROM processor_accounts WHERE merchant_id = $1 AND division_number = $2`,
+      `UPDATE processor_accounts SET retired_at = clock_timestamp()
+        WHERE merchant_id = $1 AND division_number = $2 AND retired_at IS NULL`,
       [merchantId, divisionNumber],
     );
     return count > 0;
   }
 
-  /** The account of the division, else the merchant's default account, else null (decisions §13). */
+  /**
+   * The current account of the division, else the merchant's current default account, else null
+   * (decisions §13).
+   */
   async forDivision(merchantId: string, divisionNumber: string | null): Promise<StoredProcessorAccount | null> {
     const rows: Row[] = await this.db.query(
-      `SELECT * FROM processor_accounts WHERE merchant_id = $1 AND division_number IN ($2, '')
+      `SELECT * FROM processor_accounts WHERE merchant_id = $1 AND division_number IN ($2, '') AND retired_at IS NULL
        ORDER BY division_number = '' LIMIT 1`,
       [merchantId, divisionNumber ?? ''],
     );
     return rows[0] ? this.opened(rows[0]) : null;
   }
 
-  /** Re-seals every config under the current (first) key, after a key rotation. */
+  /**
+   * The current account new charges go through, per merchant and division (the division's, else
+   * the default; absent: the app's processor), keyed by `accountKey`. One statement, on the caller's
+   * connection (the attempts' prepare reads it in its transaction and records it with the in-flight mark).
+   */
+  static async currentIds(
+    m: Pick<EntityManager, 'query'>,
+    keys: readonly { merchantId: string; divisionNumber: string | null }[],
+  ): Promise<Map<string, string>> {
+    const found = new Map<string, string>();
+    if (keys.length === 0) return found;
+    const rows: { merchant_id: string; division: string; id: string }[] = await m.query(
+      `SELECT DISTINCT ON (k.merchant_id, k.division) k.merchant_id, k.division, p.id
+         FROM unnest($1::uuid[], $2::text[]) AS k(merchant_id, division)
+         JOIN processor_accounts p ON p.merchant_id = k.merchant_id AND p.division_number IN (k.division, '')
+                                  AND p.retired_at IS NULL
+        ORDER BY k.merchant_id, k.division, p.division_number = ''`,
+      [keys.map((k) => k.merchantId), keys.map((k) => k.divisionNumber ?? '')],
+    );
+    for (const r of rows) found.set(accountKey(r.merchant_id, r.division), r.id);
+    return found;
+  }
+
+  /** One account version by id, current or retired (what an attempt was charged through). */
+  async byId(id: string): Promise<StoredProcessorAccount | null> {
+    const rows: Row[] = await this.db.query(`SELECT * FROM processor_accounts WHERE id = $1`, [id]);
+    return rows[0] ? this.opened(rows[0]) : null;
+  }
+
+  /** Re-seals every config (retired versions too) under the current (first) key, after a key rotation. */
   async reseal(): Promise<number> {
     const current = this.keys[0]?.id;
     const rows: Row[] = await this.db.query(`SELECT * FROM processor_accounts WHERE config_key_id <> $1`, [current]);

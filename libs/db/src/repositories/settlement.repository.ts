@@ -8,6 +8,8 @@ export interface AwaitingSettlementRow {
   /** When the transaction became Captured. */
   captured_at: Date;
   submitted_ts: Date;
+  /** The attempt that made the capture: its processor account (id null: the app's processor). */
+  captured_by: { id: string | null } | null;
 }
 
 /** Captured transactions waiting for their processor's settlement, and the move to Settled. */
@@ -24,7 +26,10 @@ export class SettlementRepository {
                 FOR UPDATE SKIP LOCKED) due
         WHERE t.id = due.id
         RETURNING t.id, t.merchant_id, t.division_number, t.processor_transaction_id,
-                  t.status_changed_at AS captured_at, t.submitted_ts`,
+                  t.status_changed_at AS captured_at, t.submitted_ts,
+                  (SELECT json_build_object('id', a.processor_account_id) FROM attempts a
+                    WHERE a.transaction_id = t.id AND a.processor_transaction_id = t.processor_transaction_id
+                    LIMIT 1) AS captured_by`,
       [limit],
     );
     return rows;
