@@ -1,4 +1,4 @@
-import { RetCode, RetMessage, luhnValid, type ErrorEntry } from '@retain/domain';
+import { RetCode, RetMessage, looksLikeCompactJwe, luhnValid, type ErrorEntry } from '@retain/domain';
 
 /** How the card arrived. The clear number lives only in this in-memory value, never in errors. */
 export type CardInput =
@@ -16,6 +16,9 @@ const DIGITS_AND_SEPARATORS_RE = /^[\d\s-]+$/;
 const FULL_NUMBER_RE = /^\d{12,19}$/;
 const LETTER_RE = /[A-Za-z]/;
 const DIGIT_RE = /\d/g;
+/** Twelve digits in a row once spaces, dashes, dots and slashes are taken out: a card number's length. */
+const CARD_RUN_RE = /\d{12,}/;
+const RUN_SEPARATORS_RE = /[\s./-]/g;
 
 const schema = (detail: string, path = ACCOUNT): ErrorEntry => ({
   code: RetCode.RET009,
@@ -30,8 +33,9 @@ const invalidCard = (): ErrorEntry => ({ code: RetCode.RET010, message: RetMessa
  *  - anything else is taken as encrypted: the post-submission review decrypts it and answers RET010
  *    in the `validation failed` push when it cannot (a compact JWE or not: only a clear number
  *    gets a synchronous answer).
- * A value without letters holding 12 or more digits (a clear number with other separators) is
- * answered RET010 at once too, so a card number is never stored as if it were encrypted.
+ * A value without letters holding 12 or more digits (a clear number with other separators), or one
+ * that is not a compact JWE and holds 12 digits in a row (a number among letters), is answered RET010
+ * at once too, so a card number is never stored as if it were encrypted.
  * `account` and `accountHash` have passed their field checks (type, at most 4096 characters).
  */
 export function classifyCardAccount(
@@ -58,6 +62,9 @@ export function classifyCardAccount(
       : { kind: 'masked', masked: account, accountHash: accountHash.toLowerCase() };
   }
   if (!LETTER_RE.test(account) && (account.match(DIGIT_RE)?.length ?? 0) >= 12) return invalidCard();
+  // A card number among letters ("VISA 4111 1111 1111 1111") is not encrypted either (a compact JWE
+  // is base64url parts, which this never looks at).
+  if (!looksLikeCompactJwe(account) && CARD_RUN_RE.test(account.replace(RUN_SEPARATORS_RE, ''))) return invalidCard();
   return { kind: 'jwe', jwe: account };
 }
 

@@ -463,6 +463,15 @@ describe('validateSubmission: card account', () => {
     expect(errorsOf(card({ account: '4111/1111/1111/1111' }))[0]!.code).toBe('RET010');
   });
 
+  // A card number inside text is not encrypted either: stored as a JWE, it would sit in clear until
+  // the review rejects it.
+  it.each(['VISA 4111111111111111', '4111111111111111 exp 12/29', 'card: 4111-1111-1111-1111', 'pan=411111111111'])(
+    'answers %j (a card number among letters) RET010 at once, never storing it as encrypted',
+    (account) => {
+      expect(errorsOf(card({ account }))[0]!.code).toBe('RET010');
+    },
+  );
+
   it('rejects an empty account and one over 4096 characters with RET009', () => {
     expect(errorsOf(card({ account: '  ' }))).toEqual([
       schemaError('payment_method.credit_card.account must not be empty'),
