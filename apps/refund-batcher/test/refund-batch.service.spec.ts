@@ -11,7 +11,14 @@ import {
   type RefundRequest,
 } from '@retain/processor';
 import { OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
-import { closeTestDb, insertAttemptRow, insertMerchantRow, insertTransactionRow, testDb } from '@retain/testing';
+import {
+  closeTestDb,
+  insertAttemptRow,
+  insertMerchantRow,
+  insertRefundRow,
+  insertTransactionRow,
+  testDb,
+} from '@retain/testing';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -28,6 +35,8 @@ describe('refund batch: stops over unknown attempts', () => {
   const config = loadConfig('refund-batcher');
   /** The sandbox, whose next refunds can go unanswered (ProcessorUnavailableError). */
   let unanswered = 0;
+  /** A refund (by idempotency key) whose sending throws something else each time (a broken account). */
+  let broken: string | null = null;
   let sandbox: SandboxProcessor;
 
   beforeAll(async () => {
@@ -56,6 +65,7 @@ describe('refund batch: stops over unknown attempts', () => {
   function flaky(): SandboxProcessor {
     return Object.assign(Object.create(sandbox) as SandboxProcessor, {
       refund: async (req: RefundRequest) => {
+        if (req.idempotencyKey === broken) throw new Error('processor account config no longer valid');
         if (unanswered > 0) {
           unanswered--;
           throw new ProcessorUnavailableError('HTTP 503');
@@ -120,5 +130,52 @@ describe('refund batch: stops over unknown attempts', () => {
       expect((await state(r.t.id)).refunds).toEqual([{ kind: 'refund', status: 'Completed' }]);
       expect(await sentFor(r.vid)).toBe(1);
     }
+  });
+
+  it('a refund whose sending keeps failing holds up no other refund: it stays Processing, the others are sent', async () => {
+    const merchantId = await insertMerchantRow(db);
+    const refundOf = async (age: string) => {
+      const t = await insertTransactionRow(db, merchantId, { status: 'Refund Requested', capturedMinor: '1999' });
+      const vid = newVid();
+      await db.query(
+        `INSERT INTO refunds (vid, merchant_id, transaction_id, kind, amount_minor, currency, status, previous_status,
+           requested_at, timestamp, created_at)
+         VALUES ($1, $2, $3, 'refund', 1999, 'USD', 'Processing', 'Captured', now(), now(), now() - $4::interval)`,
+        [vid, merchantId, t.id, age],
+      );
+      return { t, vid };
+    };
+    // The broken one is the oldest: every batch claims it first.
+    const stuck = await refundOf('10 days');
+    const other = await refundOf('1 minute');
+    broken = stuck.vid;
+    try {
+      const summary = await batch.runBatch();
+      expect(summary.completed).toBeGreaterThanOrEqual(1);
+      expect((await state(other.t.id)).refunds).toEqual([{ kind: 'refund', status: 'Completed' }]);
+      expect((await state(stuck.t.id)).refunds).toEqual([{ kind: 'refund', status: 'Processing' }]);
+    } finally {
+      broken = null;
+    }
+  });
+
+  it('the safety net turns an open stop into a refund of what is left, never more than was captured', async () => {
+    const merchantId = await insertMerchantRow(db);
+    // Captured 50.00, refunded 50.00 already; a 20.00 stop is still open.
+    const t = await insertTransactionRow(db, merchantId, {
+      status: 'Refunded',
+      capturedMinor: '5000',
+      amountMinor: '5000',
+      stopRequested: true,
+    });
+    await insertRefundRow(db, t, 'refund', '5000', 'Completed');
+    await insertRefundRow(db, t, 'stop', '2000');
+    await batch.runBatch();
+    const [{ refunded }] = await db.query(
+      `SELECT COALESCE(sum(amount_minor), 0)::int AS refunded FROM refunds
+        WHERE transaction_id = $1 AND kind = 'refund' AND status <> 'Failed'`,
+      [t.id],
+    );
+    expect(refunded).toBeLessThanOrEqual(5000);
   });
 });

@@ -51,7 +51,8 @@ export async function closeStop(m: EntityManager, txn: TransactionEntity): Promi
 /**
  * The other end of a stop: the in-flight attempt captured, so the stop's refunds (kind 'stop',
  * Processing) become normal refunds of the next batch, each for what was requested but together at
- * most what was captured, and the transaction goes to Refund Requested (decisions §8). Used by the
+ * most what was captured less what was refunded already, and the transaction goes to Refund Requested
+ * (decisions §8). Used by the
  * retry worker when it records the capture and by the refund batcher's safety net. The caller
  * holds the row lock.
  */
@@ -62,7 +63,15 @@ export async function stopToRefund(m: EntityManager, txn: TransactionEntity, now
     order: { requestedAt: 'ASC' },
   });
   if (stops.length === 0) return;
-  let left = BigInt(txn.capturedAmountMinor ?? '0');
+  // What is left to refund: the capture less the refunds already made or on their way (the batch's
+  // safety net may convert a stop on a transaction refunded since).
+  const [{ refunded }]: { refunded: string }[] = await m.query(
+    `SELECT COALESCE(sum(amount_minor), 0)::text AS refunded FROM refunds
+      WHERE transaction_id = $1 AND kind = 'refund' AND status <> $2`,
+    [txn.id, RefundStatus.Failed],
+  );
+  let left = BigInt(txn.capturedAmountMinor ?? '0') - BigInt(refunded);
+  if (left < 0n) left = 0n;
   for (const r of stops) {
     const amount = BigInt(r.amountMinor) < left ? BigInt(r.amountMinor) : left;
     left -= amount;

@@ -85,14 +85,21 @@ export class RefundBatchService {
             currency: c.currency,
           });
         } catch (err) {
-          if (!(err instanceof ProcessorUnavailableError)) throw err;
-          // No answer: the refund may or may not be made. Same key next batch, never a new one.
+          // No answer (or no processor to ask: a broken account config): the refund may or may not be
+          // made. Same key next batch, never a new one; the refunds after it are sent meanwhile (it is
+          // the oldest, so a batch that stopped here would never send them).
           deferred.push(c.refundId);
           summary.deferred++;
-          this.logger.warn(
-            { refund: c.refundVid, err: err.message },
-            'processor did not answer a refund: retried next batch',
-          );
+          if (err instanceof ProcessorUnavailableError)
+            this.logger.warn(
+              { refund: c.refundVid, err: err.message },
+              'processor did not answer a refund: retried next batch',
+            );
+          else
+            this.logger.error(
+              { refund: c.refundVid, err: (err as Error).message },
+              'a refund could not be sent: retried next batch, operator action may be needed',
+            );
           continue;
         }
         summary.sent++;
