@@ -77,9 +77,9 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     const id = `msg_${randomBytes(12).toString('hex')}`.slice(0, 27);
     await db.query(
       `INSERT INTO webhook_messages (message_id, merchant_id, event_name, payload_id, body, status, delivered_at, dead_at,
-         created_at)
+         created_at, updated_at)
        VALUES ($1, $2, 'retry failed', 'p', '{"email":"someone@example.com"}', $3,
-               CASE WHEN $3::varchar = 'delivered' THEN $4::timestamptz END, CASE WHEN $3::varchar = 'dead' THEN $4::timestamptz END, $4)`,
+               CASE WHEN $3::varchar = 'delivered' THEN $4::timestamptz END, CASE WHEN $3::varchar = 'dead' THEN $4::timestamptz END, $4, $4)`,
       [id, merchantId, status, at],
     );
     await db.query(
@@ -126,17 +126,20 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     expect(await exists(`SELECT 1 FROM outbox WHERE id = $1`, [recent])).toBe(true);
   });
 
-  it('push messages: delivered and dead ones past retention go with their delivery logs; pending ones stay', async () => {
+  it('push messages: delivered, dead, gone (410) and endpoint-less ones past retention go with their delivery logs; pending ones stay', async () => {
     const delivered = await message('delivered', OLD);
     const dead = await message('dead', OLD);
+    const gone410 = await message('gone', OLD);
+    const noEndpoint = await message('no_endpoint', OLD);
     const pending = await message('pending', OLD);
     const recent = await message('delivered', RECENT);
+    const recentGone = await message('gone', RECENT);
     await sweep.sweep(NOW);
-    for (const gone of [delivered, dead]) {
+    for (const gone of [delivered, dead, gone410, noEndpoint]) {
       expect(await exists(`SELECT 1 FROM webhook_messages WHERE message_id = $1`, [gone])).toBe(false);
       expect(await exists(`SELECT 1 FROM webhook_deliveries WHERE message_id = $1`, [gone])).toBe(false);
     }
-    for (const kept of [pending, recent]) {
+    for (const kept of [pending, recent, recentGone]) {
       expect(await exists(`SELECT 1 FROM webhook_messages WHERE message_id = $1`, [kept])).toBe(true);
     }
   });

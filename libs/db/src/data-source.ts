@@ -37,6 +37,7 @@ import { TimeOrderedIds1799300000000 } from './migrations/1799300000000-TimeOrde
 import { RoomForHotUpdates1799400000000 } from './migrations/1799400000000-RoomForHotUpdates';
 import { LongPaymentMethodIds1799500000000 } from './migrations/1799500000000-LongPaymentMethodIds';
 import { ProcessorAccountVersions1799600000000 } from './migrations/1799600000000-ProcessorAccountVersions';
+import { EndedPushRetention1799700000000 } from './migrations/1799700000000-EndedPushRetention';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -75,6 +76,7 @@ export const MIGRATIONS = [
   RoomForHotUpdates1799400000000,
   LongPaymentMethodIds1799500000000,
   ProcessorAccountVersions1799600000000,
+  EndedPushRetention1799700000000,
 ];
 
 export interface PoolTuning {

@@ -43,7 +43,10 @@ export class RetentionRepository {
     );
   }
 
-  /** Webhook messages delivered (or given up, `dead`) before `before`, with their delivery logs (cascade). */
+  /**
+   * Webhook messages delivered, given up (`dead`), or ended `gone` (410) or `no_endpoint` before
+   * `before`, with their delivery logs (cascade).
+   */
   static async webhookMessages(db: Sql, before: Date, batch: number): Promise<number> {
     const delivered = count(
       await db.query(
@@ -61,7 +64,15 @@ export class RetentionRepository {
         [before, batch],
       ),
     );
-    return delivered + dead;
+    const ended = count(
+      await db.query(
+        `DELETE FROM webhook_messages WHERE id IN (
+           SELECT id FROM webhook_messages WHERE status IN ('gone', 'no_endpoint') AND updated_at < $1
+            ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+        [before, batch],
+      ),
+    );
+    return delivered + dead + ended;
   }
 
   /**
