@@ -232,7 +232,7 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
     try {
       expect((await client.submit([t])).status).toBe(200);
       const db = await testDb();
-      const [attempt] = await waitFor(
+      await waitFor(
         async () => {
           const rows = await db.query(
             `SELECT a.vid FROM attempts a JOIN transactions t ON t.id = a.transaction_id
@@ -271,6 +271,23 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
       timeoutMs: 20_000,
       what: 'the refund at Stripe',
     });
+  });
+
+  it('stripe: the network rules count a saved payment method as one card: after its 41, it is never charged again', async () => {
+    // Stripe never gives the card number back, so the card is known by its PaymentMethod.
+    const w = wires.find((x) => x.name === 'stripe')!;
+    const pm = `pm_lost${++n}`;
+    stripe.script(pm, { decline_code: 'lost_card', network_decline_code: '41', brand: 'visa' });
+    const [first, ...firstTries] = await submit(w, tokenTxn(pm));
+    expect(first.status).toBe('Cancelled');
+    expect(firstTries.map((a: any) => a.auth_code)).toEqual(['41']);
+    // Another subscription on the same saved card (attached to a customer this time): no attempt.
+    const [second, ...secondTries] = await submit(w, tokenTxn(`cus_R${n}|${pm}`));
+    expect(second.status).toBe('Cancelled');
+    expect(secondTries).toHaveLength(0);
+    expect(stripe.received('POST', '/v1/payment_intents').filter((r) => r.body['payment_method'] === pm)).toHaveLength(
+      1,
+    );
   });
 
   for (const name of ['stripe', 'adyen'] as const) {

@@ -59,13 +59,28 @@ type CardUpdate =
   | { kind: 'pan'; columns: CardColumns; paymentMethod: StoredPaymentMethod }
   | {
       kind: 'token';
-      /** cardFingerprintCandidates of the de-tokenized card, current key first. */
+      /**
+       * cardFingerprintCandidates of the de-tokenized card, or of the processor's saved payment
+       * method when its card number is never given back (savedMethodIdentity); current key first.
+       */
       fingerprints: CardFingerprint[];
-      bin: string;
-      last4: string;
+      /** Null: not known from the token (what the submission gave is kept). */
+      bin: string | null;
+      last4: string | null;
       network: string | null;
       paymentMethod: StoredPaymentMethod;
     };
+
+/**
+ * What a saved payment method of a processor that never gives its card number back (Stripe `pm_…`,
+ * optionally `cus_…|pm_…`; Adyen `shopperReference|storedPaymentMethodId`) is fingerprinted as: the
+ * same saved method is the same card whichever customer prefix comes with it, so the network rules
+ * count its attempts and hold its blocks per card (network-rules.md: per card per merchant). Never a
+ * string of digits only, so it cannot meet a card number's fingerprint.
+ */
+function savedMethodIdentity(processor: string, token: string): string {
+  return `${processor}:saved-method:${token.slice(token.lastIndexOf('|') + 1)}`;
+}
 
 function fingerprintsOf(card: CardUpdate): CardFingerprint[] {
   return card.kind === 'pan' ? card.columns.fingerprints : card.fingerprints;
@@ -214,7 +229,21 @@ export class ReviewService {
       const checked = fits && processor.checkToken ? processor.checkToken(token) : null;
       const r = fits && !checked ? await processor.detokenize(token) : null;
       if (checked && !checked.ok) errors.push({ code: RetCode.RET011, message: RetMessage.token });
-      else if (r && !r.ok) errors.push({ code: RetCode.RET011, message: RetMessage.token });
+      else if (checked) {
+        // No card number to fingerprint: the saved payment method stands for its card.
+        card = {
+          kind: 'token',
+          fingerprints: cardFingerprintCandidates(
+            this.config.cardFingerprintKeys,
+            this.config.cardKeys,
+            savedMethodIdentity(processor.name, token),
+          ),
+          bin: null,
+          last4: null,
+          network: null,
+          paymentMethod: row.payment_method,
+        };
+      } else if (r && !r.ok) errors.push({ code: RetCode.RET011, message: RetMessage.token });
       else if (r && r.ok) {
         // The token stays the instrument; the card's fingerprint lets the network limits count per card.
         // A token sent without credit_card (or without its BIN) is shown masked, first 6 and last 4.

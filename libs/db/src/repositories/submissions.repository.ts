@@ -48,8 +48,9 @@ export interface ReviewedPanCard {
 
 /** The card columns a review learned by de-tokenizing (the token stays the instrument). */
 export interface ReviewedTokenCard {
-  bin: string;
-  last4: string;
+  /** Null: not known from the token (the submitted BIN and last 4 stay). */
+  bin: string | null;
+  last4: string | null;
   network: string | null;
   paymentMethod: StoredPaymentMethod;
 }
@@ -445,7 +446,7 @@ export class SubmissionsRepository {
     fingerprint: { value: string; keyId: string } | null,
   ): Promise<void> {
     await m.query(
-      `UPDATE transactions SET card_hmac = $2, card_bin = COALESCE(card_bin, $3), card_last4 = $4,
+      `UPDATE transactions SET card_hmac = $2, card_bin = COALESCE(card_bin, $3), card_last4 = COALESCE($4, card_last4),
          card_network = COALESCE(card_network, $5), payment_method = $6::jsonb, card_hmac_key_id = $7
        WHERE id = $1 AND merchant_id = $8`,
       [
