@@ -106,21 +106,13 @@ export class DeliveryService {
         'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
       };
       if (merchant.signer) headers['webhook-signature'] = merchant.signer.sign(claimed.message_id, timestamp, payload);
-      // decisions §9: 10 s for the whole exchange. axios' own timeout stops at the response headers
-      // (after them only an idle socket times out), so a receiver trickling its body would hold a
-      // slot, and then its lease would run out and the push be sent twice at once.
-      const deadline = new AbortController();
-      const timer = setTimeout(
-        () => deadline.abort(new DOMException('whole exchange over its deadline', 'TimeoutError')),
-        this.config.webhookTimeoutMs,
-      );
-      try {
-        const res = await this.http.post<Readable>(url, payload, { headers, signal: deadline.signal });
-        await discardBody(res.data, MAX_RESPONSE_BYTES, deadline.signal);
-        statusCode = res.status;
-      } finally {
-        clearTimeout(timer);
-      }
+      // decisions §9: 10 s for the whole exchange. axios' own timeout (a wall-clock timer) covers it up
+      // to the response headers and stops there (after them only an idle socket times out), so the
+      // body gets what is left of the 10 s: a receiver trickling its body would otherwise hold a slot,
+      // and then its lease would run out and the push be sent twice at once.
+      const res = await this.http.post<Readable>(url, payload, { headers });
+      await discardBody(res.data, MAX_RESPONSE_BYTES, started + this.config.webhookTimeoutMs - Date.now());
+      statusCode = res.status;
     } catch (err) {
       error = describe(err);
     }
@@ -194,25 +186,26 @@ export class DeliveryService {
 
 /**
  * Reads a response body to its end and drops it; past `max` bytes the connection is closed (the
- * status already read stands). Fails with the deadline's reason if it passes first.
+ * status already read stands). Fails with a TimeoutError if it has not ended within `withinMs`.
  */
-function discardBody(body: Readable, max: number, deadline: AbortSignal): Promise<void> {
+function discardBody(body: Readable, max: number, withinMs: number): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let read = 0;
     let settled = false;
     const settle = (err?: unknown): void => {
       if (settled) return;
       settled = true;
-      deadline.removeEventListener('abort', onAbort);
+      clearTimeout(timer);
       if (err) reject(err);
       else resolve();
     };
-    const onAbort = (): void => {
-      body.destroy();
-      settle(deadline.reason);
-    };
-    if (deadline.aborted) return onAbort();
-    deadline.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(
+      () => {
+        body.destroy();
+        settle(new DOMException('whole exchange over its deadline', 'TimeoutError'));
+      },
+      Math.max(0, withinMs),
+    );
     body.on('data', (chunk: Buffer) => {
       read += chunk.length;
       if (read > max) {
@@ -228,9 +221,8 @@ function discardBody(body: Readable, max: number, deadline: AbortSignal): Promis
 function describe(err: unknown): string {
   const e = err as { code?: string; message?: string; name?: string };
   if (e?.code === 'ADDRESS_NOT_ALLOWED' || e?.message === 'address not allowed') return 'address not allowed';
-  // The whole-exchange deadline: before the headers axios reports it as canceled, after them the
-  // signal's own TimeoutError.
-  if (e?.name === 'TimeoutError' || e?.code === 'ERR_CANCELED') return 'timeout';
+  // The whole-exchange deadline while the body was read (before the headers: axios' ECONNABORTED).
+  if (e?.name === 'TimeoutError') return 'timeout';
   if (e?.code === 'ECONNABORTED' || /timeout/i.test(e?.message ?? '')) return 'timeout';
   if (e?.code) return `connection error ${e.code}`;
   return 'connection error';
