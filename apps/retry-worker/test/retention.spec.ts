@@ -144,6 +144,22 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     }
   });
 
+  it('refund idempotency keys: answered for 24 h, then gone', async () => {
+    const key = async (k: string, at: Date) =>
+      db.query(
+        `INSERT INTO refund_idempotency_keys (merchant_id, key, request_hash, status_code, response, created_at)
+         VALUES ($1, $2, repeat('0', 64), 200, '{}', $3)`,
+        [merchantId, k, at],
+      );
+    await key('old-key', new Date(NOW.getTime() - 25 * 3_600_000));
+    await key('fresh-key', new Date(NOW.getTime() - 23 * 3_600_000));
+    await sweep.sweep(NOW);
+    const keys = await db.query(`SELECT key FROM refund_idempotency_keys WHERE merchant_id = $1 ORDER BY key`, [
+      merchantId,
+    ]);
+    expect(keys.map((r: { key: string }) => r.key)).toEqual(['fresh-key']);
+  });
+
   it('sandbox ledger: old operations go, except what an unresolved attempt or an open refund still looks up', async () => {
     const t = await ended('Cancelled', OLD);
     const settled = await insertAttemptRow(db, t, { state: 'declined', processedAt: OLD });

@@ -38,6 +38,7 @@ import { RoomForHotUpdates1799400000000 } from './migrations/1799400000000-RoomF
 import { LongPaymentMethodIds1799500000000 } from './migrations/1799500000000-LongPaymentMethodIds';
 import { ProcessorAccountVersions1799600000000 } from './migrations/1799600000000-ProcessorAccountVersions';
 import { EndedPushRetention1799700000000 } from './migrations/1799700000000-EndedPushRetention';
+import { RefundIdempotencyKeys1799800000000 } from './migrations/1799800000000-RefundIdempotencyKeys';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -77,6 +78,7 @@ export const MIGRATIONS = [
   LongPaymentMethodIds1799500000000,
   ProcessorAccountVersions1799600000000,
   EndedPushRetention1799700000000,
+  RefundIdempotencyKeys1799800000000,
 ];
 
 export interface PoolTuning {

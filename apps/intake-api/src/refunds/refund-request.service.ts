@@ -1,6 +1,12 @@
+import { createHash } from 'node:crypto';
 import { HttpException, HttpStatus, Injectable, Logger } from '@nestjs/common';
 import { amountToMinor, validateRefunds, type NormalizedRefundRequest } from '@retain/api-contract';
-import { RefundsRepository, inTransactionWithRetry, type TransactionEntity } from '@retain/db';
+import {
+  RefundIdempotencyRepository,
+  RefundsRepository,
+  inTransactionWithRetry,
+  type TransactionEntity,
+} from '@retain/db';
 import { RefundStatus, RetCode, RetMessage, TransactionStatus, newVid, type ErrorEntry } from '@retain/domain';
 import { closeStop, unresolvedAttempts } from '@retain/recovery';
 import { OutboxRelay } from '@retain/queues';
@@ -10,6 +16,13 @@ import type { AuthenticatedMerchant } from '../auth/merchant-auth.guard';
 export interface RefundCallResult {
   status: 200 | 207;
   body: { message: string; error_count?: number; rejected?: { id: string; errors: ErrorEntry[] }[] };
+}
+
+/** The answer stored with an Idempotency-Key, replayed to every retry of the call within 24 h. */
+class Replay extends Error {
+  constructor(readonly result: RefundCallResult) {
+    super('replayed');
+  }
 }
 
 /** Transactions with money captured (a refund is possible). */
@@ -40,7 +53,18 @@ export class RefundRequestService {
     private readonly relay: OutboxRelay,
   ) {}
 
-  async request(merchant: AuthenticatedMerchant, body: unknown, dryrun: boolean): Promise<RefundCallResult> {
+  /**
+   * With an `idempotencyKey` (the Idempotency-Key header), the call's answer is stored with the key
+   * in the same database transaction as its refunds; a retry with the key and the same body gets that
+   * answer again and changes nothing, a concurrent one waits for the first and then does the same,
+   * and the key with another body is refused (RET400). A dry run stores nothing.
+   */
+  async request(
+    merchant: AuthenticatedMerchant,
+    body: unknown,
+    dryrun: boolean,
+    idempotencyKey: string | null = null,
+  ): Promise<RefundCallResult> {
     const validated = validateRefunds(body);
     if (!validated.ok) throw new HttpException(validated.error, HttpStatus.BAD_REQUEST);
     const errors = new Map<number, ErrorEntry[]>();
@@ -53,28 +77,51 @@ export class RefundRequestService {
     let outbox: string[] = [];
     // Rejections found while validating; a transaction that is retried starts again from these.
     const validationErrors = new Map(errors);
+    const key = idempotencyKey && !dryrun ? idempotencyKey : null;
+    const requestHash = key ? createHash('sha256').update(JSON.stringify(body)).digest('hex') : '';
+    const answer = (): RefundCallResult => {
+      const message = `${accepted} refunds received for processing`;
+      if (errors.size === 0) return { status: 200, body: { message } };
+      const rejected = [...errors.entries()]
+        .sort((a, b) => a[0] - b[0])
+        .map(([index, errs]) => ({ id: validated.items[index]?.id ?? `refunds[${index}]`, errors: errs }));
+      return { status: 207, body: { message, error_count: rejected.length, rejected } };
+    };
     try {
       await this.transaction(async (m) => {
+        if (key) {
+          const claim = await RefundIdempotencyRepository.claim(m, merchant.id, key, requestHash);
+          if (claim.kind === 'mismatch')
+            throw new HttpException(
+              { code: RetCode.RET400, message: 'Idempotency-Key was used with another request body' },
+              HttpStatus.BAD_REQUEST,
+            );
+          if (claim.kind === 'replay')
+            throw new Replay({
+              status: claim.statusCode as 200 | 207,
+              body: claim.response as RefundCallResult['body'],
+            });
+        }
         errors.clear();
         for (const [index, errs] of validationErrors) errors.set(index, [...errs]);
         const r = await this.apply(m, merchant.id, candidates, errors);
         accepted = r.accepted;
         outbox = r.outbox;
         if (dryrun) throw new DryRunRollback();
+        if (key) {
+          const result = answer();
+          await RefundIdempotencyRepository.complete(m, merchant.id, key, result.status, result.body);
+        }
       });
     } catch (err) {
+      if (err instanceof Replay) return err.result;
       if (!(err instanceof DryRunRollback)) throw err;
       outbox = [];
     }
     this.relay.publish(outbox).catch((err: unknown) => {
       this.logger.warn({ err: (err as Error).message }, 'outbox publish deferred to the sweeper');
     });
-    const message = `${accepted} refunds received for processing`;
-    if (errors.size === 0) return { status: 200, body: { message } };
-    const rejected = [...errors.entries()]
-      .sort((a, b) => a[0] - b[0])
-      .map(([index, errs]) => ({ id: validated.items[index]?.id ?? `refunds[${index}]`, errors: errs }));
-    return { status: 207, body: { message, error_count: rejected.length, rejected } };
+    return answer();
   }
 
   /** A database transaction, run again after a deadlock or serialization failure (libs/db). */

@@ -2,6 +2,7 @@ import {
   Body,
   Controller,
   Get,
+  Headers,
   HttpException,
   HttpStatus,
   Param,
@@ -11,7 +12,7 @@ import {
   Res,
   UseGuards,
 } from '@nestjs/common';
-import { ApiBasicAuth, ApiBearerAuth, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiBasicAuth, ApiBearerAuth, ApiHeader, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
 import {
   ErrorDto,
   RefundListEnvelopeDto,
@@ -31,6 +32,9 @@ import { RefundRequestService } from './refund-request.service';
 
 const badParam = (message: string): HttpException =>
   new HttpException({ code: RetCode.RET400, message }, HttpStatus.BAD_REQUEST);
+
+/** An Idempotency-Key: 1-255 visible ASCII characters (Stripe's form). */
+const IDEMPOTENCY_KEY_RE = /^[\x21-\x7e]{1,255}$/;
 
 @ApiTags('refunds')
 @ApiBasicAuth()
@@ -56,6 +60,12 @@ export class RefundsController {
   @Post()
   @ApiOperation({ summary: 'Refund captured transactions (wholly or partly) or stop transactions still in retry' })
   @ApiQuery({ name: 'dryrun', required: false, enum: [0, 1] })
+  @ApiHeader({
+    name: 'Idempotency-Key',
+    required: false,
+    description:
+      'Up to 255 visible ASCII characters. A retry of the call with the same key and body within 24 h gets the first answer and refunds nothing more; the key with another body: 400 RET400.',
+  })
   @ApiResponse({ status: 200, type: SubmitRefundsResponseDto })
   @ApiResponse({ status: 207, type: SubmitRefundsResponseDto, description: 'Some refunds rejected' })
   @ApiResponse({ status: 400, type: ErrorDto })
@@ -63,11 +73,14 @@ export class RefundsController {
     @CurrentMerchant() merchant: AuthenticatedMerchant,
     @Body() body: SubmitRefundsBodyDto,
     @Query('dryrun') dryrunParam: unknown,
+    @Headers('idempotency-key') idempotencyKey: string | undefined,
     @Res() reply: FastifyReply,
   ): Promise<void> {
     const dryrun = parseDryrun(dryrunParam);
     if (typeof dryrun !== 'number') throw badParam(dryrun.error);
-    const result = await this.refunds.request(merchant, body as unknown, dryrun === 1);
+    if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY_RE.test(idempotencyKey))
+      throw badParam(RetMessage.invalidParameter('Idempotency-Key'));
+    const result = await this.refunds.request(merchant, body as unknown, dryrun === 1, idempotencyKey ?? null);
     await reply.status(result.status).send(result.body);
   }
 

@@ -6,6 +6,8 @@ import { DataSource } from 'typeorm';
 
 /** Rows per statement: short enough never to hold locks the hot path waits for. */
 const BATCH = 1000;
+/** How long a refund call's Idempotency-Key answers its retries. */
+const IDEMPOTENCY_MS = 24 * 3_600_000;
 
 /**
  * Retention (issue 14): every RETENTION_INTERVAL, deletes what nothing reads any more (completed
@@ -44,6 +46,7 @@ export class RetentionService implements OnModuleInit, OnApplicationShutdown {
       sandbox_ledger: 0,
       card_data: 0,
       payment_method_card_data: 0,
+      refund_idempotency_keys: 0,
     };
     if (this.running) return done;
     this.running = true;
@@ -56,6 +59,8 @@ export class RetentionService implements OnModuleInit, OnApplicationShutdown {
       ['card_data', (n) => RetentionRepository.transactionCardData(this.db, before(r.cardDataMs), n)],
       // After the transactions: an account's payment methods wait until its transactions are ended.
       ['payment_method_card_data', (n) => RetentionRepository.paymentMethodCardData(this.db, before(r.cardDataMs), n)],
+      // Stripe's window: a retry of a refund call within 24 h gets the first answer.
+      ['refund_idempotency_keys', (n) => RetentionRepository.refundIdempotencyKeys(this.db, before(IDEMPOTENCY_MS), n)],
     ];
     try {
       for (const [kind, batch] of kinds) {

@@ -9,6 +9,7 @@ export const RETENTION_KINDS = [
   'sandbox_ledger',
   'card_data',
   'payment_method_card_data',
+  'refund_idempotency_keys',
 ] as const;
 export type RetentionKind = (typeof RETENTION_KINDS)[number];
 
@@ -90,6 +91,18 @@ export class RetentionRepository {
                                 AND (a.state IN ('pending', 'unknown') OR a.lookup_after IS NOT NULL))
               AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.vid = o.idempotency_key AND r.status = 'Processing')
             ORDER BY o.created_at LIMIT $2 FOR UPDATE OF o SKIP LOCKED)`,
+        [before, batch],
+      ),
+    );
+  }
+
+  /** Idempotency keys of refund calls claimed before `before` (their answers are replayed until then). */
+  static async refundIdempotencyKeys(db: Sql, before: Date, batch: number): Promise<number> {
+    return count(
+      await db.query(
+        `DELETE FROM refund_idempotency_keys WHERE (merchant_id, key) IN (
+           SELECT merchant_id, key FROM refund_idempotency_keys WHERE created_at < $1
+            ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
         [before, batch],
       ),
     );

@@ -1,0 +1,47 @@
+import type { EntityManager } from 'typeorm';
+
+/** What a call with an Idempotency-Key finds when it claims the key. */
+export type IdempotencyClaim =
+  { kind: 'claimed' } | { kind: 'replay'; statusCode: number; response: unknown } | { kind: 'mismatch' };
+
+/**
+ * Idempotency keys of POST /v1/retain/refunds (migration RefundIdempotencyKeys), in the call's own
+ * database transaction: the claim is an INSERT, so a concurrent call with the same key waits for
+ * this one's commit (or rollback) and then finds its stored answer.
+ */
+export class RefundIdempotencyRepository {
+  static async claim(
+    m: EntityManager,
+    merchantId: string,
+    key: string,
+    requestHash: string,
+  ): Promise<IdempotencyClaim> {
+    const inserted: unknown[] = await m.query(
+      `INSERT INTO refund_idempotency_keys (merchant_id, key, request_hash) VALUES ($1, $2, $3)
+       ON CONFLICT (merchant_id, key) DO NOTHING RETURNING 1`,
+      [merchantId, key, requestHash],
+    );
+    if (inserted.length > 0) return { kind: 'claimed' };
+    const [row]: { request_hash: string; status_code: number | null; response: unknown }[] = await m.query(
+      `SELECT request_hash, status_code, response FROM refund_idempotency_keys WHERE merchant_id = $1 AND key = $2`,
+      [merchantId, key],
+    );
+    if (!row || row.status_code === null) throw new Error('idempotency key claimed without an answer');
+    if (row.request_hash !== requestHash) return { kind: 'mismatch' };
+    return { kind: 'replay', statusCode: row.status_code, response: row.response };
+  }
+
+  /** The answer of the call that claimed the key (same transaction). */
+  static async complete(
+    m: EntityManager,
+    merchantId: string,
+    key: string,
+    statusCode: number,
+    response: unknown,
+  ): Promise<void> {
+    await m.query(
+      `UPDATE refund_idempotency_keys SET status_code = $3, response = $4::jsonb WHERE merchant_id = $1 AND key = $2`,
+      [merchantId, key, statusCode, JSON.stringify(response)],
+    );
+  }
+}
