@@ -184,6 +184,24 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
     expect(sent).toHaveLength(2);
   });
 
+  it('a refund whose key Adyen is still processing (422, 704) is unanswered, never failed: sent again later', async () => {
+    const charged = await adapter().charge(req());
+    if (charged.outcome !== 'approved') throw new Error('expected approval');
+    const refund = () =>
+      adapter().refund({
+        idempotencyKey: 'rfd_inprogress_1',
+        processorTransactionId: charged.processorTransactionId,
+        amountMinor: 1999n,
+        currency: 'EUR',
+      });
+    // Another batch's request with the same key is still in flight at Adyen.
+    fake.markInProgress('rfd_inprogress_1');
+    await expect(refund()).rejects.toBeInstanceOf(ProcessorUnavailableError);
+    fake.finishInProgress('rfd_inprogress_1');
+    // Asked again once it is done: answered.
+    expect(await refund()).toMatchObject({ outcome: 'completed' });
+  });
+
   it('refunds by pspReference; an invalid one fails; an unanswered one throws', async () => {
     const charged = await adapter().charge(req());
     if (charged.outcome !== 'approved') throw new Error('expected approval');

@@ -154,8 +154,10 @@ export class AdyenProcessor implements PaymentProcessor {
       return { outcome: 'completed', processorRefundId: res.pspReference, message: 'Refund received' };
     } catch (e) {
       const status = e instanceof adyenSdk().HttpClientException ? e.statusCode : undefined;
-      if (status !== undefined && status >= 400 && status < 500 && status !== 429 && status !== 408) {
-        const code = (e as HttpClientException).errorCode;
+      const code = status !== undefined ? (e as HttpClientException).errorCode : undefined;
+      // 704: a request with this idempotency key is still being processed (two batches racing one
+      // refund): no answer yet, not a refusal. Asked again later with the key, Adyen gives the first answer.
+      if (status !== undefined && status >= 400 && status < 500 && status !== 429 && status !== 408 && code !== '704') {
         return {
           outcome: 'failed',
           processorRefundId: null,

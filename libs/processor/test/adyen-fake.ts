@@ -65,6 +65,19 @@ export class AdyenFake extends WireFake {
     this.scripted.set(idOrNumber, outcome);
   }
 
+  /**
+   * A request with this idempotency key is being processed (another caller's, still in flight): a
+   * request with the key gets 422 `704` until `finishInProgress`.
+   */
+  markInProgress(key: string): void {
+    this.idempotency.set(key, null);
+  }
+
+  /** The in-flight request of `markInProgress` ended without an answer stored: the key is free again. */
+  finishInProgress(key: string): void {
+    if (this.idempotency.get(key) === null) this.idempotency.delete(key);
+  }
+
   authorised(): StoredPayment[] {
     return [...this.payments.values()].filter((p) => p.response.resultCode === 'Authorised');
   }
