@@ -225,7 +225,11 @@ export class PaymentMethodsService {
       } else if (update) {
         await PaymentMethodsRepository.applyUpdate(m, txn.merchantId, pm.id, update);
         const fresh = await PaymentMethodsRepository.get(m, txn.merchantId, pm.id);
-        if (fresh) await adoptPaymentMethod(m, txn.merchantId, txn.id, fresh);
+        if (fresh) {
+          await adoptPaymentMethod(m, txn.merchantId, txn.id, fresh);
+          // Asked before the charge (an expired card): the attempt goes out on the new data.
+          await PaymentMethodsRepository.retargetAttemptToTransaction(m, attemptId);
+        }
       }
     });
     this.logger.log({ answer: answer.kind }, 'account updater asked');

@@ -323,6 +323,18 @@ export class PaymentMethodsRepository {
     ]);
   }
 
+  /**
+   * The attempt, not sent yet, goes out on the card its transaction now holds (after the account
+   * updater changed it): its fingerprint and network follow, so the network limits count it there.
+   */
+  static async retargetAttemptToTransaction(m: EntityManager, attemptId: string): Promise<void> {
+    await m.query(
+      `UPDATE attempts a SET card_hmac = t.card_hmac, card_network = t.card_network
+         FROM transactions t WHERE a.id = $1 AND t.id = a.transaction_id AND a.prepared_at IS NULL`,
+      [attemptId],
+    );
+  }
+
   /** The attempt goes out on this payment method: shown on the attempt from now on. */
   static async markAttemptPaymentMethod(
     m: EntityManager,

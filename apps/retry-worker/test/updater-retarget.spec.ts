@@ -1,0 +1,54 @@
+import { loadConfig } from '@retain/config';
+import { PaymentMethodsRepository } from '@retain/db';
+import type { AccountUpdater } from '@retain/processor';
+import { rememberPaymentMethod } from '@retain/recovery';
+import { closeTestDb, insertAttemptRow, insertMerchantRow, insertTransactionRow, testDb } from '@retain/testing';
+import { exportJWK, generateKeyPair } from 'jose';
+import { afterAll, describe, expect, it } from 'vitest';
+import { PaymentMethodsService } from '../src/attempts/payment-methods.service';
+
+// decisions §15 and the network limits (counted per card fingerprint): when the account updater
+// gives an expired card a new number before its attempt is charged, the attempt goes out on, and
+// counts for, the new card.
+describe('account updater: a new card number before the charge', () => {
+  afterAll(() => closeTestDb());
+
+  it("moves the attempt not yet sent to the new card's fingerprint", async () => {
+    const db = await testDb();
+    const config = loadConfig('retry-worker');
+    const merchantId = await insertMerchantRow(db);
+    const [{ login }] = await db.query(`SELECT login FROM merchants WHERE id = $1`, [merchantId]);
+    const { publicKey } = await generateKeyPair('RSA-OAEP-256', { extractable: true });
+    await PaymentMethodsRepository.setUpdaterKey(db, login, {
+      jwk: { ...(await exportJWK(publicKey)) },
+      alg: 'RSA-OAEP-256',
+    });
+    const t = await insertTransactionRow(db, merchantId, { card: '4111111111111111' });
+    const pmRef = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
+    // The card expired: the updater is asked before the attempt is charged.
+    await db.query(`UPDATE transactions SET payment_method_ref = $2, expiration_date = '202001' WHERE id = $1`, [
+      t.id,
+      pmRef,
+    ]);
+    await db.query(`UPDATE payment_methods SET expiration_date = '202001' WHERE id = $1`, [pmRef]);
+    const attempt = await insertAttemptRow(db, t, {});
+    const updater: AccountUpdater = {
+      name: 'stub',
+      lookup: async () => ({ kind: 'updated', pan: '5555555555554444', expiration: '203012' }),
+    };
+    const service = new PaymentMethodsService(db, config, updater);
+    const hmac = async () => {
+      const [row] = await db.query(
+        `SELECT t.card_hmac AS txn, a.card_hmac AS attempt, a.card_network AS network
+           FROM attempts a JOIN transactions t ON t.id = a.transaction_id WHERE a.id = $1`,
+        [attempt.id],
+      );
+      return row as { txn: string; attempt: string; network: string | null };
+    };
+    const before = await hmac();
+    await service.refreshCard(attempt.id, null);
+    const after = await hmac();
+    expect(after.txn).not.toBe(before.txn);
+    expect(after.attempt).toBe(after.txn);
+  });
+});
