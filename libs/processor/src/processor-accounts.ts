@@ -211,6 +211,20 @@ export interface TransactionProcessors {
 }
 
 /**
+ * The processor of a capture (its refund, its settlement): the account the capturing attempt was
+ * charged through (`{id: null}`: the app's processor), whatever the merchant's accounts have become
+ * since; without a capturing attempt, the transaction's current account.
+ */
+export function processorOfCapture(
+  processors: TransactionProcessors,
+  capturedBy: { id: string | null } | null,
+  merchantId: string,
+  divisionNumber: string | null,
+): Promise<PaymentProcessor> {
+  return capturedBy ? processors.forAccount(capturedBy.id) : processors.forTransaction(merchantId, divisionNumber);
+}
+
+/**
  * DI token of the TransactionProcessors of the retry worker and the refund batcher. Tests provide
  * `fixedProcessor(p)` to charge everything through one controllable processor.
  */

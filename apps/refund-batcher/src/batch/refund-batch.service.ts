@@ -1,11 +1,12 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { RefundEntity, RefundsRepository, TransactionEntity } from '@retain/db';
+import { CAPTURED_BY_SQL, RefundEntity, RefundsRepository, TransactionEntity } from '@retain/db';
 import { EventName, TransactionStatus } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import {
   ProcessorUnavailableError,
   TRANSACTION_PROCESSORS,
+  processorOfCapture,
   type RefundResult,
   type TransactionProcessors,
 } from '@retain/processor';
@@ -49,8 +50,9 @@ interface Claimed {
  * a refund already sent gets the processor's stored answer back. Each result is recorded under row
  * locks with its `refund completed` / `refund failed` push in the same database transaction.
  * Each refund goes to the processor account that made its capture (recorded on the attempt; the
- * merchant's accounts may have changed since), else its transaction's current one. A refund the processor did not answer (ProcessorUnavailableError:
- * timeout, 5xx, 429) stays Processing and is sent again, with the same key, by the next batch.
+ * merchant's accounts may have changed since), else its transaction's current one. A refund the
+ * processor did not answer (ProcessorUnavailableError: timeout, 5xx, 429) stays Processing and is
+ * sent again, with the same key, by the next batch.
  */
 @Injectable()
 export class RefundBatchService {
@@ -74,10 +76,7 @@ export class RefundBatchService {
       for (const c of claimed) {
         let result: RefundResult;
         try {
-          // The account that made the capture (a merchant's accounts may have changed since).
-          const processor = c.capturedBy
-            ? await this.processors.forAccount(c.capturedBy.id)
-            : await this.processors.forTransaction(c.merchantId, c.divisionNumber);
+          const processor = await processorOfCapture(this.processors, c.capturedBy, c.merchantId, c.divisionNumber);
           result = await processor.refund({
             idempotencyKey: c.refundVid,
             processorTransactionId: c.processorTransactionId,
@@ -160,9 +159,7 @@ export class RefundBatchService {
         captured_by: { id: string | null } | null;
       }[] = await m.query(
         `SELECT r.id, r.vid, r.amount_minor, r.currency, t.processor_transaction_id, t.merchant_id, t.division_number,
-                (SELECT json_build_object('id', a.processor_account_id) FROM attempts a
-                  WHERE a.transaction_id = t.id AND a.processor_transaction_id = t.processor_transaction_id
-                  LIMIT 1) AS captured_by
+                ${CAPTURED_BY_SQL}
            FROM refunds r JOIN transactions t ON t.id = r.transaction_id
           WHERE r.status = 'Processing' AND r.kind = 'refund'
             AND (r.sent_at IS NULL OR r.sent_at < now() - interval '1 second')

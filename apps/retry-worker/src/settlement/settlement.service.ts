@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleIn
 import type { RetainConfig } from '@retain/config';
 import { SettlementRepository, type AwaitingSettlementRow } from '@retain/db';
 import { RETAIN_CONFIG } from '@retain/platform';
-import { TRANSACTION_PROCESSORS, type TransactionProcessors } from '@retain/processor';
+import { TRANSACTION_PROCESSORS, processorOfCapture, type TransactionProcessors } from '@retain/processor';
 import { TransactionStatus, canTransition } from '@retain/recovery';
 import { DataSource } from 'typeorm';
 
@@ -59,10 +59,12 @@ export class SettlementService implements OnModuleInit, OnApplicationShutdown {
   private async isSettled(row: AwaitingSettlementRow): Promise<boolean> {
     if (!canTransition(TransactionStatus.Captured, 'settled', { unresolvedAttempts: 0 })) return false;
     try {
-      // Asked of the account that made the capture (a merchant's accounts may have changed since).
-      const processor = row.captured_by
-        ? await this.processors.forAccount(row.captured_by.id)
-        : await this.processors.forTransaction(row.merchant_id, row.division_number || null);
+      const processor = await processorOfCapture(
+        this.processors,
+        row.captured_by,
+        row.merchant_id,
+        row.division_number || null,
+      );
       if (!processor.settlementOf) return false;
       // The processor's clock runs like the schedule's: RETRY_TIME_SCALE times faster from the submission.
       const anchor = new Date(row.submitted_ts).getTime();

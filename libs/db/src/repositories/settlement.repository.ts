@@ -1,5 +1,14 @@
 import type { DataSource } from 'typeorm';
 
+/**
+ * The processor account of the attempt that made transaction `t`'s capture, as a select-list item
+ * `captured_by`: `{id}` (id null: the app's processor), or null when no attempt made it. Refunds and
+ * settlement checks go to that account (migration ProcessorAccountVersions).
+ */
+export const CAPTURED_BY_SQL = `(SELECT json_build_object('id', a.processor_account_id) FROM attempts a
+   WHERE a.transaction_id = t.id AND a.processor_transaction_id = t.processor_transaction_id
+   LIMIT 1) AS captured_by`;
+
 export interface AwaitingSettlementRow {
   id: string;
   merchant_id: string;
@@ -26,10 +35,7 @@ export class SettlementRepository {
                 FOR UPDATE SKIP LOCKED) due
         WHERE t.id = due.id
         RETURNING t.id, t.merchant_id, t.division_number, t.processor_transaction_id,
-                  t.status_changed_at AS captured_at, t.submitted_ts,
-                  (SELECT json_build_object('id', a.processor_account_id) FROM attempts a
-                    WHERE a.transaction_id = t.id AND a.processor_transaction_id = t.processor_transaction_id
-                    LIMIT 1) AS captured_by`,
+                  t.status_changed_at AS captured_at, t.submitted_ts, ${CAPTURED_BY_SQL}`,
       [limit],
     );
     return rows;
