@@ -1,5 +1,5 @@
 import { networkFeeFields } from './network-fees';
-import { RefundEntity, TransactionEntity } from '@retain/db';
+import { RefundEntity, RefundsRepository, TransactionEntity } from '@retain/db';
 import { RefundStatus, TransactionStatus } from '@retain/domain';
 import type { EntityManager } from 'typeorm';
 import { UNRESOLVED_ATTEMPT_STATES, transition } from './state-machine';
@@ -65,12 +65,8 @@ export async function stopToRefund(m: EntityManager, txn: TransactionEntity, now
   if (stops.length === 0) return;
   // What is left to refund: the capture less the refunds already made or on their way (the batch's
   // safety net may convert a stop on a transaction refunded since).
-  const [{ refunded }]: { refunded: string }[] = await m.query(
-    `SELECT COALESCE(sum(amount_minor), 0)::text AS refunded FROM refunds
-      WHERE transaction_id = $1 AND kind = 'refund' AND status <> $2`,
-    [txn.id, RefundStatus.Failed],
-  );
-  let left = BigInt(txn.capturedAmountMinor ?? '0') - BigInt(refunded);
+  const refunded = await RefundsRepository.refundedMinor(m, txn.merchantId, txn.id);
+  let left = BigInt(txn.capturedAmountMinor ?? '0') - refunded;
   if (left < 0n) left = 0n;
   for (const r of stops) {
     const amount = BigInt(r.amountMinor) < left ? BigInt(r.amountMinor) : left;

@@ -227,7 +227,7 @@ export class RefundRequestService {
 
   /** Captured minus every refund that has not failed, in minor units. */
   private async refundable(m: EntityManager, txn: TransactionEntity): Promise<bigint> {
-    const refunded = await this.refunds.refundedMinor(m, txn.merchantId, txn.id);
+    const refunded = await RefundsRepository.refundedMinor(m, txn.merchantId, txn.id);
     return BigInt(txn.capturedAmountMinor ?? '0') - refunded;
   }
 

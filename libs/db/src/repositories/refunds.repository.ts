@@ -94,8 +94,8 @@ export class RefundsRepository {
     await m.save(txn);
   }
 
-  /** The minor units of the transaction's refunds that have not failed. */
-  async refundedMinor(m: EntityManager, merchantId: string, transactionId: string): Promise<bigint> {
+  /** The minor units of the transaction's refunds that have not failed (made or on their way). */
+  static async refundedMinor(m: EntityManager, merchantId: string, transactionId: string): Promise<bigint> {
     const [{ sum }]: { sum: string }[] = await m.query(
       `SELECT COALESCE(sum(amount_minor), 0)::text AS sum FROM refunds
         WHERE transaction_id = $1 AND merchant_id = $2 AND kind = 'refund' AND status <> 'Failed'`,
