@@ -39,6 +39,10 @@ describe('Mastercard Merchant Advice Codes', () => {
     for (const mac of ['01', '04'])
       expect(mc('51', mac)).toMatchObject({ retryable: false, cardBlock: 'new-card-data' });
   });
+  it('42 and 99 ("do not try again" in network-rules.md) stop for good like 03 and 21', () => {
+    for (const mac of ['42', '99'])
+      expect(mc('05', mac)).toMatchObject({ retryable: false, cardBlock: 'permanent', description: 'Hard Failure' });
+  });
   it('02 and 24-30 are soft: the wait comes from the decline code, the delay from the network limits', () => {
     for (const mac of ['02', '24', '25', '26', '27', '28', '29', '30'])
       expect(mc('51', mac)).toMatchObject({ description: 'Soft Failure', retryable: true, waitClass: 'funds' });

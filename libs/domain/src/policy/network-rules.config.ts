@@ -87,7 +87,8 @@ const MASTERCARD = {
   maxDeclinesPerDay: 10,
   maxSameAmount: 35,
   sameAmountWindowDays: 30,
-  stopAdviceCodes: ['03', '21'],
+  // 03, 21, and the "do not try again" of network-rules.md's other MACs (42, 99).
+  stopAdviceCodes: ['03', '21', '42', '99'],
   newDataAdviceCodes: ['01', '04'],
   retryAfterHours: { '24': 1, '25': 24, '26': 48, '27': 96, '28': 144, '29': 192, '30': 240 },
 };
