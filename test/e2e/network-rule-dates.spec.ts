@@ -115,7 +115,8 @@ describe('network rules by date through the real apps (Visa 57 before and after 
   it('obeys the original Mastercard advice code (decisions §16) from the first attempt', async () => {
     const mc = '5555555555554444';
     const delayed = txn({ auth_code: '51', network_advice_code: '30' }, mc);
-    const stopped = txn({ auth_code: '51', network_advice_code: '03' }, mc);
+    // Another card: a MAC 03 binds its card for good, so it would stop `delayed` too on the same one.
+    const stopped = txn({ auth_code: '51', network_advice_code: '03' }, '5105105105105100');
     const bad = txn({ auth_code: '51', network_advice_code: '3' }, mc);
     const r = await client.submit([delayed, stopped, bad]);
     expect(r.status).toBe(207);
@@ -127,5 +128,34 @@ describe('network rules by date through the real apps (Visa 57 before and after 
     const [s2, ...sAttempts] = await final(stopped['id'] as string);
     expect(s2).toMatchObject({ status: 'Cancelled', network_advice_code: '03' });
     expect(sAttempts).toHaveLength(0);
+  });
+
+  it('the UTC policy obeys the original advice code 30 too: no attempt within 10 days (scaled) of the decline', async () => {
+    const utc = await startApp('intake-api', { env: { ...ENV, RETRY_POLICY: 'utc-heuristics-2026-10' } });
+    apps.push(utc);
+    const utcClient = new ApiClient(utc.url, (await createMerchant()).api_key);
+    const failedAt = new Date(Date.now() - 1000);
+    const delayed = txn(
+      { auth_code: '51', network_advice_code: '30', timestamp: failedAt.toISOString() },
+      '5555555555554444',
+    );
+    expect((await utcClient.submit([delayed])).status).toBe(200);
+    const rows = await waitFor(
+      async () => {
+        const r = (await utcClient.request('GET', `/v1/retain/transactions/${delayed['id']}?related=true`)).json
+          .data as any[];
+        return ['Captured', 'Cancelled'].includes(r?.[0]?.status) ? r : null;
+      },
+      { timeoutMs: 60_000, what: 'final' },
+    );
+    const [t, first] = rows;
+    expect(t).toMatchObject({ status: 'Captured', network_advice_code: '30' });
+    const [{ policy_version: policy }] = await (
+      await testDb()
+    ).query(`SELECT policy_version FROM transactions WHERE merchant_txn_id = $1`, [delayed['id']]);
+    expect(policy).toBe('utc-heuristics-2026-10');
+    // 240 h at RETRY_TIME_SCALE 100000: 8.64 s after the decline.
+    const sent = Date.parse(first.timestamp ?? first.created_at);
+    expect(sent - failedAt.getTime()).toBeGreaterThanOrEqual(8_640);
   });
 });

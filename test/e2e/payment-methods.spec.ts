@@ -201,6 +201,47 @@ describe('payment methods of an account, account updater, network tokens (end to
     },
   );
 
+  it(
+    '4000000000000341 submitted with its own 54: the updater renews it before the first attempt, which is approved',
+    { timeout: 150_000 },
+    async () => {
+      const account = uniqueId('acct');
+      const pm = uniqueId('pm');
+      const id = await submit(keyedApi, ofAccount(account, pm, '4000000000000341', '202701', { auth_code: '54' }));
+      const [t, ...attempts] = await untilFinal(keyedApi, id);
+      const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
+      const renewed = String(Math.max(202701, month) + 300);
+      expect(t.status, JSON.stringify(attempts)).toBe('Captured');
+      // decisions §15: no charge on the data the issuer declined; the first attempt goes out renewed.
+      expect(attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])).toEqual([
+        ['00', renewed],
+      ]);
+      expect(t.payment_method.credit_card).toMatchObject({ expiration_date: renewed, account_updated: true });
+      const [row] = await (
+        await testDb()
+      ).query(
+        `SELECT p.ended_at FROM payment_methods p JOIN transactions t ON t.payment_method_ref = p.id
+          WHERE t.merchant_txn_id = $1`,
+        [id],
+      );
+      expect(row.ended_at).toBeNull();
+    },
+  );
+
+  it('an original 41 is never followed by a charge of the same card under the account’s other payment method id', async () => {
+    const account = uniqueId('acct');
+    const card = '4111111111111111';
+    const saved = uniqueId('pm');
+    expect((await untilFinal(plainApi, await submit(plainApi, ofAccount(account, saved, card))))[0].status).toBe(
+      'Captured',
+    );
+    // The same card number under another id: the fallback must not take `saved` (same card) after a 41.
+    const id = await submit(plainApi, ofAccount(account, uniqueId('pm'), card, '202912', { auth_code: '41' }));
+    const [t, ...attempts] = await untilFinal(plainApi, id);
+    expect(attempts.map((a) => [a.auth_code, a.payment_method.id])).toEqual([]);
+    expect(t.status).toBe('Cancelled');
+  });
+
   it('4000000000000341 without a registered key: no updater, only masked values, the card ends', async () => {
     const id = await submit(plainApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202701'));
     const [t, ...attempts] = await untilFinal(plainApi, id);

@@ -210,7 +210,7 @@ describe('retention sweep: what it deletes and erases, and what it never touches
       expect(n, table_name).toBe(0);
     }
     // The network rules still count this card's attempts by its fingerprint.
-    const history = await AttemptsRepository.cardHistory(db, merchantId, before.card_hmac, null);
+    const history = await AttemptsRepository.cardHistory(db, merchantId, before.card_hmac, null, null);
     expect(history.length).toBeGreaterThanOrEqual(1);
     // The metric counts what was erased.
     const metric = await metrics.registry.getSingleMetricAsString('retain_retention_rows_total');

@@ -39,6 +39,7 @@ import { LongPaymentMethodIds1799500000000 } from './migrations/1799500000000-Lo
 import { ProcessorAccountVersions1799600000000 } from './migrations/1799600000000-ProcessorAccountVersions';
 import { EndedPushRetention1799700000000 } from './migrations/1799700000000-EndedPushRetention';
 import { RefundIdempotencyKeys1799800000000 } from './migrations/1799800000000-RefundIdempotencyKeys';
+import { OriginalDeclines1799900000000 } from './migrations/1799900000000-OriginalDeclines';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -79,6 +80,7 @@ export const MIGRATIONS = [
   ProcessorAccountVersions1799600000000,
   EndedPushRetention1799700000000,
   RefundIdempotencyKeys1799800000000,
+  OriginalDeclines1799900000000,
 ];
 
 export interface PoolTuning {

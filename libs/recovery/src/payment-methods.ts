@@ -106,6 +106,8 @@ export async function nextPaymentMethod(
   input: {
     merchantId: string;
     accountId: string;
+    /** The transaction to charge: its own original decline binds the card on any payment method. */
+    transactionId: string;
     except: string[];
     now: Date;
     amountMinor: bigint;
@@ -119,7 +121,15 @@ export async function nextPaymentMethod(
     const chargeable = pm.card_kind === 'token' || (pm.card_enc !== null && pm.card_key_id !== null);
     if (!chargeable) continue;
     if (cardExpired(pm.expiration_date, input.now) && !input.updaterOn) continue;
-    const check = await limitsOf(m, input.merchantId, pm, input.now, input.amountMinor, input.timeScale);
+    const check = await limitsOf(
+      m,
+      input.merchantId,
+      pm,
+      input.now,
+      input.amountMinor,
+      input.timeScale,
+      input.transactionId,
+    );
     if (check.allowed) return { pm, at: input.now };
     if (check.permanently) continue;
     if (!soonest || check.notBefore < soonest.at) soonest = { pm, at: check.notBefore };
@@ -135,8 +145,12 @@ export async function limitsOf(
   at: Date,
   amountMinor: bigint,
   timeScale: number,
+  transactionId: string,
 ): Promise<LimitCheck> {
-  const history = pm.card_hmac ? await AttemptsRepository.cardHistory(m, merchantId, pm.card_hmac, null) : [];
+  // The transaction's own original decline binds the card on whichever payment method carries it.
+  const history = pm.card_hmac
+    ? await AttemptsRepository.cardHistory(m, merchantId, pm.card_hmac, null, transactionId)
+    : [];
   return checkNetworkLimits(
     { network: pm.card_network, cardDataVersion: cardDataVersion(pm.expiration_date) },
     history,

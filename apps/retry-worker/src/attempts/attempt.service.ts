@@ -13,6 +13,7 @@ import {
   accountLockKey,
   attemptView,
   cardHistoryKey,
+  historyOf,
   cardLockKey,
   chargedPaymentMethodFields,
   setFieldsMany,
@@ -543,7 +544,7 @@ export class AttemptService {
     // together, so the next attempt on the card (any transaction, any worker) counts this one.
     if (txn.cardHmac) await AttemptsRepository.lockCard(m, txn.merchantId, txn.cardHmac);
     const history = txn.cardHmac
-      ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, attempt.id)
+      ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, attempt.id, txn.id)
       : [];
     let check = checkNetworkLimits(
       { network: txn.cardNetwork, cardDataVersion: dataVersion },
@@ -718,7 +719,9 @@ export class AttemptService {
       };
     // The transaction's own policy version and signals (nothing extra for the UTC heuristics).
     const policyInputs = await policyInputsFor(m, txn.merchantId, txn.id);
-    const history = txn.cardHmac ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, null) : [];
+    const history = txn.cardHmac
+      ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, null, txn.id)
+      : [];
     let plan = this.nextPlan(txn, attempt, result, policyInputs, history, now);
     // decisions §15: a card that can no longer be retried ends that card, not the transaction.
     if (plan.kind === 'stop')
@@ -857,7 +860,7 @@ export class AttemptService {
       const history = txn.cardHmac ? histories.get(cardHistoryKey(txn.merchantId, txn.cardHmac))! : [];
       const check = checkNetworkLimits(
         { network: txn.cardNetwork, cardDataVersion: dataVersion },
-        history.filter((h) => h.id !== attempt.id),
+        historyOf(history, attempt.id, txn.id),
         new Date(),
         BigInt(attempt.amountMinor),
         { timeScale: this.config.retryTimeScale },
@@ -994,10 +997,9 @@ export class AttemptService {
       };
       const history: CardAttempt[] = txn.cardHmac
         ? [
-            ...histories
-              .get(cardHistoryKey(txn.merchantId, txn.cardHmac))!
-              .filter((h) => h.id !== attempt.id)
-              .map(({ id: _id, ...h }) => h),
+            ...historyOf(histories.get(cardHistoryKey(txn.merchantId, txn.cardHmac))!, attempt.id, txn.id).map(
+              ({ id: _id, ...h }) => h,
+            ),
             // Its own row is in the card's history when it was made on that card (the usual case).
             ...(attempt.cardHmac === txn.cardHmac ? [own] : []),
           ]

@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import {
   AttemptEntity,
+  OriginalDeclinesRepository,
   PaymentMethodsRepository,
   TransactionEntity,
   settleCardFingerprints,
@@ -122,7 +123,7 @@ export class PaymentMethodsService {
     let target: { id: string; at: Date } | null = null;
     // Updated data lifts a "new card data" block for this card (a new card data version).
     if (current && !current.ended_at && cardDataVersion(current.expiration_date) !== attempt.cardDataVersion) {
-      const check = await limitsOf(m, txn.merchantId, current, now, amount, this.config.retryTimeScale);
+      const check = await limitsOf(m, txn.merchantId, current, now, amount, this.config.retryTimeScale, txn.id);
       if (check.allowed) target = { id: current.id, at: now };
     }
     if (!target) {
@@ -171,7 +172,7 @@ export class PaymentMethodsService {
         merchantAdviceCode: decline.merchantAdviceCode,
       });
       if (c.cardBlock !== 'new-card-data') return;
-    } else if (!cardExpired(txn.expirationDate, now)) {
+    } else if (!cardExpired(txn.expirationDate, now) && !(await this.originalAsksUpdater(txn))) {
       return;
     }
     const key = await PaymentMethodsRepository.updaterKey(this.db, txn.merchantId);
@@ -235,6 +236,20 @@ export class PaymentMethodsService {
     this.logger.log({ answer: answer.kind }, 'account updater asked');
   }
 
+  /**
+   * The transaction's original decline was a data-quality one (Visa category 3, MAC 01, ISO data
+   * codes) on the card data it still has: the review planned its first attempt for the updater.
+   */
+  private async originalAsksUpdater(txn: TransactionEntity): Promise<boolean> {
+    const c = classifyDecline(
+      { network: txn.cardNetwork, responseCode: txn.authCode, merchantAdviceCode: txn.networkAdviceCode },
+      txn.failedAt,
+    );
+    if (c.cardBlock !== 'new-card-data' || c.group === 'auth') return false;
+    const version = await OriginalDeclinesRepository.dataVersionOf(this.db, txn.id);
+    return version !== undefined && version === cardDataVersion(txn.expirationDate);
+  }
+
   /** Puts the cryptogram to send into the (unsaved) entity: it is stored only sealed (payment_methods). */
   async fillCryptogram(txn: TransactionEntity): Promise<void> {
     txn.cryptogram = await cryptogramOf(this.db, this.config.cardKeys, txn);
@@ -244,6 +259,7 @@ export class PaymentMethodsService {
     return nextPaymentMethod(m, {
       merchantId: txn.merchantId,
       accountId: txn.accountId,
+      transactionId: txn.id,
       except: txn.paymentMethodRef ? [txn.paymentMethodRef] : [],
       now,
       amountMinor: BigInt(txn.amountMinor),

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import {
+  OriginalDeclinesRepository,
   PaymentMethodsRepository,
   ProcessorAccountsRepository,
   SubmissionsRepository,
@@ -17,11 +18,15 @@ import {
   TransactionStatus,
   cardBrand,
   cardColumnsFromPan,
+  cardDataVersion,
   cardFingerprintCandidates,
   firstAttemptAt,
   maskCardNumber,
   naiveScheduleFees,
+  originalDeclineBindsCard,
+  planNextAttempt,
   validCardNumber,
+  type CardAttempt,
   type CardColumns,
   type CardFingerprint,
   type ErrorEntry,
@@ -318,8 +323,10 @@ export class ReviewService {
   }
 
   /**
-   * The submitted payment method can never be retried (decisions §15): it ends, and the account's
-   * next eligible payment method is adopted. Returns when its first attempt is due, or null.
+   * The submitted payment method cannot be retried (decisions §15): it ends when the decline binds
+   * the card for good, and the account's next eligible payment method is adopted (one the network
+   * rules allow: the original decline is already in the card's history). Returns when its first
+   * attempt is due, or null.
    */
   private async fallback(
     m: EntityManager,
@@ -327,12 +334,16 @@ export class ReviewService {
     row: PendingRow,
     pmRef: string,
     reason: string,
+    endIt: boolean,
   ): Promise<Date | null> {
     const txn = await this.submissions.transaction(m, merchantId, row.id);
-    await PaymentMethodsRepository.end(m, merchantId, pmRef, reason);
+    // Only a decline that binds the card for good ends it (as in the retry worker); a data-quality
+    // block leaves it to the network rules (new data lifts it) and to the account updater.
+    if (endIt) await PaymentMethodsRepository.end(m, merchantId, pmRef, reason);
     const next = await nextPaymentMethod(m, {
       merchantId,
       accountId: txn.accountId,
+      transactionId: txn.id,
       except: [pmRef],
       now: new Date(),
       amountMinor: BigInt(row.amount_minor),
@@ -358,6 +369,17 @@ export class ReviewService {
     pmRef: string | null,
   ): Promise<string[]> {
     const policyInputs = await policyInputsFor(m, merchantId, row.id);
+    const declined = {
+      network: row.card_network,
+      responseCode: row.auth_code,
+      merchantAdviceCode: row.network_advice_code,
+    };
+    const original = classifyDecline(declined, new Date(row.failed_at));
+    // network-rules.md: a decline that binds the card (a block, a MAC 24-30 delay) binds every attempt
+    // of this transaction on that card, whichever payment method carries it (original_declines).
+    const binding = originalDeclineBindsCard(declined, new Date(row.failed_at))
+      ? await this.recordOriginalDecline(m, merchantId, row)
+      : null;
     const plan = firstAttemptAt({
       ...policyInputs,
       startedAt: new Date(row.submitted_ts),
@@ -370,7 +392,9 @@ export class ReviewService {
       },
       network: row.card_network,
       amountMinor: BigInt(row.amount_minor),
-      cardHistory: [],
+      // Every policy obeys the original's MAC 24-30 delay from the first attempt (decisions §16).
+      cardHistory: binding ? [binding.entry] : [],
+      cardDataVersion: binding?.entry.cardDataVersion ?? null,
       timeScale: this.config.retryTimeScale,
     });
     if (plan.kind === 'retry') {
@@ -384,7 +408,29 @@ export class ReviewService {
       await this.submissions.passWithFirstAttempt(m, merchantId, row.id, plan.at, description, explanation);
       return [];
     }
-    const fallback = pmRef ? await this.fallback(m, merchantId, row, pmRef, plan.reason) : null;
+    // decisions §15: "the account updater runs for data-quality declines", the original one too.
+    // The card is kept and its first attempt planned like a cleared outage; the retry worker asks
+    // the updater before it (once per card data version) and charges only new data.
+    if (pmRef && binding?.updaterMayHelp && original.cardBlock === 'new-card-data' && original.group !== 'auth') {
+      const first = planNextAttempt({
+        attemptsMade: 0,
+        startedAt: new Date(row.submitted_ts),
+        now: new Date(),
+        lastDecline: { technical: true },
+        network: row.card_network,
+        amountMinor: BigInt(row.amount_minor),
+        cardHistory: [],
+        timeScale: this.config.retryTimeScale,
+      });
+      if (first.kind === 'retry') {
+        await this.submissions.passWithFirstAttempt(m, merchantId, row.id, first.at, original.description);
+        this.logger.log({ reason: plan.reason }, 'data-quality original decline: the account updater first');
+        return [];
+      }
+    }
+    const fallback = pmRef
+      ? await this.fallback(m, merchantId, row, pmRef, plan.reason, original.cardBlock === 'permanent')
+      : null;
     if (fallback) {
       const { description } = classifyDecline(
         { network: row.card_network, responseCode: row.auth_code, merchantAdviceCode: row.network_advice_code },
@@ -412,5 +458,42 @@ export class ReviewService {
     this.logger.log({ reason: plan.reason }, 'original decline is not retryable: cancelled without attempts');
     const txn = await this.submissions.transaction(m, merchantId, row.id);
     return announceTransaction(m, txn, EventName.RetryFailed, new Date());
+  }
+  /**
+   * Keeps the original decline with the card's history (original_declines). Returns it as a history
+   * entry, and whether the account updater may yet renew the card (the merchant registered a key,
+   * and the card is a stored card number). Null when the card has no fingerprint.
+   */
+  private async recordOriginalDecline(
+    m: EntityManager,
+    merchantId: string,
+    row: PendingRow,
+  ): Promise<{ entry: CardAttempt; updaterMayHelp: boolean } | null> {
+    const txn = await this.submissions.transaction(m, merchantId, row.id);
+    if (!txn.cardHmac) return null;
+    const entry: CardAttempt = {
+      at: new Date(row.failed_at),
+      amountMinor: BigInt(row.amount_minor),
+      outcome: 'declined',
+      original: true,
+      responseCode: row.auth_code,
+      merchantAdviceCode: row.network_advice_code,
+      cardDataVersion: cardDataVersion(txn.expirationDate),
+    };
+    await OriginalDeclinesRepository.record(m, {
+      transactionId: txn.id,
+      merchantId,
+      cardHmac: txn.cardHmac,
+      at: entry.at,
+      amountMinor: String(row.amount_minor),
+      responseCode: row.auth_code,
+      merchantAdviceCode: row.network_advice_code,
+      cardDataVersion: entry.cardDataVersion ?? null,
+    });
+    const updaterMayHelp =
+      txn.cardKind !== 'token' &&
+      txn.cardEnc !== null &&
+      (await PaymentMethodsRepository.updaterKey(m, merchantId)) !== null;
+    return { entry, updaterMayHelp };
   }
 }

@@ -41,11 +41,12 @@ interface CardHistoryRow {
 const toCardAttempt = (r: CardHistoryRow): CardAttempt => ({
   at: new Date(r.at),
   amountMinor: BigInt(r.amount_minor),
+  ...(r.state === 'original' ? { original: true } : {}),
   // An unknown attempt counts like one in flight: it may have reached the issuer.
   outcome:
     r.state === 'captured'
       ? 'approved'
-      : r.state === 'declined'
+      : r.state === 'declined' || r.state === 'original'
         ? 'declined'
         : r.state === 'pending' || r.state === 'unknown'
           ? 'pending'
@@ -83,6 +84,19 @@ function entityOf<E extends object>(entity: E, columns: ColumnAliases, row: Reco
 
 /** The advisory lock of one card at one merchant: one limit check at a time on it. */
 export const cardLockKey = (merchantId: string, cardHmac: string): string => `retain:card:${merchantId}:${cardHmac}`;
+
+/**
+ * What binds one attempt of `transactionId` in a card's cardHistories entry: the card's attempts
+ * but this one, and the original decline of this transaction only. A merchant's original decline
+ * binds its own transaction on every payment method with that card; the merchant's other
+ * transactions each answer to their own original decline (and to every attempt Retain made).
+ */
+export const historyOf = (
+  history: readonly (CardAttempt & { id: string })[],
+  attemptId: string,
+  transactionId: string,
+): (CardAttempt & { id: string })[] =>
+  history.filter((h) => (h.original ? h.id === transactionId : h.id !== attemptId));
 
 /** The key of a card's entry in cardHistories. */
 export const cardHistoryKey = (merchantId: string, cardHmac: string): string => `${merchantId}:${cardHmac}`;
@@ -166,7 +180,9 @@ export class AttemptsRepository {
 
   /**
    * cardHistory of many cards in one statement, by cardHistoryKey(merchantId, cardHmac); each
-   * entry carries its attempt's id (the caller leaves out or updates its own attempts).
+   * entry carries its attempt's id (the caller leaves out or updates its own attempts). Original
+   * declines of every transaction on the card come with it, their transaction's id as `id`: the
+   * caller keeps its own transaction's only (historyOf).
    */
   static async cardHistories(
     m: Sql,
@@ -182,7 +198,12 @@ export class AttemptsRepository {
          JOIN attempts a ON a.merchant_id = c.merchant_id AND a.card_hmac = c.card_hmac
         WHERE COALESCE(a.processed_at, a.prepared_at) IS NOT NULL
           AND (COALESCE(a.processed_at, a.prepared_at) > now() - interval '31 days'
-               OR (a.state = 'declined' AND a.auth_code_description = 'Hard Failure'))`,
+               OR (a.state = 'declined' AND a.auth_code_description = 'Hard Failure'))
+       UNION ALL
+       SELECT o.transaction_id, o.merchant_id, o.card_hmac, o.at, o.amount_minor, 'original', o.response_code,
+              o.merchant_advice_code, o.card_data_version
+         FROM unnest($1::uuid[], $2::char(64)[]) AS c(merchant_id, card_hmac)
+         JOIN original_declines o ON o.merchant_id = c.merchant_id AND o.card_hmac = c.card_hmac`,
       [[...unique.values()].map((c) => c.merchantId), [...unique.values()].map((c) => c.cardHmac)],
     );
     for (const r of rows) {
@@ -249,13 +270,16 @@ export class AttemptsRepository {
   /**
    * The card's history for the network limits (network-rules.config.ts): attempts of THIS merchant
    * on the card that went to the processor, recorded, in flight or unknown, in the last 31 days;
-   * plus every blocking decline however old (card blocks do not lapse; they lift when the data changes).
+   * plus every blocking decline however old (card blocks do not lapse; they lift when the data changes);
+   * plus `transactionId`'s own original decline where it binds the card (original_declines,
+   * `original`): on whichever of the customer's payment methods carries this card.
    */
   static async cardHistory(
     m: Sql,
     merchantId: string,
     cardHmac: string,
     excludeId: string | null,
+    transactionId: string | null,
   ): Promise<CardAttempt[]> {
     const rows: CardHistoryRow[] = await m.query(
       `SELECT COALESCE(processed_at, prepared_at) AS at, amount_minor, state, response_code, merchant_advice_code,
@@ -264,8 +288,11 @@ export class AttemptsRepository {
         WHERE merchant_id = $1 AND card_hmac = $2 AND id IS DISTINCT FROM $3
           AND COALESCE(processed_at, prepared_at) IS NOT NULL
           AND (COALESCE(processed_at, prepared_at) > now() - interval '31 days'
-               OR (state = 'declined' AND auth_code_description = 'Hard Failure'))`,
-      [merchantId, cardHmac, excludeId],
+               OR (state = 'declined' AND auth_code_description = 'Hard Failure'))
+       UNION ALL
+       SELECT at, amount_minor, 'original', response_code, merchant_advice_code, card_data_version
+         FROM original_declines WHERE merchant_id = $1 AND card_hmac = $2 AND transaction_id = $4`,
+      [merchantId, cardHmac, excludeId, transactionId],
     );
     return rows.map(toCardAttempt);
   }

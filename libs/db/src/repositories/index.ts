@@ -5,6 +5,7 @@ export * from './refunds.repository';
 export * from './refund-idempotency.repository';
 export * from './processor-accounts.repository';
 export * from './attempts.repository';
+export * from './original-declines.repository';
 export * from './processor-throttles.repository';
 export * from './attempt-schedule.repository';
 export * from './submissions.repository';

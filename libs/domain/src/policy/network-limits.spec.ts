@@ -165,21 +165,73 @@ describe('Mastercard', () => {
     const mac = attempts(1, 0, { responseCode: '51', merchantAdviceCode: '21' });
     expect(checkNetworkLimits('maestro', mac, at(60 * DAY), 1000n)).toMatchObject({ permanently: true });
   });
-  it('35 declines at the same amount in a tumbling 30-calendar-day window: the 36th waits for the next window', () => {
-    // The first decline on 2 March (UTC) opens the window 2 March - 31 March; the next opens 1 April.
+  it('35 declines at the same amount in 30 days: the 36th waits until the oldest of them is 30 days old', () => {
     const h = attempts(35, 0.75 * DAY);
-    const now = at(35 * 0.75 * DAY); // 28 March
+    const now = at(35 * 0.75 * DAY);
     expect(checkNetworkLimits('mastercard', h.slice(0, 34), now, 1000n).allowed).toBe(true);
-    const nextWindow = Date.parse('2026-04-01T00:00:00Z');
-    expect(temporary(checkNetworkLimits('mastercard', h, now, 1000n)).getTime()).toBe(nextWindow);
+    // Counted over every span of 30 days, so every tumbling window holds at most 35 wherever it starts.
+    expect(temporary(checkNetworkLimits('mastercard', h, now, 1000n)).getTime()).toBe(h[0]!.at.getTime() + 30 * DAY);
     expect(checkNetworkLimits('mastercard', h, now, 999n).allowed).toBe(true);
-    expect(checkNetworkLimits('mastercard', h, new Date(nextWindow - 1), 1000n).allowed).toBe(false);
-    // Tumbling, not rolling: on 1 April the 35 declines of the last 30 days no longer count.
-    expect(checkNetworkLimits('mastercard', h, new Date(nextWindow), 1000n).allowed).toBe(true);
+    expect(checkNetworkLimits('mastercard', h, new Date(h[0]!.at.getTime() + 30 * DAY), 1000n).allowed).toBe(true);
   });
-  it('the tumbling windows restart after an approval (a new sequence, a new first window)', () => {
+  it('never lets a tumbling 30-day window hold 36 same-amount declines, from a history of the last 31 days', () => {
+    // Two same-price subscriptions on one card, declined every day for three months: each check
+    // sees only what cardHistory returns (the last 31 days), as in the service.
+    const made: CardAttempt[] = [];
+    for (let day = 0; day < 95; day++) {
+      for (const hour of [6, 14, 22]) {
+        const t = new Date(Date.parse('2026-01-01T00:00:00Z') + day * DAY + hour * HOUR);
+        const history = made.filter((h) => t.getTime() - h.at.getTime() < 31 * DAY);
+        const sameDay = made.filter((h) => Math.floor(h.at.getTime() / DAY) === Math.floor(t.getTime() / DAY));
+        if (sameDay.length >= 2) continue;
+        if (checkNetworkLimits('mastercard', history, t, 1000n).allowed)
+          made.push({ at: t, amountMinor: 1000n, outcome: 'declined', responseCode: '51' });
+      }
+    }
+    expect(made.length).toBeGreaterThan(35 * 2);
+    // Every window of 30 calendar days, whatever day it starts on (the network's anchor is not ours to see).
+    const firstDay = Math.floor(made[0]!.at.getTime() / DAY);
+    for (let start = firstDay - 30; start <= firstDay + 95; start++) {
+      const inWindow = made.filter((h) => {
+        const d = Math.floor(h.at.getTime() / DAY);
+        return d >= start && d < start + 30;
+      });
+      expect(inWindow.length, `window from day ${start}`).toBeLessThanOrEqual(35);
+    }
+  });
+  it('the same-amount count restarts after an approval', () => {
     const h = [...attempts(35, 0.75 * DAY), { at: at(27 * DAY), amountMinor: 1000n, outcome: 'approved' as const }];
     expect(checkNetworkLimits('mastercard', h, at(28 * DAY), 1000n).allowed).toBe(true);
+  });
+  it("the merchant's original decline binds the card but is not counted toward the limits", () => {
+    const original = (extra: Partial<CardAttempt>): CardAttempt => ({
+      at: at(0),
+      amountMinor: 1000n,
+      outcome: 'declined',
+      original: true,
+      ...extra,
+    });
+    // A category 1 original: none, ever; a category 3 original: not with the same data.
+    const lost = original({ responseCode: '41', cardDataVersion: 'v1' });
+    expect(checkNetworkLimits({ network: 'visa', cardDataVersion: 'v2' }, [lost], at(90 * DAY), 1000n)).toMatchObject({
+      allowed: false,
+      permanently: true,
+    });
+    const expired = original({ responseCode: '54', cardDataVersion: 'v1' });
+    expect(checkNetworkLimits({ network: 'visa', cardDataVersion: 'v1' }, [expired], at(DAY), 1000n)).toMatchObject({
+      permanently: true,
+    });
+    expect(checkNetworkLimits({ network: 'visa', cardDataVersion: 'v2' }, [expired], at(DAY), 1000n).allowed).toBe(
+      true,
+    );
+    // A MAC 30 original: not before 10 days (decisions §16), whatever the policy planned.
+    const later = original({ responseCode: '51', merchantAdviceCode: '30' });
+    expect(temporary(checkNetworkLimits('mastercard', [later], at(DAY), 1000n)).getTime()).toBe(at(10 * DAY).getTime());
+    // Not counted: 9 of Retain's declines today and the original leave room for a 10th.
+    const day = attempts(9, HOUR);
+    expect(
+      checkNetworkLimits('mastercard', [original({ responseCode: '05' }), ...day], at(10 * HOUR), 1000n).allowed,
+    ).toBe(true);
   });
   it('Visa counts customer- and merchant-initiated attempts apart since 25 May 2025, together before', () => {
     const cit = (start: string): CardAttempt[] =>

@@ -1,4 +1,4 @@
-import { classifyDecline, normalizeNetwork, type Network } from './decline-classifier';
+import { classifyDecline, normalizeNetwork, type DeclineInput, type Network } from './decline-classifier';
 import { normalizeCode, ruleSetAt, type NetworkRuleSet } from './network-rules.config';
 
 const HOUR = 3_600_000;
@@ -29,6 +29,11 @@ export interface CardAttempt {
    * attempt (CIT) is counted apart from them by Visa since 25 May 2025.
    */
   initiator?: Initiator;
+  /**
+   * The merchant's own decline of a submitted transaction (not a Retain attempt): it binds the card
+   * (a block, a MAC 24-30 delay) but is not counted toward the limits, which count reattempts.
+   */
+  original?: boolean;
 }
 
 export type Initiator = 'merchant' | 'customer';
@@ -56,7 +61,7 @@ export interface LimitOptions {
 /**
  * May an attempt on this card be made at `at` for `amountMinor`? Checked before EVERY attempt,
  * whatever schedule proposed it. A rolling window of W holds the attempts in (at - W, at] (Visa,
- * others); Mastercard counts calendar days and tumbling windows of calendar days (UTC). The
+ * others, Mastercard's same-amount count); Mastercard's daily count is per calendar day (UTC). The
  * answer for a temporary limit says when the attempt would fit.
  */
 export function checkNetworkLimits(
@@ -90,7 +95,9 @@ export function checkNetworkLimits(
   // timeout may well have reached the issuer, and compliance must not hang on our not knowing.
   // Attempts still in flight count too, whatever was approved since: they may yet decline.
   const lastApproval = past.reduce((i, h, k) => (h.outcome === 'approved' ? k : i), -1);
-  const counted = past.filter((h, k) => h.outcome === 'pending' || (h.outcome !== 'approved' && k > lastApproval));
+  const counted = past.filter(
+    (h, k) => !h.original && (h.outcome === 'pending' || (h.outcome !== 'approved' && k > lastApproval)),
+  );
 
   if (network === 'visa') {
     const v = rules.visa;
@@ -124,22 +131,19 @@ export function checkNetworkLimits(
         notBefore: (today + 1) * dayLength,
         rule: `Mastercard: at most ${mc.maxDeclinesPerDay} declined attempts per card per merchant in a calendar day`,
       });
-    // Tumbling windows of N calendar days at the same amount, the first one starting on the day of
-    // the sequence's first counted decline at that amount.
-    const same = counted.filter((h) => h.amountMinor === amountMinor);
-    if (same.length > 0) {
-      const first = dayOf(same[0]!.at.getTime());
-      const n = mc.sameAmountWindowDays;
-      const windowOf = (ms: number): number => Math.floor((dayOf(ms) - first) / n);
-      const current = windowOf(t);
-      if (same.filter((h) => windowOf(h.at.getTime()) === current).length >= mc.maxSameAmount)
-        waits.push({
-          notBefore: (first + (current + 1) * n) * dayLength,
-          rule: `Mastercard: at most ${mc.maxSameAmount} declined attempts per card per merchant at the same amount in a ${n}-calendar-day window`,
-        });
-    }
-    // MAC 24-30: the issuer named the earliest retry; every such advice still running holds.
-    for (const h of counted) {
+    // At most N declines at the same amount in a tumbling window of 30 calendar days. Where the
+    // network's window starts is not ours to see (and the card's history is read back 31 days, not
+    // to the sequence's start), so the count runs over every span of 30 days: then no tumbling
+    // window, wherever it starts, ever holds more than N.
+    rolling(
+      counted.filter((h) => h.amountMinor === amountMinor),
+      mc.maxSameAmount,
+      (mc.sameAmountWindowDays * DAY) / scale,
+      `Mastercard: at most ${mc.maxSameAmount} declined attempts per card per merchant at the same amount in a ${mc.sameAmountWindowDays}-calendar-day window`,
+    );
+    // MAC 24-30: the issuer named the earliest retry; every such advice still running holds, the
+    // merchant's own original decline's too (decisions §16: obeyed from the first attempt).
+    for (const h of [...counted, ...past.filter((p) => p.original)]) {
       const mac = normalizeCode(h.merchantAdviceCode);
       const hours = pickRules(options.rules, h.at).mastercard.retryAfterHours[mac];
       if (hours === undefined) continue;
@@ -157,6 +161,19 @@ export function checkNetworkLimits(
     notBefore: new Date(latest.notBefore),
     rule: waits.map((w) => w.rule).join('; '),
   };
+}
+
+/**
+ * Whether a merchant's original decline binds its card beyond its own transaction: a card block
+ * (Visa category 1 or 3, MAC 03/21/01/04, hard codes) or a Mastercard "retry after" (MAC 24-30).
+ * Such a decline is kept with the card's history (CardAttempt.original).
+ */
+export function originalDeclineBindsCard(input: DeclineInput, at: Date): boolean {
+  if (classifyDecline(input, at).cardBlock !== null) return true;
+  const mac = normalizeCode(input.merchantAdviceCode);
+  return (
+    normalizeNetwork(input.network) === 'mastercard' && ruleSetAt(at).mastercard.retryAfterHours[mac] !== undefined
+  );
 }
 
 /**
