@@ -293,13 +293,13 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
     );
   });
 
-  it('exposes intake-api through an Ingress in prod only, for the API and its docs only', () => {
+  it('exposes intake-api through an Ingress in prod only, for the API, its docs and the portal only', () => {
     expect(of('Ingress').length).toBe(dir === 'overlays/prod' ? 1 : 0);
     if (dir !== 'base') expect(objects.every((o) => o.metadata.namespace)).toBe(true);
     for (const ing of of('Ingress')) {
       const paths = ing.spec.rules.flatMap((r: any) => r.http.paths);
       expect(paths.map((p: any) => `${p.pathType} ${p.path}`).sort()).toEqual(
-        ['Exact /openapi.json', 'Prefix /docs', 'Prefix /retain', 'Prefix /v1', 'Prefix /v2'].sort(),
+        ['Exact /openapi.json', 'Prefix /docs', 'Prefix /portal', 'Prefix /retain', 'Prefix /v1', 'Prefix /v2'].sort(),
       );
       for (const p of paths) expect(p.backend.service.name).toBe('intake-api');
       // What an Ingress path covers (Prefix matches whole path segments): operations endpoints stay private.
@@ -308,8 +308,19 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
           p.pathType === 'Exact' ? url === p.path : url === p.path || url.startsWith(`${p.path}/`),
         );
       for (const url of ['/metrics', '/readyz', '/healthz', '/', '/v1metrics']) expect(routed(url), url).toBe(false);
-      for (const url of ['/v1/retain/transactions', '/v2/retain/refunds', '/retain/keys', '/openapi.json', '/docs'])
+      for (const url of [
+        '/v1/retain/transactions',
+        '/v2/retain/refunds',
+        '/retain/keys',
+        '/openapi.json',
+        '/docs',
+        '/portal/',
+        '/portal/app.js',
+      ])
         expect(routed(url), url).toBe(true);
+      // Behind the ingress, intake-api trusts its X-Forwarded-For (the login brake keys on the client).
+      const config = of('ConfigMap').find((c) => c.metadata.name === 'retain-config');
+      expect(config?.data?.TRUST_PROXY).toMatch(/^[0-9./,]+$/);
     }
   });
 

@@ -210,6 +210,74 @@ describe('portal session', () => {
     expect(r.json.authenticated_by).toBe('header');
   });
 
+  it('a login racing a key rotation never leaves a session alive after it', async () => {
+    const m = await createMerchant();
+    const db = await testDb();
+    const { Client } = await import('pg');
+    const rotation = new Client({ connectionString: process.env['DATABASE_URL'] });
+    await rotation.connect();
+    try {
+      // The rotation's statements (MerchantsRepository.rotateKey), held open: the keys revoked and the
+      // sessions ended, not committed yet, while the old key logs in.
+      await rotation.query('BEGIN');
+      const [{ id }] = (await rotation.query(`SELECT id FROM merchants WHERE login = $1`, [m.login])).rows;
+      await rotation.query(`UPDATE merchant_api_keys SET revoked_at = now() WHERE merchant_id = $1`, [id]);
+      await rotation.query(`DELETE FROM portal_sessions WHERE merchant_id = $1`, [id]);
+      const pending = call('POST', '/v1/retain/session', {}, { login: m.login, api_key: m.api_key });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await rotation.query('COMMIT');
+      const r = await pending;
+      const cookie = r.headers.get('set-cookie')?.split(';')[0];
+      const after = cookie ? (await call('GET', '/v1/retain/session', { cookie })).status : 401;
+      expect({ login: r.status, sessionAfterRotation: after }).toEqual({ login: 401, sessionAfterRotation: 401 });
+      const [{ n }] = await db.query(`SELECT count(*)::int AS n FROM portal_sessions WHERE merchant_id = $1`, [id]);
+      expect(n).toBe(0);
+    } finally {
+      await rotation.end();
+    }
+  });
+
+  it('a session opened before a merchant was disabled does not come back when it is enabled again', async () => {
+    const m = await createMerchant();
+    const cookie = await login(m);
+    const repo = new MerchantsRepository(await testDb(), loadConfig('cli').cardKeys);
+    await repo.setDisabled(m.login, true);
+    expect((await call('GET', '/v1/retain/transactions', { cookie })).status).toBe(403);
+    await repo.setDisabled(m.login, false);
+    expect((await call('GET', '/v1/retain/transactions', { cookie })).status).toBe(401);
+    // A fresh login works again.
+    expect((await call('GET', '/v1/retain/transactions', { cookie: await login(m) })).status).toBe(200);
+  });
+
+  it('concurrent failed logins cannot pass the brake together: at most 10 of 40 are judged', async () => {
+    const m = await createMerchant();
+    const results = await Promise.all(
+      Array.from({ length: 40 }, () => call('POST', '/v1/retain/session', {}, { login: m.login, api_key: 'rk_wrong' })),
+    );
+    const statuses = results.map((r) => r.status);
+    expect(statuses.filter((s) => s === 401).length).toBeLessThanOrEqual(10);
+    expect(statuses.filter((s) => s !== 401 && s !== 429)).toEqual([]);
+  });
+
+  it('behind a trusted proxy (TRUST_PROXY) the brake keys on the client: another client can still log in', async () => {
+    const proxied = await startApp('intake-api', { env: { TRUST_PROXY: '127.0.0.1' } });
+    try {
+      const m = await createMerchant();
+      const from = (ip: string, apiKey: string) =>
+        fetch(`${proxied.url}/v1/retain/session`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-forwarded-for': ip },
+          body: JSON.stringify({ login: m.login, api_key: apiKey }),
+        });
+      for (let i = 0; i < 10; i++) expect((await from('203.0.113.5', 'rk_wrong')).status).toBe(401);
+      expect((await from('203.0.113.5', m.api_key)).status).toBe(429);
+      // The merchant, from its own address, is not locked out by someone else's failures.
+      expect((await from('198.51.100.7', m.api_key)).status).toBe(204);
+    } finally {
+      await proxied.stop();
+    }
+  });
+
   it('brakes repeated failed logins for one login with 429 and Retry-After', async () => {
     const m = await createMerchant();
     for (let i = 0; i < 10; i++) {

@@ -51,6 +51,11 @@ export interface RetainConfig {
   webhookRetryScheduleMs: number[];
   webhookAllowPrivate: boolean;
   webhookTimeoutMs: number;
+  /**
+   * Fastify's trustProxy (TRUST_PROXY): which peers' X-Forwarded-For names the client (the login
+   * brake keys on it). Off by default: behind an ingress, set it to the ingress's addresses or hops.
+   */
+  trustProxy: boolean | string | undefined;
   /** AES-256-GCM keys for card data at rest; the first one encrypts, all decrypt (rotation). */
   cardKeys: CardKey[];
   /**
@@ -230,6 +235,19 @@ export function parseCardKeys(name: string, value: string): CardKey[] {
   }
 }
 
+/**
+ * TRUST_PROXY: 'true' / 'false', or the proxies' addresses and CIDRs (comma-separated). No hop
+ * count: Fastify refuses to trust one (it cannot check the immediate peer).
+ */
+function trustProxy(value: string): boolean | string {
+  const v = value.trim();
+  if (v === 'true' || v === 'false') return v === 'true';
+  for (const part of v.split(',')) {
+    if (!/^[0-9A-Fa-f.:]+(\/\d{1,3})?$/.test(part.trim())) throw new Error(`not an address or CIDR: ${part.trim()}`);
+  }
+  return v;
+}
+
 function text(value: string): string {
   return value;
 }
@@ -315,6 +333,10 @@ export function configSchema(app: AppName) {
       desc: 'push delivery retry delays',
     }),
     WEBHOOK_ALLOW_PRIVATE: variable({ parse: bool, default: 'false', desc: 'allow webhook URLs on private addresses' }),
+    TRUST_PROXY: variable({
+      parse: trustProxy,
+      desc: "proxies whose X-Forwarded-For names the client: 'true', or addresses/CIDRs (comma-separated)",
+    }),
     CARD_DATA_KEY: variable({ parse: cardKeyList, desc: 'AES-256-GCM keys for card data, first encrypts' }),
     CARD_FINGERPRINT_KEY: variable({
       parse: cardKeyList,
@@ -554,6 +576,7 @@ export function loadConfig(
     refundBatchCron: v.REFUND_BATCH_CRON!,
     webhookRetryScheduleMs: v.WEBHOOK_RETRY_SCHEDULE!,
     webhookAllowPrivate: v.WEBHOOK_ALLOW_PRIVATE!,
+    trustProxy: v.TRUST_PROXY as RetainConfig['trustProxy'],
     webhookTimeoutMs: 10_000,
     cardKeys,
     cardFingerprintKeys,

@@ -22,7 +22,12 @@ export async function createApp(
   config: RetainConfig,
   options: BootstrapOptions,
 ): Promise<NestFastifyApplication> {
-  const adapter = new FastifyAdapter({ bodyLimit: config.bodyLimitBytes, logger: false, ...options.adapterOptions });
+  const adapter = new FastifyAdapter({
+    bodyLimit: config.bodyLimitBytes,
+    logger: false,
+    ...(config.trustProxy !== undefined ? { trustProxy: config.trustProxy } : {}),
+    ...options.adapterOptions,
+  });
   const app = await NestFactory.create<NestFastifyApplication>(module as never, adapter, {
     bufferLogs: true,
     abortOnError: false,

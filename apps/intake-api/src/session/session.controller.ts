@@ -15,7 +15,7 @@ import {
 import { ApiBody, ApiCookieAuth, ApiOperation, ApiProperty, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { ErrorDto } from '@retain/api-contract';
 import type { RetainConfig } from '@retain/config';
-import { MerchantsRepository, PortalSessionsRepository } from '@retain/db';
+import { MerchantsRepository, PortalSessionsRepository, hashApiKey } from '@retain/db';
 import { RetCode, RetMessage } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -101,7 +101,7 @@ export class SessionController {
       [`login:${req.ip}:${login as string}`, 10],
       [`ip:${req.ip}`, 100],
     ] as const;
-    const wait = this.throttle.retryAfter(keys);
+    const wait = this.throttle.acquire(keys);
     if (wait > 0) {
       void reply.header('Retry-After', String(wait));
       throw new HttpException(
@@ -109,16 +109,22 @@ export class SessionController {
         HttpStatus.TOO_MANY_REQUESTS,
       );
     }
-    const merchant = (apiKey as string).startsWith('rk_') ? await this.merchants.findByApiKey(apiKey as string) : null;
-    if (!merchant || merchant.login !== login) {
-      this.throttle.failed(keys);
-      throw new UnauthorizedError();
+    // Counted as a failure from here (acquire) until the credentials prove right.
+    let merchant: Awaited<ReturnType<MerchantsRepository['findByApiKey']>>;
+    try {
+      merchant = (apiKey as string).startsWith('rk_') ? await this.merchants.findByApiKey(apiKey as string) : null;
+    } catch (err) {
+      this.throttle.release(keys);
+      throw err;
     }
+    if (!merchant || merchant.login !== login) throw new UnauthorizedError();
+    this.throttle.succeeded(keys);
     if (merchant.disabledAt) {
       throw new HttpException({ code: RetCode.RET403, message: RetMessage.forbidden }, HttpStatus.FORBIDDEN);
     }
-    this.throttle.succeeded(keys[0][0]);
-    const token = await this.sessions.open(merchant.id);
+    // Opened only while the key is still live (a rotation racing this login ends it or refuses it).
+    const token = await this.sessions.open(merchant.id, hashApiKey(apiKey as string));
+    if (!token) throw new UnauthorizedError();
     await reply.header('Set-Cookie', this.cookie(token)).status(204).send();
   }
 

@@ -133,9 +133,12 @@ export class MerchantsRepository {
 
   async setDisabled(login: string, disabled: boolean): Promise<MerchantCredentials> {
     const merchant = await this.require(login);
-    await this.db
-      .getRepository(MerchantEntity)
-      .update({ id: merchant.id }, { disabledAt: disabled ? new Date() : null });
+    await this.db.transaction(async (m) => {
+      await m.getRepository(MerchantEntity).update({ id: merchant.id }, { disabledAt: disabled ? new Date() : null });
+      // A disabled merchant's sessions answer 403 RET403 like its key; enabling it again ends them, so
+      // no session opened before the disabling comes back to life.
+      if (!disabled) await m.query(`DELETE FROM portal_sessions WHERE merchant_id = $1`, [merchant.id]);
+    });
     return { merchant_vid: merchant.merchantVid, login, disabled };
   }
 

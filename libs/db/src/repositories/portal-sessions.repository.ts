@@ -24,14 +24,25 @@ export interface SessionMerchant {
 export class PortalSessionsRepository {
   constructor(private readonly db: DataSource) {}
 
-  /** Opens a session for the merchant and returns its token (never stored). */
-  async open(merchantId: string): Promise<string> {
+  /**
+   * Opens a session for the merchant with the API key it logged in with, and returns its token (never
+   * stored); null when the key is no longer live. One statement holds the key row (FOR SHARE) while
+   * it inserts: a rotation revoking the key waits for it, then ends this session with the others; a
+   * rotation that revoked it first makes it open nothing (the row is re-checked after the wait).
+   */
+  async open(merchantId: string, apiKeyHash: string): Promise<string | null> {
     const token = randomBytes(32).toString('base64url');
-    await this.db.query(`INSERT INTO portal_sessions (token_hash, merchant_id) VALUES ($1, $2)`, [
-      hashToken(token),
-      merchantId,
-    ]);
-    return token;
+    const rows: unknown[] = await this.db.query(
+      `WITH live AS (
+         SELECT merchant_id FROM merchant_api_keys
+          WHERE key_hash = $2 AND merchant_id = $3 AND revoked_at IS NULL
+            FOR SHARE
+       )
+       INSERT INTO portal_sessions (token_hash, merchant_id) SELECT $1, merchant_id FROM live
+       RETURNING merchant_id`,
+      [hashToken(token), apiKeyHash, merchantId],
+    );
+    return rows.length > 0 ? token : null;
   }
 
   /**
