@@ -1,6 +1,8 @@
 import { CompactEncrypt, importJWK } from 'jose';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '@retain/config';
+import { ProcessorAccountsRepository } from '@retain/db';
 import { QueueName, QueueRegistry, createRedis } from '@retain/queues';
 import {
   ApiClient,
@@ -113,6 +115,35 @@ describe('post-submission review', () => {
     // A transaction rejected by the review may be submitted again with the same id.
     const again = { ...txn(), id: garbage['id'] };
     expect((await client.submit([again])).status).toBe(200);
+  });
+
+  it('a tokens-only account: a JWE that does not decrypt is RET010, one that does (a card number) and a clear card RET011', async () => {
+    const m = await createMerchant(receiver.url);
+    const db = await testDb();
+    const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [m.login]);
+    await new ProcessorAccountsRepository(db, loadConfig('cli').cardKeys).set(merchantId, '', 'stripe', {
+      secret_key: 'sk_test_tokensonly',
+    });
+    const garbage = txn();
+    (garbage['payment_method'] as any).credit_card.account = 'eyJhbGciOiJSU0EtT0FFUC0yNTYifQ.AAAA.BBBB.CCCC.DDDD';
+    const jwe = txn();
+    (jwe['payment_method'] as any).credit_card.account = await encrypt('4111111111111111');
+    const clear = txn();
+    const r = await new ApiClient(api.url, m.api_key).submit([garbage, jwe, clear]);
+    expect(r.status).toBe(200);
+    const requestId = r.headers.get('x-request-id');
+    const push = await waitFor(
+      () => receiver.byEvent('validation failed').find((p) => p.body.header['request_id'] === requestId),
+      { what: 'validation failed push' },
+    );
+    const content = push.body.content as any;
+    const byId = Object.fromEntries(content.rejected.map((x: any) => [x.id, x.errors.map((e: any) => e.code)]));
+    // decisions §6: RET010 is "card number invalid or cannot be decrypted"; §13: RET011 a card number for such an account.
+    expect(byId).toEqual({
+      [garbage['id'] as string]: ['RET010'],
+      [jwe['id'] as string]: ['RET011'],
+      [clear['id'] as string]: ['RET011'],
+    });
   });
 
   it('decrypts a valid JWE made from the published JWKS, stores it sealed and masked', async () => {

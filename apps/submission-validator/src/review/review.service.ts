@@ -211,17 +211,18 @@ export class ReviewService {
     const account = await this.processors.account(merchantId, row.division_number);
     const processor = await this.processors.forTransaction(merchantId, row.division_number);
     const limits = processor.limits;
-    if ((row.card_kind === 'jwe' || row.card_kind === 'clear') && !accountAccepts(account, { kind: 'pan' })) {
-      // decisions §13: an account without raw_card_data charges tokenized payment methods only.
+    // decisions §13: an account without raw_card_data charges tokenized payment methods only. A JWE
+    // is judged by what it holds: one that does not decrypt to a card number is RET010 (§6) first.
+    const pan = row.card_kind === 'jwe' && row.card_jwe ? await this.decryptor.decrypt(row.card_jwe) : null;
+    if (row.card_kind === 'jwe' && (!pan || !validCardNumber(pan))) {
+      errors.push({ code: RetCode.RET010, message: RetMessage.invalidCard });
+    } else if ((row.card_kind === 'jwe' || row.card_kind === 'clear') && !accountAccepts(account, { kind: 'pan' })) {
       errors.push({
         code: RetCode.RET011,
         message: "The merchant's processor account takes tokenized payment methods only",
       });
     } else if (row.card_kind === 'jwe') {
-      const pan = row.card_jwe ? await this.decryptor.decrypt(row.card_jwe) : null;
-      if (!pan || !validCardNumber(pan)) {
-        errors.push({ code: RetCode.RET010, message: RetMessage.invalidCard });
-      } else {
+      if (pan) {
         const c = cardColumnsFromPan(this.config.cardKeys, this.config.cardFingerprintKeys, pan);
         // The first attempt is planned with the card's network (schedule() reads the row).
         row.card_network = cardBrand(pan);
