@@ -51,4 +51,39 @@ describe('account updater: a new card number before the charge', () => {
     expect(after.txn).not.toBe(before.txn);
     expect(after.attempt).toBe(after.txn);
   });
+
+  it('is not asked after a 1A or 70 (authentication needed: no new card data makes a retry possible)', async () => {
+    const db = await testDb();
+    const config = loadConfig('retry-worker');
+    const merchantId = await insertMerchantRow(db);
+    const [{ login }] = await db.query(`SELECT login FROM merchants WHERE id = $1`, [merchantId]);
+    const { publicKey } = await generateKeyPair('RSA-OAEP-256', { extractable: true });
+    await PaymentMethodsRepository.setUpdaterKey(db, login, {
+      jwk: { ...(await exportJWK(publicKey)) },
+      alg: 'RSA-OAEP-256',
+    });
+    let asked = 0;
+    const updater: AccountUpdater = {
+      name: 'stub',
+      lookup: async () => {
+        asked++;
+        return { kind: 'updated', pan: '4111111111111111', expiration: '203012' };
+      },
+    };
+    const service = new PaymentMethodsService(db, config, updater);
+    for (const code of ['1A', '70', '54']) {
+      const t = await insertTransactionRow(db, merchantId, { card: '4111111111111111' });
+      const pmRef = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
+      await db.query(`UPDATE transactions SET payment_method_ref = $2 WHERE id = $1`, [t.id, pmRef]);
+      const attempt = await insertAttemptRow(db, t, {});
+      await service.refreshCard(attempt.id, {
+        outcome: 'declined',
+        responseCode: code,
+        network: 'visa',
+        merchantAdviceCode: null,
+      } as never);
+    }
+    // Only the 54 (data quality) asks.
+    expect(asked).toBe(1);
+  });
 });

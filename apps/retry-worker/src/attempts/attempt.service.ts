@@ -465,7 +465,7 @@ export class AttemptService {
       responseCode: decline.responseCode,
       merchantAdviceCode: decline.merchantAdviceCode,
     });
-    return c.cardBlock === 'new-card-data';
+    return c.cardBlock === 'new-card-data' && c.group !== 'auth';
   }
 
   /**

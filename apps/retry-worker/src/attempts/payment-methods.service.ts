@@ -171,7 +171,9 @@ export class PaymentMethodsService {
         responseCode: decline.responseCode,
         merchantAdviceCode: decline.merchantAdviceCode,
       });
-      if (c.cardBlock !== 'new-card-data') return;
+      // 1A/70 (authentication needed) block the card's data for Visa, but no new data makes a
+      // merchant-initiated retry possible: only the customer can authenticate (network-rules.md: stop).
+      if (c.cardBlock !== 'new-card-data' || c.group === 'auth') return;
     } else if (!cardExpired(txn.expirationDate, now) && !(await this.originalAsksUpdater(txn))) {
       return;
     }

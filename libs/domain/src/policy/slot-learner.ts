@@ -228,7 +228,7 @@ export function slotScore(_model: SlotModel, draw: SlotDraw, day: number, bucket
   return draw.day[d]! * draw.hour[h]!;
 }
 
-/** Posterior mean of a slot and the evidence behind it, for the plan's explanation. */
+/** Posterior mean of a slot and the evidence behind it (the merchant's own samples), for the plan's explanation. */
 export function slotEstimate(
   model: SlotModel,
   day: number,
@@ -240,7 +240,9 @@ export function slotEstimate(
   const merchant = Math.min(d.merchant, h.merchant);
   const global = Math.min(d.global, h.global);
   const source = merchant > 0 && merchant >= global ? 'merchant' : global > 0 ? 'global' : 'prior';
-  return { mean: Math.min(1, mean), samples: merchant + global, source };
+  // Only the merchant's own count is shown (decisions §2: reads are scoped to the merchant); what
+  // all merchants add shows as the source, never as their number of attempts.
+  return { mean: Math.min(1, mean), samples: merchant, source };
 }
 
 // ---------------------------------------------------------------- Beta sampling
