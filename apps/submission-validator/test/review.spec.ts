@@ -146,6 +146,19 @@ describe('post-submission review', () => {
     });
   });
 
+  it('reviews a long auth_code (64 characters) with a binding Mastercard advice code, and the rest of its batch', async () => {
+    const long = txn(
+      { auth_code: 'insufficient_funds_decline_'.padEnd(64, 'x'), network_advice_code: '30' },
+      '5555555555554444',
+    );
+    const other = txn();
+    expect((await client.submit([long, other])).status).toBe(200);
+    for (const t of [long, other])
+      await waitFor(async () => (await row(t['id'] as string)).review_status === 'passed', {
+        what: `${t['id']} reviewed`,
+      });
+  });
+
   it('decrypts a valid JWE made from the published JWKS, stores it sealed and masked', async () => {
     const t = txn();
     (t['payment_method'] as any).credit_card.account = await encrypt('4000000000000077');

@@ -40,6 +40,7 @@ import { ProcessorAccountVersions1799600000000 } from './migrations/179960000000
 import { EndedPushRetention1799700000000 } from './migrations/1799700000000-EndedPushRetention';
 import { RefundIdempotencyKeys1799800000000 } from './migrations/1799800000000-RefundIdempotencyKeys';
 import { OriginalDeclines1799900000000 } from './migrations/1799900000000-OriginalDeclines';
+import { OriginalDeclineCodes1799950000000 } from './migrations/1799950000000-OriginalDeclineCodes';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -81,6 +82,7 @@ export const MIGRATIONS = [
   EndedPushRetention1799700000000,
   RefundIdempotencyKeys1799800000000,
   OriginalDeclines1799900000000,
+  OriginalDeclineCodes1799950000000,
 ];
 
 export interface PoolTuning {
