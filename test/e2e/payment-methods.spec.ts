@@ -242,6 +242,26 @@ describe('payment methods of an account, account updater, network tokens (end to
     expect(t.status).toBe('Cancelled');
   });
 
+  it('an original 1A on a Mastercard ends that payment method (no merchant-initiated retry can authenticate)', async () => {
+    const account = uniqueId('acct');
+    const backup = uniqueId('pm');
+    expect(
+      (await untilFinal(plainApi, await submit(plainApi, ofAccount(account, backup, '4111111111111111'))))[0].status,
+    ).toBe('Captured');
+    const mc = uniqueId('pm');
+    const id = await submit(plainApi, ofAccount(account, mc, '5555555555554444', '202912', { auth_code: '1A' }));
+    const [t, ...attempts] = await untilFinal(plainApi, id);
+    expect([t.status, attempts.map((a) => a.payment_method.id)]).toEqual(['Captured', [backup]]);
+    const [row] = await (
+      await testDb()
+    ).query(
+      `SELECT p.ended_at FROM payment_methods p JOIN merchants m ON m.id = p.merchant_id
+        WHERE m.login = $1 AND p.pm_id = $2`,
+      [plain.login, mc],
+    );
+    expect(row.ended_at).not.toBeNull();
+  });
+
   it('4000000000000341 without a registered key: no updater, only masked values, the card ends', async () => {
     const id = await submit(plainApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202701'));
     const [t, ...attempts] = await untilFinal(plainApi, id);

@@ -26,6 +26,7 @@ import { UnrecoverableError } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rememberPaymentMethod } from '@retain/recovery';
 import { AttemptService } from '../src/attempts/attempt.service';
 import { PaymentMethodsService } from '../src/attempts/payment-methods.service';
 import { ReconcileService } from '../src/reconcile/reconcile.service';
@@ -255,6 +256,34 @@ describe('attempt service: every branch of prepare and record', () => {
     expect(await attemptRows(t.id)).toEqual([]);
     expect((await txnRow(t.id)).status).toBe('Cancelled');
     expect(await pushes(t.id)).toEqual(['retry failed']);
+  });
+
+  it('a card blocked for good gives way to the account’s other card allowed only later: adopted, the transaction waits for it', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4100000000000019' });
+    const earlier = await insertTransactionRow(db, merchantId, { card: '4000000000000036', status: 'Captured' });
+    const [{ account_id: account }] = await db.query(`SELECT account_id FROM transactions WHERE id = $1`, [t.id]);
+    await db.query(`UPDATE transactions SET account_id = $2 WHERE id = $1`, [earlier.id, account]);
+    const pmA = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
+    const pmB = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, earlier.id));
+    await db.query(`UPDATE transactions SET payment_method_ref = $2 WHERE id = $1`, [t.id, pmA]);
+    // Card A: a 41 on it (never again). Card B: its Visa budget used up, free again in 25 days (t's window: 29).
+    const blocker = await insertTransactionRow(db, merchantId, { card: '4100000000000019', status: 'Cancelled' });
+    await insertAttemptRow(db, blocker, {
+      state: 'declined',
+      preparedAt: new Date(),
+      processedAt: new Date(),
+      responseCode: '41',
+      authCodeDescription: 'Hard Failure',
+    });
+    await useUpVisaBudget('4000000000000036', 5);
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('nothing to do');
+    const [row] = await db.query(`SELECT status, next_attempt_at, payment_method_ref FROM transactions WHERE id = $1`, [
+      t.id,
+    ]);
+    expect({ status: row.status, pm: row.payment_method_ref }).toEqual({ status: 'In Retry', pm: pmB });
+    expect(new Date(row.next_attempt_at).getTime()).toBeGreaterThan(Date.now() + 24 * 86_400_000);
+    expect(await charges(a.vid)).toBe(0);
   });
 
   it('already charged by an earlier run (crash after the call): recorded, never charged again', async () => {

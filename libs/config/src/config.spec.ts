@@ -40,6 +40,8 @@ describe('configuration', () => {
     ['CARD_FINGERPRINT_KEY', 'fp1:c2hvcnQ='],
     ['LOG_LEVEL', 'loud'],
     ['QUEUE_PREFIX', 'retain'],
+    ['TRUST_PROXY', '1'],
+    ['TRUST_PROXY', '10.0.0.0/8,ingress'],
   ])('stops on a bad %s naming the variable', (name, value) => {
     expect(() => loadConfig('intake-api', { [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig('intake-api', { [name]: value })).toThrow(name);
@@ -52,6 +54,15 @@ describe('configuration', () => {
       expect(() => loadConfig('refund-batcher', { REFUND_BATCH_CRON: cron })).toThrow('REFUND_BATCH_CRON');
     },
   );
+
+  it.each([
+    ['true', true],
+    ['127.0.0.1', '127.0.0.1'],
+    ['10.0.0.0/8, 192.168.0.0/16', '10.0.0.0/8, 192.168.0.0/16'],
+    ['fd00::/8,::1', 'fd00::/8,::1'],
+  ])('accepts TRUST_PROXY %s', (value, expected) => {
+    expect(loadConfig('intake-api', { TRUST_PROXY: value }).trustProxy).toEqual(expected);
+  });
 
   it.each(['0 2 * * *', '*/1 * * * * *', '30 1 * * MON-FRI', '@daily'])('accepts REFUND_BATCH_CRON %s', (cron) => {
     expect(loadConfig('refund-batcher', { REFUND_BATCH_CRON: cron }).refundBatchCron).toBe(cron);

@@ -242,8 +242,11 @@ export function parseCardKeys(name: string, value: string): CardKey[] {
 function trustProxy(value: string): boolean | string {
   const v = value.trim();
   if (v === 'true' || v === 'false') return v === 'true';
-  for (const part of v.split(',')) {
-    if (!/^[0-9A-Fa-f.:]+(\/\d{1,3})?$/.test(part.trim())) throw new Error(`not an address or CIDR: ${part.trim()}`);
+  for (const part of v.split(',').map((p) => p.trim())) {
+    // An IPv4 dotted quad or an IPv6 address (it has a colon), optionally with a prefix length; a bare
+    // number would be read as an address (0.0.0.1), so a hop count is refused instead of ignored.
+    const ok = /^(\d{1,3}(\.\d{1,3}){3}|[0-9A-Fa-f.]*:[0-9A-Fa-f.:]*)(\/\d{1,3})?$/.test(part);
+    if (!ok) throw new Error(`not an address or CIDR (hop counts are not supported): ${part}`);
   }
   return v;
 }

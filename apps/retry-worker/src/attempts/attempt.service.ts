@@ -559,9 +559,14 @@ export class AttemptService {
       check = { allowed: true };
     }
     if (!check.allowed) {
+      // Blocked for good: the account's next payment method, even one its limits allow only later.
+      const later = check.permanently
+        ? await this.paymentMethods.alternativeLater(m, attempt, txn, await this.windowEnd(m, txn))
+        : null;
       await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
       let outbox: string[] = [];
-      if (check.permanently) outbox = await this.cancel(m, txn, check.rule, null);
+      if (later) await AttemptsRepository.deferTransaction(m, txn.id, later);
+      else if (check.permanently) outbox = await this.cancel(m, txn, check.rule, null);
       else if (check.notBefore > (await this.windowEnd(m, txn))) {
         // The limit frees the card only after the recovery window: no attempt is ever made after
         // it, so the recovery ends now instead of waiting to make one.

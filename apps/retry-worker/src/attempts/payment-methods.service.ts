@@ -96,6 +96,26 @@ export class PaymentMethodsService {
   }
 
   /**
+   * The network rules block the transaction's card for good and no other payment method is allowed
+   * now: the account's payment method allowed soonest is adopted (decisions §15: "the next eligible
+   * payment method of the account is tried"), if it may be charged by `until` (the recovery window's
+   * end). Returns when it may be charged, or null when none is left (nothing adopted then).
+   */
+  async alternativeLater(
+    m: EntityManager,
+    attempt: AttemptEntity,
+    txn: TransactionEntity,
+    until: Date,
+  ): Promise<Date | null> {
+    if (!txn.paymentMethodRef) return null;
+    const next = await this.next(m, txn, new Date());
+    if (!next || next.at > until) return null;
+    this.logger.log('card blocked for good: the account’s next payment method, when its limits allow');
+    await this.adopt(m, attempt, txn, next.pm.id);
+    return next.at;
+  }
+
+  /**
    * The transaction's card can no longer be retried (its plan stopped though the transaction's own
    * budget and window are not used up): the card itself with new data (the updater's), else the
    * account's next payment method, with its first attempt planned. A permanent card block ends the
@@ -116,7 +136,10 @@ export class PaymentMethodsService {
         responseCode: result.responseCode,
         merchantAdviceCode: result.merchantAdviceCode,
       });
-      if (c.cardBlock === 'permanent') await PaymentMethodsRepository.end(m, txn.merchantId, ref, c.reason);
+      // A permanent block ends the payment method, and so does authentication needed (1A/70): no
+      // merchant-initiated retry can pass it, whatever the network.
+      if (c.cardBlock === 'permanent' || c.group === 'auth')
+        await PaymentMethodsRepository.end(m, txn.merchantId, ref, c.reason);
     }
     const amount = BigInt(txn.amountMinor);
     const current = await PaymentMethodsRepository.get(m, txn.merchantId, ref);

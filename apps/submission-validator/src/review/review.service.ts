@@ -430,7 +430,15 @@ export class ReviewService {
       }
     }
     const fallback = pmRef
-      ? await this.fallback(m, merchantId, row, pmRef, plan.reason, original.cardBlock === 'permanent')
+      ? await this.fallback(
+          m,
+          merchantId,
+          row,
+          pmRef,
+          plan.reason,
+          // A permanent block, or authentication needed (1A/70: no merchant-initiated retry can pass).
+          original.cardBlock === 'permanent' || original.group === 'auth',
+        )
       : null;
     if (fallback) {
       const { description } = classifyDecline(
@@ -491,9 +499,13 @@ export class ReviewService {
       merchantAdviceCode: row.network_advice_code,
       cardDataVersion: entry.cardDataVersion ?? null,
     });
+    // Not when the updater was already asked about this very card data (it is asked once per version).
+    const pm = txn.paymentMethodRef ? await PaymentMethodsRepository.get(m, merchantId, txn.paymentMethodRef) : null;
     const updaterMayHelp =
       txn.cardKind !== 'token' &&
       txn.cardEnc !== null &&
+      pm !== null &&
+      pm.updater_checked_version !== cardDataVersion(pm.expiration_date) &&
       (await PaymentMethodsRepository.updaterKey(m, merchantId)) !== null;
     return { entry, updaterMayHelp };
   }
