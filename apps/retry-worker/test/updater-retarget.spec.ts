@@ -4,6 +4,7 @@ import type { AccountUpdater } from '@retain/processor';
 import { rememberPaymentMethod } from '@retain/recovery';
 import { closeTestDb, insertAttemptRow, insertMerchantRow, insertTransactionRow, testDb } from '@retain/testing';
 import { exportJWK, generateKeyPair } from 'jose';
+import type { DataSource } from 'typeorm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PaymentMethodsService } from '../src/attempts/payment-methods.service';
 
@@ -13,9 +14,8 @@ import { PaymentMethodsService } from '../src/attempts/payment-methods.service';
 describe('account updater: a new card number before the charge', () => {
   afterAll(() => closeTestDb());
 
-  it("moves the attempt not yet sent to the new card's fingerprint", async () => {
-    const db = await testDb();
-    const config = loadConfig('retry-worker');
+  /** A merchant that registered an updater key (the updater is off without one). */
+  const merchantWithUpdaterKey = async (db: DataSource): Promise<string> => {
     const merchantId = await insertMerchantRow(db);
     const [{ login }] = await db.query(`SELECT login FROM merchants WHERE id = $1`, [merchantId]);
     const { publicKey } = await generateKeyPair('RSA-OAEP-256', { extractable: true });
@@ -23,6 +23,13 @@ describe('account updater: a new card number before the charge', () => {
       jwk: { ...(await exportJWK(publicKey)) },
       alg: 'RSA-OAEP-256',
     });
+    return merchantId;
+  };
+
+  it("moves the attempt not yet sent to the new card's fingerprint", async () => {
+    const db = await testDb();
+    const config = loadConfig('retry-worker');
+    const merchantId = await merchantWithUpdaterKey(db);
     const t = await insertTransactionRow(db, merchantId, { card: '4111111111111111' });
     const pmRef = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
     // The card expired: the updater is asked before the attempt is charged.
@@ -55,13 +62,7 @@ describe('account updater: a new card number before the charge', () => {
   it('is not asked after a 1A or 70 (authentication needed: no new card data makes a retry possible)', async () => {
     const db = await testDb();
     const config = loadConfig('retry-worker');
-    const merchantId = await insertMerchantRow(db);
-    const [{ login }] = await db.query(`SELECT login FROM merchants WHERE id = $1`, [merchantId]);
-    const { publicKey } = await generateKeyPair('RSA-OAEP-256', { extractable: true });
-    await PaymentMethodsRepository.setUpdaterKey(db, login, {
-      jwk: { ...(await exportJWK(publicKey)) },
-      alg: 'RSA-OAEP-256',
-    });
+    const merchantId = await merchantWithUpdaterKey(db);
     let asked = 0;
     const updater: AccountUpdater = {
       name: 'stub',

@@ -53,7 +53,7 @@ export interface RetainConfig {
   webhookTimeoutMs: number;
   /**
    * Fastify's trustProxy (TRUST_PROXY): which peers' X-Forwarded-For names the client (the login
-   * brake keys on it). Off by default: behind an ingress, set it to the ingress's addresses or hops.
+   * brake keys on it). Off by default: behind an ingress, set it to the ingress's addresses (no hop counts).
    */
   trustProxy: boolean | string | undefined;
   /** AES-256-GCM keys for card data at rest; the first one encrypts, all decrypt (rotation). */

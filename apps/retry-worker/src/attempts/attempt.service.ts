@@ -27,6 +27,7 @@ import {
   cardDataVersion,
   checkNetworkLimits,
   classifyDecline,
+  updaterMayCure,
   groupCommit,
   newVid,
   open,
@@ -465,7 +466,7 @@ export class AttemptService {
       responseCode: decline.responseCode,
       merchantAdviceCode: decline.merchantAdviceCode,
     });
-    return c.cardBlock === 'new-card-data' && c.group !== 'auth';
+    return updaterMayCure(c);
   }
 
   /**
@@ -553,16 +554,21 @@ export class AttemptService {
       BigInt(attempt.amountMinor),
       { timeScale: this.config.retryTimeScale },
     );
-    // decisions §15: a card the limits forbid now gives way to another payment method they allow.
-    if (!check.allowed && (await this.paymentMethods.alternativeNow(m, attempt, txn))) {
-      dataVersion = cardDataVersion(txn.expirationDate);
-      check = { allowed: true };
+    // decisions §15: a card the limits forbid gives way to another payment method: one they allow
+    // now, or, when this card is blocked for good, the one they allow soonest within the window.
+    let later: Date | null = null;
+    if (!check.allowed) {
+      const now = new Date();
+      const until = check.permanently
+        ? new Date(Math.max(now.getTime(), (await this.windowEnd(m, txn)).getTime()))
+        : now;
+      const other = await this.paymentMethods.alternative(m, attempt, txn, until);
+      if (other && other.getTime() <= Date.now()) {
+        dataVersion = cardDataVersion(txn.expirationDate);
+        check = { allowed: true };
+      } else later = other;
     }
     if (!check.allowed) {
-      // Blocked for good: the account's next payment method, even one its limits allow only later.
-      const later = check.permanently
-        ? await this.paymentMethods.alternativeLater(m, attempt, txn, await this.windowEnd(m, txn))
-        : null;
       await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
       let outbox: string[] = [];
       if (later) await AttemptsRepository.deferTransaction(m, txn.id, later);

@@ -13,8 +13,10 @@ import {
   cardColumnsFromPan,
   cardDataVersion,
   classifyDecline,
+  endsPaymentMethod,
   open,
   planNextAttempt,
+  updaterMayCure,
   type Plan,
 } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
@@ -82,26 +84,12 @@ export class PaymentMethodsService {
   }
 
   /**
-   * The network limits forbid the transaction's card now: another payment method of the account
-   * that they allow at once is adopted for this attempt. True when one was.
+   * The network limits forbid the transaction's card: the account's next payment method they allow
+   * by `until` (now, or the recovery window's end when the card is blocked for good; decisions §15:
+   * "the next eligible payment method of the account is tried") is adopted for this attempt. Returns
+   * when it may be charged (now: at once), or null when none is (nothing adopted then).
    */
-  async alternativeNow(m: EntityManager, attempt: AttemptEntity, txn: TransactionEntity): Promise<boolean> {
-    if (!txn.paymentMethodRef) return false;
-    const now = new Date();
-    const next = await this.next(m, txn, now);
-    if (!next || next.at.getTime() > now.getTime()) return false;
-    this.logger.log('network limit on the card: charging the account’s next payment method');
-    await this.adopt(m, attempt, txn, next.pm.id);
-    return true;
-  }
-
-  /**
-   * The network rules block the transaction's card for good and no other payment method is allowed
-   * now: the account's payment method allowed soonest is adopted (decisions §15: "the next eligible
-   * payment method of the account is tried"), if it may be charged by `until` (the recovery window's
-   * end). Returns when it may be charged, or null when none is left (nothing adopted then).
-   */
-  async alternativeLater(
+  async alternative(
     m: EntityManager,
     attempt: AttemptEntity,
     txn: TransactionEntity,
@@ -110,7 +98,7 @@ export class PaymentMethodsService {
     if (!txn.paymentMethodRef) return null;
     const next = await this.next(m, txn, new Date());
     if (!next || next.at > until) return null;
-    this.logger.log('card blocked for good: the account’s next payment method, when its limits allow');
+    this.logger.log('network limit on the card: the account’s next payment method');
     await this.adopt(m, attempt, txn, next.pm.id);
     return next.at;
   }
@@ -136,10 +124,7 @@ export class PaymentMethodsService {
         responseCode: result.responseCode,
         merchantAdviceCode: result.merchantAdviceCode,
       });
-      // A permanent block ends the payment method, and so does authentication needed (1A/70): no
-      // merchant-initiated retry can pass it, whatever the network.
-      if (c.cardBlock === 'permanent' || c.group === 'auth')
-        await PaymentMethodsRepository.end(m, txn.merchantId, ref, c.reason);
+      if (endsPaymentMethod(c)) await PaymentMethodsRepository.end(m, txn.merchantId, ref, c.reason);
     }
     const amount = BigInt(txn.amountMinor);
     const current = await PaymentMethodsRepository.get(m, txn.merchantId, ref);
@@ -194,9 +179,7 @@ export class PaymentMethodsService {
         responseCode: decline.responseCode,
         merchantAdviceCode: decline.merchantAdviceCode,
       });
-      // 1A/70 (authentication needed) block the card's data for Visa, but no new data makes a
-      // merchant-initiated retry possible: only the customer can authenticate (network-rules.md: stop).
-      if (c.cardBlock !== 'new-card-data' || c.group === 'auth') return;
+      if (!updaterMayCure(c)) return;
     } else if (!cardExpired(txn.expirationDate, now) && !(await this.originalAsksUpdater(txn))) {
       return;
     }
@@ -270,7 +253,7 @@ export class PaymentMethodsService {
       { network: txn.cardNetwork, responseCode: txn.authCode, merchantAdviceCode: txn.networkAdviceCode },
       txn.failedAt,
     );
-    if (c.cardBlock !== 'new-card-data' || c.group === 'auth') return false;
+    if (!updaterMayCure(c)) return false;
     const version = await OriginalDeclinesRepository.dataVersionOf(this.db, txn.id);
     return version !== undefined && version === cardDataVersion(txn.expirationDate);
   }

@@ -20,11 +20,13 @@ import {
   cardColumnsFromPan,
   cardDataVersion,
   cardFingerprintCandidates,
+  endsPaymentMethod,
   firstAttemptAt,
   maskCardNumber,
   naiveScheduleFees,
   originalDeclineBindsCard,
   planNextAttempt,
+  updaterMayCure,
   validCardNumber,
   type CardAttempt,
   type CardColumns,
@@ -378,7 +380,7 @@ export class ReviewService {
     const original = classifyDecline(declined, new Date(row.failed_at));
     // network-rules.md: a decline that binds the card (a block, a MAC 24-30 delay) binds every attempt
     // of this transaction on that card, whichever payment method carries it (original_declines).
-    const binding = originalDeclineBindsCard(declined, new Date(row.failed_at))
+    const bound = originalDeclineBindsCard(declined, new Date(row.failed_at))
       ? await this.recordOriginalDecline(m, merchantId, row)
       : null;
     const plan = firstAttemptAt({
@@ -394,25 +396,21 @@ export class ReviewService {
       network: row.card_network,
       amountMinor: BigInt(row.amount_minor),
       // Every policy obeys the original's MAC 24-30 delay from the first attempt (decisions §16).
-      cardHistory: binding ? [binding.entry] : [],
-      cardDataVersion: binding?.entry.cardDataVersion ?? null,
+      cardHistory: bound ? [bound] : [],
+      cardDataVersion: bound?.cardDataVersion ?? null,
       timeScale: this.config.retryTimeScale,
     });
     if (plan.kind === 'retry') {
       // auth_code_description is our reading of the response code the merchant sent (spec: the
       // service's interpretation of the provider response); each attempt then updates it.
-      const { description } = classifyDecline(
-        { network: row.card_network, responseCode: row.auth_code, merchantAdviceCode: row.network_advice_code },
-        new Date(row.failed_at),
-      );
       const explanation = storedExplanation(plan.explain, policyInputs.policy?.version);
-      await this.submissions.passWithFirstAttempt(m, merchantId, row.id, plan.at, description, explanation);
+      await this.submissions.passWithFirstAttempt(m, merchantId, row.id, plan.at, original.description, explanation);
       return [];
     }
     // decisions §15: "the account updater runs for data-quality declines", the original one too.
     // The card is kept and its first attempt planned like a cleared outage; the retry worker asks
     // the updater before it (once per card data version) and charges only new data.
-    if (pmRef && binding?.updaterMayHelp && original.cardBlock === 'new-card-data' && original.group !== 'auth') {
+    if (pmRef && bound && updaterMayCure(original) && (await this.updaterMayRenew(m, merchantId, row))) {
       const first = planNextAttempt({
         attemptsMade: 0,
         startedAt: new Date(row.submitted_ts),
@@ -430,22 +428,10 @@ export class ReviewService {
       }
     }
     const fallback = pmRef
-      ? await this.fallback(
-          m,
-          merchantId,
-          row,
-          pmRef,
-          plan.reason,
-          // A permanent block, or authentication needed (1A/70: no merchant-initiated retry can pass).
-          original.cardBlock === 'permanent' || original.group === 'auth',
-        )
+      ? await this.fallback(m, merchantId, row, pmRef, plan.reason, endsPaymentMethod(original))
       : null;
     if (fallback) {
-      const { description } = classifyDecline(
-        { network: row.card_network, responseCode: row.auth_code, merchantAdviceCode: row.network_advice_code },
-        new Date(row.failed_at),
-      );
-      await this.submissions.passWithFirstAttempt(m, merchantId, row.id, fallback, description);
+      await this.submissions.passWithFirstAttempt(m, merchantId, row.id, fallback, original.description);
       return [];
     }
     // No attempt, so no fee paid; a naive daily schedule would have retried it anyway (network-rules.md).
@@ -468,16 +454,16 @@ export class ReviewService {
     const txn = await this.submissions.transaction(m, merchantId, row.id);
     return announceTransaction(m, txn, EventName.RetryFailed, new Date());
   }
+
   /**
-   * Keeps the original decline with the card's history (original_declines). Returns it as a history
-   * entry, and whether the account updater may yet renew the card (the merchant registered a key,
-   * and the card is a stored card number). Null when the card has no fingerprint.
+   * Keeps the original decline with the card's history (original_declines) and returns it as a
+   * history entry. Null when the card has no fingerprint.
    */
   private async recordOriginalDecline(
     m: EntityManager,
     merchantId: string,
     row: PendingRow,
-  ): Promise<{ entry: CardAttempt; updaterMayHelp: boolean } | null> {
+  ): Promise<CardAttempt | null> {
     const txn = await this.submissions.transaction(m, merchantId, row.id);
     if (!txn.cardHmac) return null;
     const entry: CardAttempt = {
@@ -499,14 +485,22 @@ export class ReviewService {
       merchantAdviceCode: row.network_advice_code,
       cardDataVersion: entry.cardDataVersion ?? null,
     });
-    // Not when the updater was already asked about this very card data (it is asked once per version).
-    const pm = txn.paymentMethodRef ? await PaymentMethodsRepository.get(m, merchantId, txn.paymentMethodRef) : null;
-    const updaterMayHelp =
-      txn.cardKind !== 'token' &&
-      txn.cardEnc !== null &&
+    return entry;
+  }
+
+  /**
+   * Whether the account updater may yet renew the transaction's card: a stored card number, a key
+   * the merchant registered, and the updater not yet asked about this very card data (it is asked
+   * once per version).
+   */
+  private async updaterMayRenew(m: EntityManager, merchantId: string, row: PendingRow): Promise<boolean> {
+    const txn = await this.submissions.transaction(m, merchantId, row.id);
+    if (txn.cardKind === 'token' || txn.cardEnc === null || !txn.paymentMethodRef) return false;
+    const pm = await PaymentMethodsRepository.get(m, merchantId, txn.paymentMethodRef);
+    return (
       pm !== null &&
       pm.updater_checked_version !== cardDataVersion(pm.expiration_date) &&
-      (await PaymentMethodsRepository.updaterKey(m, merchantId)) !== null;
-    return { entry, updaterMayHelp };
+      (await PaymentMethodsRepository.updaterKey(m, merchantId)) !== null
+    );
   }
 }

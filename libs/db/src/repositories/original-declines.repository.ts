@@ -13,9 +13,9 @@ export interface OriginalDecline {
 }
 
 /**
- * The merchant's own declines of submitted transactions that bind the card beyond them (a card
- * block, a MAC 24-30 delay): written by the review, read with the card's attempts by
- * AttemptsRepository.cardHistory / cardHistories, so every later attempt on the card obeys them.
+ * The merchant's own declines of submitted transactions that bind the card (a card block, a MAC
+ * 24-30 delay): written by the review, read with the card's attempts by AttemptsRepository.cardHistory
+ * / cardHistories, so every attempt of that transaction on the card, on any payment method, obeys them.
  */
 export class OriginalDeclinesRepository {
   /** Records it (once per transaction: a review run again writes nothing new). */

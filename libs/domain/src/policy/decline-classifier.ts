@@ -128,6 +128,20 @@ export function classifyDecline(input: DeclineInput, at: Date = new Date()): Dec
   return result(true, wait, null, `response ${code}${advice}: ${group} decline, retry later`);
 }
 
+/**
+ * A decline the account updater may cure: a data-quality one (Visa category 3, MAC 01/04, ISO data
+ * codes), never authentication needed (1A/70: only the customer can authenticate, new data or not).
+ */
+export const updaterMayCure = (c: DeclineClassification): boolean =>
+  c.cardBlock === 'new-card-data' && c.group !== 'auth';
+
+/**
+ * A decline that ends its payment method for the customer's account: a permanent card block, or
+ * authentication needed (no merchant-initiated retry can pass it, whatever the network).
+ */
+export const endsPaymentMethod = (c: DeclineClassification): boolean =>
+  c.cardBlock === 'permanent' || c.group === 'auth';
+
 /** A processor error (timeout, 5xx): no decision was made; retry within hours. */
 export function classifyProcessorError(): DeclineClassification {
   return {

@@ -164,9 +164,9 @@ export function checkNetworkLimits(
 }
 
 /**
- * Whether a merchant's original decline binds its card beyond its own transaction: a card block
- * (Visa category 1 or 3, MAC 03/21/01/04, hard codes) or a Mastercard "retry after" (MAC 24-30).
- * Such a decline is kept with the card's history (CardAttempt.original).
+ * Whether a merchant's original decline binds its card, for its transaction's attempts on whichever
+ * payment method carries that card: a card block (see CardBlock) or a Mastercard "retry after" (MAC
+ * 24-30). Such a decline is kept with the card's history (CardAttempt.original).
  */
 export function originalDeclineBindsCard(input: DeclineInput, at: Date): boolean {
   if (classifyDecline(input, at).cardBlock !== null) return true;
