@@ -62,7 +62,8 @@ describe('exactJsonBody', () => {
       }),
       { numRuns: 3000 },
     );
-    expect(duplicates).toBeGreaterThan(300); // the generator does make duplicates
+    // The generator does make duplicates: about 335 in 3,000 (282–368 over 100 seeds; 300 failed 3%).
+    expect(duplicates).toBeGreaterThan(200);
   });
 
   it('reads an escaped key exactly after JSON.parse has met the key it would misread it as', () => {
