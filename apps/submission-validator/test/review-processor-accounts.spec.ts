@@ -77,6 +77,28 @@ describe('post-submission review with merchants processor accounts', () => {
     expect(JSON.stringify(rejected.json)).not.toContain('sk_test_reviewaccount');
   });
 
+  it("an amount the account's processor has no units for (Adyen: IDR whole rupiah) fails with RET012; a whole one passes", async () => {
+    const merchant = await createMerchant();
+    const db = await testDb();
+    const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+    const accounts = new ProcessorAccountsRepository(db, loadConfig('cli').cardKeys);
+    await accounts.set(merchantId, '', 'adyen', {
+      api_key: 'AQE_units',
+      merchant_account: 'ShopECOM',
+      raw_card_data: true,
+    });
+    // ISO 4217 gives IDR two decimals; Adyen counts it with none (docs.adyen.com currency codes).
+    const fraction = txn({ amount: 150000.5, currency: 'IDR' });
+    const whole = txn({ amount: 150000, currency: 'IDR' });
+    const client = new ApiClient(api.url, merchant.api_key);
+    expect((await client.submit([fraction, whole])).status).toBe(200);
+    const ids = [fraction, whole].map((t) => t['id'] as string);
+    await waitFor(async () => (await Promise.all(ids.map(reviewed))).every((e) => e.length > 0), {
+      what: 'review done',
+    });
+    expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual(['rejected', 'passed']);
+  });
+
   it("a token id as long as the account's processor takes (Stripe: 255) is reviewed and remembered, not stuck", async () => {
     const merchant = await createMerchant();
     const db = await testDb();

@@ -71,6 +71,39 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
     ]);
   });
 
+  it("sends Adyen's own decimals where they differ from ISO 4217 (CLP, ISK two; CVE, IDR none), charges and refunds", async () => {
+    // docs.adyen.com/development-resources/currency-codes: "For CLP, CVE, IDR, and ISK the standard
+    // has a different number of decimals ... the decimals in the table on this page are leading."
+    const values: unknown[] = [];
+    for (const [amountMinor, currency] of [
+      [5000n, 'CLP'],
+      [1500n, 'ISK'],
+      [10000n, 'CVE'],
+      [1500000n, 'IDR'],
+    ] as const) {
+      const r = await adapter().charge(req({ amountMinor, currency }));
+      expect(r.outcome).toBe('approved');
+      values.push(last(/\/payments$/).body.amount);
+    }
+    expect(values).toEqual([
+      { value: 500000, currency: 'CLP' },
+      { value: 150000, currency: 'ISK' },
+      { value: 100, currency: 'CVE' },
+      { value: 15000, currency: 'IDR' },
+    ]);
+    const charged = await adapter().charge(req({ amountMinor: 2000000n, currency: 'IDR' }));
+    if (charged.outcome !== 'approved') throw new Error('expected approval');
+    const refund = await adapter().refund({
+      idempotencyKey: `rfd_idr_${Date.now()}`,
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor: 500000n,
+      currency: 'IDR',
+    });
+    expect(refund).toMatchObject({ outcome: 'completed' });
+    expect(last(/\/refunds$/).body.amount).toEqual({ value: 5000, currency: 'IDR' });
+    expect(adapter().limits.amountFits?.(1500050n, 'IDR')).toBe(false);
+  });
+
   it('never sends card data to an account without raw card data; sends the card fields where allowed', async () => {
     const pan = { kind: 'pan' as const, pan: '4111111111111111', expiration: '202812' };
     const before = fake.requests.length;

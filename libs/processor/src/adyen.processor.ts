@@ -10,6 +10,13 @@ import {
   type RefundRequest,
   type RefundResult,
 } from './processor.port';
+import {
+  ADYEN_CURRENCY_DECIMALS,
+  AmountNotExpressible,
+  amountFitsProcessor,
+  amountRefused,
+  toProcessorUnits,
+} from './processor-amounts';
 import { DEFAULT_NETWORK_TOKEN_ECI, expiryParts, leadingCode, networkOfBrand, retryAfterMs, wireError } from './wire';
 
 let sdk: typeof AdyenSdk | undefined;
@@ -89,6 +96,7 @@ export class AdyenProcessor implements PaymentProcessor {
     maxPaymentMethodIdLength: 128,
     // shopperStatement: at most 135 characters of a-z A-Z 0-9 spaces and . , ' _ - ? + * /.
     billingDescriptorPattern: /^[A-Za-z0-9 .,'_?+*/-]{1,135}$/,
+    amountFits: (amountMinor, currency) => amountFitsProcessor(amountMinor, currency, ADYEN_CURRENCY_DECIMALS),
   };
   private readonly checkout: CheckoutAPI;
   private readonly base: string;
@@ -113,6 +121,7 @@ export class AdyenProcessor implements PaymentProcessor {
     try {
       body = this.request(req);
     } catch (e) {
+      if (e instanceof AmountNotExpressible) return amountRefused(e);
       return {
         outcome: 'declined',
         responseCode: '14',
@@ -144,7 +153,7 @@ export class AdyenProcessor implements PaymentProcessor {
         req.processorTransactionId,
         {
           merchantAccount: this.account.merchant_account,
-          amount: { value: Number(req.amountMinor), currency: req.currency.toUpperCase() },
+          amount: adyenAmount(req.amountMinor, req.currency),
           reference: req.idempotencyKey,
         },
         { idempotencyKey: req.idempotencyKey },
@@ -153,6 +162,7 @@ export class AdyenProcessor implements PaymentProcessor {
       // `received`: accepted; Adyen confirms with the REFUND webhook (a failure there is rare).
       return { outcome: 'completed', processorRefundId: res.pspReference, message: 'Refund received' };
     } catch (e) {
+      if (e instanceof AmountNotExpressible) return { outcome: 'failed', processorRefundId: null, message: e.message };
       const status = e instanceof adyenSdk().HttpClientException ? e.statusCode : undefined;
       const code = status !== undefined ? (e as HttpClientException).errorCode : undefined;
       // 704: a request with this idempotency key is still being processed (two batches racing one
@@ -185,7 +195,7 @@ export class AdyenProcessor implements PaymentProcessor {
     const ntid = req.networkTransactionId ? { networkPaymentReference: req.networkTransactionId } : {};
     const body: Record<string, unknown> = {
       merchantAccount: this.account.merchant_account,
-      amount: { value: Number(req.amountMinor), currency: req.currency.toUpperCase() },
+      amount: adyenAmount(req.amountMinor, req.currency),
       reference: req.idempotencyKey,
       shopperInteraction: 'ContAuth',
       recurringProcessingModel: 'Subscription',
@@ -284,4 +294,11 @@ function trustingClient(ca: string): HttpURLConnectionClient {
   const client = new (adyenSdk().HttpURLConnectionClient)();
   (client as unknown as { agentOptions: { ca: string } }).agentOptions = { ca };
   return client;
+}
+
+/** Adyen's `amount` of an amount in ISO minor units; throws (AmountNotExpressible) where Adyen has no units for it. */
+function adyenAmount(amountMinor: bigint, currency: string): { value: number; currency: string } {
+  const units = toProcessorUnits(amountMinor, currency, ADYEN_CURRENCY_DECIMALS);
+  if (units === null) throw new AmountNotExpressible(amountMinor, currency);
+  return { value: Number(units), currency: currency.toUpperCase() };
 }

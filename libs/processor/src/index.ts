@@ -2,6 +2,7 @@ export * from './processor.port';
 export * from './card-network';
 export * from './processor.factory';
 export * from './processor-accounts';
+export * from './processor-amounts';
 export * from './stripe.processor';
 export * from './adyen.processor';
 export * from './wire';

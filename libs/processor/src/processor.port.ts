@@ -99,6 +99,11 @@ export interface ProcessorLimits {
   maxPaymentMethodIdLength: number;
   /** Allowed billing descriptor text. */
   billingDescriptorPattern: RegExp;
+  /**
+   * Whether the processor can charge this amount in its own units (ISO minor units here; see
+   * processor-amounts.ts). Absent: every amount in ISO units fits.
+   */
+  amountFits?(amountMinor: bigint, currency: string): boolean;
 }
 
 export interface PaymentProcessor {

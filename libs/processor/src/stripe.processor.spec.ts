@@ -64,6 +64,36 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     ]);
   });
 
+  it("sends Stripe's own decimals where they differ from ISO 4217 (ISK two, MGA none), charges and refunds", async () => {
+    // ISO 4217: ISK has no minor unit, MGA two. Stripe: ISK stays two-decimal (whole krónur: x100),
+    // MGA is zero-decimal (docs.stripe.com/currencies).
+    const isk = await adapter().charge(req({ amountMinor: 1500n, currency: 'ISK' }));
+    await adapter().charge(req({ amountMinor: 250000n, currency: 'MGA' }));
+    const sent = fake.received('POST', '/v1/payment_intents').slice(-2);
+    expect(sent.map((s) => [s.body.amount, s.body.currency])).toEqual([
+      ['150000', 'isk'],
+      ['2500', 'mga'],
+    ]);
+    expect(isk).toMatchObject({ outcome: 'approved' });
+    if (isk.outcome !== 'approved') throw new Error('expected approval');
+    expect(isk.amountMinor).toBeUndefined(); // all of it: not read back as a partial authorization
+    const refund = await adapter().refund({
+      idempotencyKey: `rfd_isk_${Date.now()}`,
+      processorTransactionId: isk.processorTransactionId,
+      amountMinor: 700n,
+      currency: 'ISK',
+    });
+    expect(refund).toMatchObject({ outcome: 'completed' });
+    expect(fake.received('POST', '/v1/refunds').slice(-1)[0]!.body.amount).toBe('70000');
+    // 2,500.50 ariary cannot be charged at Stripe: nothing is sent, and the answer is final (settled).
+    const before = fake.requests.length;
+    const odd = await adapter().charge(req({ amountMinor: 250050n, currency: 'MGA' }));
+    expect(odd).toMatchObject({ outcome: 'error', settled: true });
+    expect(fake.requests.length).toBe(before);
+    expect(adapter().limits.amountFits?.(250050n, 'MGA')).toBe(false);
+    expect(adapter().limits.amountFits?.(250000n, 'MGA')).toBe(true);
+  });
+
   it('never sends a card number to an account without raw card data, and sends it where allowed', async () => {
     const pan = { kind: 'pan' as const, pan: '4242424242424242', expiration: '202812' };
     const before = fake.requests.length;

@@ -10,6 +10,14 @@ import {
   type RefundRequest,
   type RefundResult,
 } from './processor.port';
+import {
+  AmountNotExpressible,
+  STRIPE_CURRENCY_DECIMALS,
+  amountFitsProcessor,
+  amountRefused,
+  fromProcessorUnits,
+  toProcessorUnits,
+} from './processor-amounts';
 import { DEFAULT_NETWORK_TOKEN_ECI, expiryParts, networkOfBrand, retryAfterMs, wireError } from './wire';
 
 /** A merchant's Stripe account (decisions §13 config file). */
@@ -79,6 +87,7 @@ export class StripeProcessor implements PaymentProcessor {
     maxPaymentMethodIdLength: 255,
     // Stripe's statement_descriptor_suffix: at most 22 characters, no < > \ ' " *.
     billingDescriptorPattern: /^[A-Za-z0-9 .&-]{1,22}$/,
+    amountFits: (amountMinor, currency) => amountFitsProcessor(amountMinor, currency, STRIPE_CURRENCY_DECIMALS),
   };
   private readonly stripe: Stripe;
 
@@ -103,6 +112,7 @@ export class StripeProcessor implements PaymentProcessor {
     try {
       params = this.params(req);
     } catch (e) {
+      if (e instanceof AmountNotExpressible) return amountRefused(e);
       // Never sent: a request Retain cannot make for this account is a decline, not an unknown.
       return { ...declined('14', null, 'other', ''), message: (e as Error).message };
     }
@@ -138,7 +148,7 @@ export class StripeProcessor implements PaymentProcessor {
   async refund(req: RefundRequest): Promise<RefundResult> {
     try {
       const r = await this.stripe.refunds.create(
-        { payment_intent: req.processorTransactionId, amount: Number(req.amountMinor) },
+        { payment_intent: req.processorTransactionId, amount: Number(stripeUnits(req.amountMinor, req.currency)) },
         { idempotencyKey: req.idempotencyKey },
       );
       if (r.status === 'succeeded' || r.status === 'pending') {
@@ -150,6 +160,7 @@ export class StripeProcessor implements PaymentProcessor {
       }
       return { outcome: 'failed', processorRefundId: r.id, message: `Refund ${r.status ?? 'failed'}` };
     } catch (e) {
+      if (e instanceof AmountNotExpressible) return { outcome: 'failed', processorRefundId: null, message: e.message };
       if (e instanceof Stripe.errors.StripeError && isDecision(e)) {
         return { outcome: 'failed', processorRefundId: null, message: `Refund rejected: ${e.code ?? e.type}` };
       }
@@ -173,7 +184,7 @@ export class StripeProcessor implements PaymentProcessor {
   params(req: ChargeRequest): Record<string, unknown> {
     const card: Record<string, unknown> = {};
     const p: Record<string, unknown> = {
-      amount: Number(req.amountMinor),
+      amount: Number(stripeUnits(req.amountMinor, req.currency)),
       currency: req.currency.toLowerCase(),
       confirm: true,
       off_session: true,
@@ -234,7 +245,7 @@ function intentResult(pi: Stripe.PaymentIntent): ChargeResult {
       responseCode: '00',
       processorTransactionId: pi.id,
       message: 'Approved',
-      ...(partial ? { amountMinor: BigInt(received) } : {}),
+      ...(partial ? { amountMinor: fromProcessorUnits(BigInt(received), pi.currency, STRIPE_CURRENCY_DECIMALS) } : {}),
     };
   }
   const err = pi.last_payment_error;
@@ -310,4 +321,11 @@ function errorResult(e: unknown): ChargeResult {
     return wireError(`Stripe ${e.statusCode ?? ''} ${e.type}${e.code ? ` ${e.code}` : ''}`.replace(/\s+/g, ' '));
   }
   return wireError('Stripe call failed');
+}
+
+/** An amount in Stripe's units of its currency; throws (AmountNotExpressible) where Stripe has none for it. */
+function stripeUnits(amountMinor: bigint, currency: string): bigint {
+  const units = toProcessorUnits(amountMinor, currency, STRIPE_CURRENCY_DECIMALS);
+  if (units === null) throw new AmountNotExpressible(amountMinor, currency);
+  return units;
 }

@@ -169,6 +169,7 @@ export class StripeFake extends WireFake {
     if (typeof b.currency !== 'string' || !/^[a-z]{3}$/.test(b.currency)) {
       return err(400, { type: 'invalid_request_error', param: 'currency', message: 'Invalid currency' });
     }
+    if (b.currency === 'isk' && amount % 100 !== 0) return wholeKronurOnly();
     if (b.off_session !== undefined && b.confirm !== 'true') {
       return err(400, {
         type: 'invalid_request_error',
@@ -281,6 +282,7 @@ export class StripeFake extends WireFake {
         message: 'Charge has already been refunded.',
       });
     }
+    if (stored.pi.currency === 'isk' && amount % 100 !== 0) return wholeKronurOnly();
     if (amount > remaining) {
       return err(400, {
         type: 'invalid_request_error',
@@ -303,6 +305,20 @@ export class StripeFake extends WireFake {
     this.refunds.push(refund);
     return { status: 200, body: refund };
   }
+}
+
+/**
+ * Stripe keeps ISK two-decimal in its API but takes whole krónur only (support.stripe.com, "Deprecation
+ * of fractional ISK charges and refunds", from 14 April 2023).
+ */
+function wholeKronurOnly(): FakeResponse {
+  return err(400, {
+    type: 'invalid_request_error',
+    code: 'invalid_charge_amount_no_decimal_compatible',
+    param: 'amount',
+    message:
+      'Invalid amount. Currency ISK has become effectively zero-decimal and charged amounts must be evenly divisible by 100.',
+  });
 }
 
 function err(status: number, error: Record<string, unknown>): FakeResponse {

@@ -280,6 +280,14 @@ export class ReviewService {
         message: RetMessage.check(`payment_method.id longer than ${limits.maxPaymentMethodIdLength} characters`),
       });
     }
+    if (limits.amountFits && !limits.amountFits(BigInt(row.amount_minor), row.currency)) {
+      // A processor counting the currency with fewer decimals (Adyen IDR, Stripe MGA) has no units
+      // for the fraction: no attempt could ever charge it.
+      errors.push({
+        code: RetCode.RET012,
+        message: RetMessage.check(`the processor cannot charge this amount in ${row.currency} (whole units only)`),
+      });
+    }
     if (row.billing_descriptor !== null && !limits.billingDescriptorPattern.test(row.billing_descriptor)) {
       errors.push({
         code: RetCode.RET012,

@@ -28,6 +28,7 @@ export interface PendingReviewRow {
   billing_descriptor: string | null;
   auth_code: string;
   amount_minor: string;
+  currency: string;
   submitted_ts: Date;
   /** When the original decline happened (the transaction's `timestamp`). */
   failed_at: Date;
@@ -367,7 +368,7 @@ export class SubmissionsRepository {
   pendingReview(merchantId: string, submissionId: string): Promise<PendingReviewRow[]> {
     return this.db.query(
       `SELECT id, merchant_txn_id, card_kind, card_jwe, card_network, payment_method, division_number,
-              billing_descriptor, auth_code, amount_minor, submitted_ts, failed_at,
+              billing_descriptor, auth_code, amount_minor, currency, submitted_ts, failed_at,
               network_advice_code
          FROM transactions WHERE merchant_id = $1 AND submission_id = $2 AND review_status = 'pending'
         ORDER BY merchant_txn_id`,

@@ -1,0 +1,68 @@
+import { currencyExponent } from '@retain/domain';
+
+/**
+ * Retain keeps every amount in ISO 4217 minor units (libs/domain money.ts). A processor may count a
+ * currency with other decimals: sent unconverted, an amount is charged 100 times too much or too
+ * little. These tables list only the currencies whose processor decimals differ from ISO 4217.
+ */
+export type CurrencyDecimals = Readonly<Record<string, number>>;
+
+/**
+ * Stripe (docs.stripe.com/currencies): MGA is zero-decimal (ISO: 2); ISK stays two-decimal in the API
+ * (ISO: 0), whole krónur only (support.stripe.com, "Deprecation of fractional ISK charges").
+ */
+export const STRIPE_CURRENCY_DECIMALS: CurrencyDecimals = { ISK: 2, MGA: 0 };
+
+/**
+ * Adyen (docs.adyen.com/development-resources/currency-codes): "For CLP, CVE, IDR, and ISK the
+ * standard has a different number of decimals": CLP and ISK two (ISO: 0), CVE and IDR none (ISO: 2).
+ */
+export const ADYEN_CURRENCY_DECIMALS: CurrencyDecimals = { CLP: 2, ISK: 2, CVE: 0, IDR: 0 };
+
+const TEN = 10n;
+
+/**
+ * The processor's units of an amount in ISO minor units; null when the processor cannot express it
+ * (fewer decimals there and a fraction here, e.g. 2,500.50 MGA at Stripe).
+ */
+export function toProcessorUnits(amountMinor: bigint, currency: string, decimals: CurrencyDecimals): bigint | null {
+  const code = currency.toUpperCase();
+  const theirs = decimals[code];
+  if (theirs === undefined) return amountMinor;
+  const ours = currencyExponent(code);
+  if (theirs >= ours) return amountMinor * TEN ** BigInt(theirs - ours);
+  const factor = TEN ** BigInt(ours - theirs);
+  return amountMinor % factor === 0n ? amountMinor / factor : null;
+}
+
+/**
+ * An amount the processor reports (a partial authorization's captured part) in ISO minor units;
+ * rounded down where the processor has more decimals (never more than it took).
+ */
+export function fromProcessorUnits(units: bigint, currency: string, decimals: CurrencyDecimals): bigint {
+  const code = currency.toUpperCase();
+  const theirs = decimals[code];
+  if (theirs === undefined) return units;
+  const ours = currencyExponent(code);
+  return theirs >= ours ? units / TEN ** BigInt(theirs - ours) : units * TEN ** BigInt(ours - theirs);
+}
+
+/** Whether the processor can charge or refund this amount (the review refuses one it cannot, RET012). */
+export function amountFitsProcessor(amountMinor: bigint, currency: string, decimals: CurrencyDecimals): boolean {
+  return toProcessorUnits(amountMinor, currency, decimals) !== null;
+}
+
+/** An amount the processor has no units for: never sent (a charge answers a settled error, a refund fails). */
+export class AmountNotExpressible extends Error {
+  constructor(amountMinor: bigint, currency: string) {
+    super(
+      `The processor cannot charge ${amountMinor} minor units of ${currency.toUpperCase()} (no such fraction there)`,
+    );
+    this.name = 'AmountNotExpressible';
+  }
+}
+
+/** A charge that was never sent because of its amount: nothing charged under its key (settled). */
+export function amountRefused(e: AmountNotExpressible): { outcome: 'error'; message: string; settled: true } {
+  return { outcome: 'error', message: e.message, settled: true };
+}
