@@ -350,7 +350,7 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
       );
       expect(ptid).toBeTruthy();
       // The processor does not answer the first refund: sent again with the same key, once.
-      w.fake.failNext('5xx');
+      w.fake.failNext('5xx', 1, { method: 'POST', path: name === 'stripe' ? '/v1/refunds' : /\/refunds$/ });
       const r = await w.client.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'] }] });
       expect(r.status, JSON.stringify(r.json)).toBe(200);
       await waitFor(

@@ -235,6 +235,23 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
     expect(await refund()).toMatchObject({ outcome: 'completed' });
   });
 
+  it('a refund refused for the API key (401) or its permissions (403) is unanswered, never failed: sent again once fixed', async () => {
+    const charged = await adapter().charge(req());
+    if (charged.outcome !== 'approved') throw new Error('expected approval');
+    const wrong = new AdyenProcessor(
+      { api_key: 'AQE_rotated', merchant_account: fake.merchantAccount, checkout_url: `${base}/v71` },
+      { timeoutMs: 400, trustedCa: fake.ca! },
+    );
+    const refund = {
+      idempotencyKey: `rfd_401_${Date.now()}`,
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor: 1999n,
+      currency: 'EUR',
+    };
+    await expect(wrong.refund(refund)).rejects.toBeInstanceOf(ProcessorUnavailableError);
+    expect(await adapter().refund(refund)).toMatchObject({ outcome: 'completed' });
+  });
+
   it('refunds by pspReference; an invalid one fails; an unanswered one throws', async () => {
     const charged = await adapter().charge(req());
     if (charged.outcome !== 'approved') throw new Error('expected approval');

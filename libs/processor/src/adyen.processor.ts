@@ -167,7 +167,14 @@ export class AdyenProcessor implements PaymentProcessor {
       const code = status !== undefined ? (e as HttpClientException).errorCode : undefined;
       // 704: a request with this idempotency key is still being processed (two batches racing one
       // refund): no answer yet, not a refusal. Asked again later with the key, Adyen gives the first answer.
-      if (status !== undefined && status >= 400 && status < 500 && status !== 429 && status !== 408 && code !== '704') {
+      // 401/403 refuse the API key or its roles, not the refund: sent again once an operator fixes the account.
+      if (
+        status !== undefined &&
+        status >= 400 &&
+        status < 500 &&
+        ![401, 403, 408, 429].includes(status) &&
+        code !== '704'
+      ) {
         return {
           outcome: 'failed',
           processorRefundId: null,

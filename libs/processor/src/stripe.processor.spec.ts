@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ChargeRequest } from './processor.port';
 import { ProcessorUnavailableError } from './processor.port';
-import { STRIPE_KEY_METADATA, StripeProcessor } from './stripe.processor';
+import { STRIPE_KEY_METADATA, STRIPE_REFUND_METADATA, StripeProcessor } from './stripe.processor';
 import { StripeFake } from '../test/stripe-fake';
 
 const fake = new StripeFake('sk_test_retain_spec');
@@ -241,7 +241,15 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     });
     expect(refund).toMatchObject({ outcome: 'completed' });
     const [sent] = fake.received('POST', '/v1/refunds').slice(-1);
-    expect(sent!.body).toEqual({ payment_intent: charged.processorTransactionId, amount: '1999' });
+    expect(sent!.body).toEqual({
+      payment_intent: charged.processorTransactionId,
+      amount: '1999',
+      metadata: { [STRIPE_REFUND_METADATA]: 'rfd_1' },
+    });
+    // Read first (GET /v1/refunds?payment_intent=…): a resend after the key was pruned finds it there.
+    expect(fake.received('GET', '/v1/refunds').slice(-1)[0]!.query.get('payment_intent')).toBe(
+      charged.processorTransactionId,
+    );
     expect(sent!.headers['idempotency-key']).toBe('rfd_1');
 
     const again = await adapter().refund({
@@ -261,6 +269,46 @@ describe('Stripe adapter against the Stripe wire fake', () => {
         currency: 'USD',
       }),
     ).rejects.toBeInstanceOf(ProcessorUnavailableError);
+  });
+
+  it('a refund sent again after Stripe pruned its idempotency key (24 h) finds the first one: never refunded twice', async () => {
+    // docs.stripe.com/api/idempotent_requests: keys may be removed once 24 hours old, and a key reused
+    // after that makes a new request. A refund batch resends an unanswered refund the next day.
+    const charged = await adapter().charge(req());
+    if (charged.outcome !== 'approved') throw new Error('expected approval');
+    const partial = {
+      idempotencyKey: `rfd_pruned_${Date.now()}`,
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor: 500n,
+      currency: 'USD',
+    };
+    fake.failNext('charge-then-timeout', 1, { method: 'POST', path: '/v1/refunds' });
+    await expect(adapter().refund(partial)).rejects.toBeInstanceOf(ProcessorUnavailableError);
+    fake.pruneIdempotency();
+    expect(await adapter().refund(partial)).toMatchObject({ outcome: 'completed' });
+    expect(fake.refunds.filter((r) => r.payment_intent === charged.processorTransactionId)).toHaveLength(1);
+
+    // The whole amount: sent again, it must not come back `failed` (charge_already_refunded) when it was made.
+    const full = { ...partial, idempotencyKey: `rfd_pruned_full_${Date.now()}`, amountMinor: 1499n };
+    fake.failNext('charge-then-timeout', 1, { method: 'POST', path: '/v1/refunds' });
+    await expect(adapter().refund(full)).rejects.toBeInstanceOf(ProcessorUnavailableError);
+    fake.pruneIdempotency();
+    expect(await adapter().refund(full)).toMatchObject({ outcome: 'completed' });
+    expect(fake.refunds.filter((r) => r.payment_intent === charged.processorTransactionId)).toHaveLength(2);
+  });
+
+  it('a refund refused for the key or its permissions (401/403) is unanswered, never failed: sent again once fixed', async () => {
+    const charged = await adapter().charge(req());
+    if (charged.outcome !== 'approved') throw new Error('expected approval');
+    const wrong = new StripeProcessor({ secret_key: 'sk_test_rotated', api_base: base }, { timeoutMs: 400 });
+    const refund = {
+      idempotencyKey: `rfd_401_${Date.now()}`,
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor: 1999n,
+      currency: 'USD',
+    };
+    await expect(wrong.refund(refund)).rejects.toBeInstanceOf(ProcessorUnavailableError);
+    expect(await adapter().refund(refund)).toMatchObject({ outcome: 'completed' });
   });
 
   it('a rejected API key is an error (nothing charged), never a decline, and not settled (fixed, the lookup answers)', async () => {

@@ -36,6 +36,8 @@ export interface StripeAdapterOptions {
 
 /** Metadata key of the attempt's vid on every PaymentIntent: what lookupCharge searches. */
 export const STRIPE_KEY_METADATA = 'retain_attempt';
+/** Metadata key of a refund's idempotency key on every Refund: what a resent refund looks for first. */
+export const STRIPE_REFUND_METADATA = 'retain_refund';
 
 /**
  * Stripe's decline_code (https://docs.stripe.com/declines/codes) as the ISO 8583 code the retry
@@ -147,10 +149,23 @@ export class StripeProcessor implements PaymentProcessor {
 
   async refund(req: RefundRequest): Promise<RefundResult> {
     try {
-      const r = await this.stripe.refunds.create(
-        { payment_intent: req.processorTransactionId, amount: Number(stripeUnits(req.amountMinor, req.currency)) },
-        { idempotencyKey: req.idempotencyKey },
-      );
+      const amount = Number(stripeUnits(req.amountMinor, req.currency));
+      // Stripe may prune an idempotency key once it is 24 hours old and then makes the refund again
+      // (docs.stripe.com/api/idempotent_requests), while an unanswered refund is resent by the next
+      // day's batch: the intent's refunds are read first (a list, not the lagging search) and one made
+      // under this key is the answer.
+      const made = await this.stripe.refunds.list({ payment_intent: req.processorTransactionId, limit: 100 });
+      const earlier = made.data.find((r) => r.metadata?.[STRIPE_REFUND_METADATA] === req.idempotencyKey);
+      const r =
+        earlier ??
+        (await this.stripe.refunds.create(
+          {
+            payment_intent: req.processorTransactionId,
+            amount,
+            metadata: { [STRIPE_REFUND_METADATA]: req.idempotencyKey },
+          },
+          { idempotencyKey: req.idempotencyKey },
+        ));
       if (r.status === 'succeeded' || r.status === 'pending') {
         return {
           outcome: 'completed',
@@ -161,7 +176,9 @@ export class StripeProcessor implements PaymentProcessor {
       return { outcome: 'failed', processorRefundId: r.id, message: `Refund ${r.status ?? 'failed'}` };
     } catch (e) {
       if (e instanceof AmountNotExpressible) return { outcome: 'failed', processorRefundId: null, message: e.message };
-      if (e instanceof Stripe.errors.StripeError && isDecision(e)) {
+      // A refusal of the refund itself fails it. 401/403 refuse the account's key or its permissions:
+      // nothing was decided about the refund, which is sent again once an operator fixes the account.
+      if (e instanceof Stripe.errors.StripeError && isDecision(e) && e.statusCode !== 401 && e.statusCode !== 403) {
         return { outcome: 'failed', processorRefundId: null, message: `Refund rejected: ${e.code ?? e.type}` };
       }
       const err = errorResult(e);

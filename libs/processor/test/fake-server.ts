@@ -43,7 +43,7 @@ export abstract class WireFake {
    * bound by it rather than by CPU (bench/attempts --latency). 0: answer at once.
    */
   latencyMs = 0;
-  private readonly faults: WireFault[] = [];
+  private readonly faults: { fault: WireFault; method?: string; path?: string | RegExp }[] = [];
   private server: http.Server | null = null;
   private readonly sockets = new Set<Socket>();
   private tlsDir: string | null = null;
@@ -52,9 +52,9 @@ export abstract class WireFake {
 
   constructor(private readonly tls: boolean) {}
 
-  /** The next `count` requests meet `fault`. */
-  failNext(fault: WireFault, count = 1): void {
-    for (let i = 0; i < count; i++) this.faults.push(fault);
+  /** The next `count` requests (of `only` that method and path, when given) meet `fault`. */
+  failNext(fault: WireFault, count = 1, only: { method?: string; path?: string | RegExp } = {}): void {
+    for (let i = 0; i < count; i++) this.faults.push({ fault, ...only });
   }
 
   /** Faults not met yet are dropped: the next requests are answered normally. */
@@ -129,7 +129,12 @@ export abstract class WireFake {
       body,
     };
     this.requests.push(recorded);
-    const fault = this.faults.shift();
+    const at = this.faults.findIndex(
+      (f) =>
+        (f.method === undefined || f.method === recorded.method) &&
+        (f.path === undefined || (typeof f.path === 'string' ? f.path === recorded.path : f.path.test(recorded.path))),
+    );
+    const fault = at < 0 ? undefined : this.faults.splice(at, 1)[0]!.fault;
     switch (fault) {
       case 'timeout':
         return; // never answered; closed with the server

@@ -65,6 +65,14 @@ export class StripeFake extends WireFake {
     super(false);
   }
 
+  /**
+   * Forgets every idempotency key, as Stripe may once a key is 24 hours old ("we generate a new request
+   * if a key is reused after the original is pruned": docs.stripe.com/api/idempotent_requests).
+   */
+  pruneIdempotency(): void {
+    this.idempotency.clear();
+  }
+
   /** The PaymentMethod id or card number answers `outcome`. */
   script(pmOrNumber: string, outcome: Outcome): void {
     this.scripted.set(pmOrNumber, outcome);
@@ -129,6 +137,16 @@ export class StripeFake extends WireFake {
   }
 
   private get(req: RecordedRequest): FakeResponse {
+    if (req.path === '/v1/refunds') {
+      // GET /v1/refunds?payment_intent=pi_…&limit=n: the intent's refunds, newest first (a list, not search).
+      const pi = req.query.get('payment_intent');
+      const limit = Math.min(Math.max(Number(req.query.get('limit') ?? 10), 1), 100);
+      const all = this.refunds.filter((r) => pi === null || r.payment_intent === pi).reverse();
+      return {
+        status: 200,
+        body: { object: 'list', data: all.slice(0, limit), has_more: all.length > limit, url: '/v1/refunds' },
+      };
+    }
     if (req.path === '/v1/payment_intents/search') {
       const query = req.query.get('query') ?? '';
       const m = /^metadata\['([^']+)'\]:'((?:[^'\\]|\\.)*)'$/.exec(query.trim());
@@ -300,6 +318,7 @@ export class StripeFake extends WireFake {
       payment_intent: stored.pi.id,
       charge: stored.pi.latest_charge,
       status: 'succeeded',
+      metadata: (b.metadata as Record<string, string>) ?? {},
       created: Math.floor(Date.now() / 1000),
     };
     this.refunds.push(refund);
