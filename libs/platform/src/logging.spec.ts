@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { scrubSecrets } from './logging';
+import { REDACT_PATHS, scrubSecrets } from './logging';
 
 describe('log scrubbing', () => {
   it('masks card numbers, API keys and webhook secrets wherever they hide', () => {
@@ -13,6 +13,15 @@ describe('log scrubbing', () => {
     expect(out).toContain('411111******1111');
     expect(out).not.toContain('abcdefghijklmnopqrstuvwxyz0123456789');
     expect(out).not.toContain('MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
+  });
+
+  it("masks processor accounts' keys too (Stripe sk_/rk_ live and test keys), in text and in a config object", () => {
+    const out = scrubSecrets(
+      'Stripe said: Invalid API Key provided: sk_live_51HxAbCdEfGhIjKlMnOp and rk_test_51HxQrStUvWxYz0123',
+    );
+    expect(out).not.toMatch(/51HxAbCdEfGhIjKlMnOp|51HxQrStUvWxYz0123/);
+    expect(out).toContain('sk_live_[REDACTED]');
+    expect(REDACT_PATHS).toContain('*.secret_key');
   });
 
   it('leaves ordinary numbers alone', () => {

@@ -12,6 +12,7 @@ export const REDACT_PATHS = [
   '*.webhook_secret',
   '*.webhookSecret',
   '*.secret',
+  '*.secret_key',
   '*.password',
   '*.pan',
   '*.card_number',
