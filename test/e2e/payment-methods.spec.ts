@@ -193,9 +193,9 @@ describe('payment methods of an account, account updater, network tokens (end to
       const id = await submit(keyedApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202501'));
       const [t, ...attempts] = await untilFinal(keyedApi, id);
       expect(t.status).toBe('Captured');
-      const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
+      // Three years after its expiry (decisions §15), a date in the future here.
       expect(attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])).toEqual([
-        ['00', String(month + 300)],
+        ['00', '202801'],
       ]);
       expect(t.payment_method.credit_card.account_updated).toBe(true);
     },
@@ -262,16 +262,17 @@ describe('payment methods of an account, account updater, network tokens (end to
     expect(row.ended_at).not.toBeNull();
   });
 
-  it('4000000000000341 without a registered key: no updater, only masked values, the card ends', async () => {
+  it('4000000000000341 without a registered key: the updater still renews it (decisions §15), only masked values, no JWE', async () => {
     const id = await submit(plainApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202701'));
     const [t, ...attempts] = await untilFinal(plainApi, id);
-    expect(t.status).toBe('Cancelled');
-    expect(attempts.map((a) => a.auth_code)).toEqual(['54']);
+    expect(t.status).toBe('Captured');
+    expect(attempts.map((a) => a.auth_code)).toEqual(['54', '00']);
     expect(t.payment_method.credit_card).toMatchObject({
       account: '400000******0341',
-      expiration_date: '202701',
-      account_updated: false,
+      expiration_date: '203001',
+      account_updated: true,
     });
+    // The full updated number goes out only encrypted to a key the merchant registered.
     expect(t.payment_method.credit_card.account_update_jwe).toBeUndefined();
   });
 

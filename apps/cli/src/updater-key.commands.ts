@@ -6,9 +6,9 @@ import type { CliContext } from './main';
 
 /**
  * `merchant set-updater-key|remove-updater-key` (decisions §15, service-spec `account_updated`):
- * the merchant's public encryption key. Registering it enables the account updater for the
- * merchant; updated card numbers are then offered back only as a JWE encrypted to it. Removing it
- * turns the updater off and withdraws the JWEs already offered.
+ * the merchant's public encryption key. The account updater runs for every merchant; with a key,
+ * updated card numbers are also offered back, only as a JWE encrypted to it. Removing it withdraws
+ * the JWEs already offered (masked values stay).
  */
 export function registerUpdaterKeyCommands(merchant: Command, ctx: CliContext): void {
   merchant

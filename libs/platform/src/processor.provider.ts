@@ -50,8 +50,17 @@ export const AccountUpdaterProvider: Provider = {
   provide: ACCOUNT_UPDATER,
   inject: [DataSource, RETAIN_CONFIG],
   useFactory: (db: DataSource, config: RetainConfig) =>
-    config.processor === 'sandbox' ? new SandboxAccountUpdater(new PgSandboxLedger(db)) : NO_ACCOUNT_UPDATER,
+    accountUpdaterConnected(config) ? new SandboxAccountUpdater(new PgSandboxLedger(db)) : NO_ACCOUNT_UPDATER,
 };
+
+/**
+ * Whether an account updater answers (decisions §15: it runs for data-quality declines and expired
+ * cards, for every merchant). A merchant's registered public key only decides whether the updated
+ * full number is also offered to it (encrypted to that key); without one, masked values only.
+ */
+export function accountUpdaterConnected(config: Pick<RetainConfig, 'processor'>): boolean {
+  return config.processor === 'sandbox';
+}
 
 /** The providers the retry worker and the refund batcher register. */
 export const ProcessorProviders: Provider[] = [

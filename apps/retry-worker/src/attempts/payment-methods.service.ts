@@ -164,9 +164,9 @@ export class PaymentMethodsService {
   /**
    * Outside any database transaction: asks the account updater about the attempt's card when it is
    * expired (before charging it) or was just declined for its data (Visa category 3, Mastercard
-   * advice 01, ISO data codes), once per card data version, only for merchants who registered an
-   * updater key. Applies the answer: new data (sealed, masked, JWE to the merchant's key) or the
-   * payment method's end ("account closed").
+   * advice 01, ISO data codes), once per card data version, for every merchant (decisions §15) when
+   * an updater is connected. Applies the answer: new data (sealed, masked, and a JWE to the
+   * merchant's key when it registered one) or the payment method's end ("account closed").
    */
   async refreshCard(attemptId: string, decline: ChargeResult | null): Promise<void> {
     const txn = await PaymentMethodsRepository.transactionOfAttempt(this.db, attemptId);
@@ -183,8 +183,8 @@ export class PaymentMethodsService {
     } else if (!cardExpired(txn.expirationDate, now) && !(await this.originalAsksUpdater(txn))) {
       return;
     }
+    if (this.updater === NO_ACCOUNT_UPDATER) return;
     const key = await PaymentMethodsRepository.updaterKey(this.db, txn.merchantId);
-    if (!key) return;
     const pm = await PaymentMethodsRepository.get(this.db, txn.merchantId, txn.paymentMethodRef);
     if (!pm || pm.ended_at || !pm.card_enc || !pm.card_key_id) return;
     const version = cardDataVersion(pm.expiration_date);
@@ -200,7 +200,9 @@ export class PaymentMethodsService {
     }
     let update: CardDataUpdate | null = null;
     if (answer.kind === 'updated') {
-      const jwe = await encryptCardUpdate(key, { account: answer.pan, expiration_date: answer.expiration });
+      const jwe = key
+        ? await encryptCardUpdate(key, { account: answer.pan, expiration_date: answer.expiration })
+        : null;
       const c =
         answer.pan !== pan
           ? cardColumnsFromPan(this.config.cardKeys, this.config.cardFingerprintKeys, answer.pan)
@@ -272,7 +274,7 @@ export class PaymentMethodsService {
       now,
       amountMinor: BigInt(txn.amountMinor),
       timeScale: this.config.retryTimeScale,
-      updaterOn: (await PaymentMethodsRepository.updaterKey(m, txn.merchantId)) !== null,
+      updaterOn: this.updater !== NO_ACCOUNT_UPDATER,
     });
   }
 

@@ -33,7 +33,7 @@ import {
   type CardFingerprint,
   type ErrorEntry,
 } from '@retain/domain';
-import { RETAIN_CONFIG } from '@retain/platform';
+import { RETAIN_CONFIG, accountUpdaterConnected } from '@retain/platform';
 import {
   adoptPaymentMethod,
   announceTransaction,
@@ -359,7 +359,7 @@ export class ReviewService {
       now: new Date(),
       amountMinor: BigInt(row.amount_minor),
       timeScale: this.config.retryTimeScale,
-      updaterOn: (await PaymentMethodsRepository.updaterKey(m, merchantId)) !== null,
+      updaterOn: accountUpdaterConnected(this.config),
     });
     if (!next) return null;
     await adoptPaymentMethod(m, merchantId, row.id, next.pm);
@@ -497,9 +497,9 @@ export class ReviewService {
   }
 
   /**
-   * Whether the account updater may yet renew the transaction's card: a stored card number, a key
-   * the merchant registered, and the updater not yet asked about this very card data (it is asked
-   * once per version).
+   * Whether the account updater may yet renew the transaction's card: a stored card number, an
+   * updater connected, and the updater not yet asked about this very card data (it is asked once
+   * per version).
    */
   private async updaterMayRenew(m: EntityManager, merchantId: string, row: PendingRow): Promise<boolean> {
     const txn = await this.submissions.transaction(m, merchantId, row.id);
@@ -508,7 +508,7 @@ export class ReviewService {
     return (
       pm !== null &&
       pm.updater_checked_version !== cardDataVersion(pm.expiration_date) &&
-      (await PaymentMethodsRepository.updaterKey(m, merchantId)) !== null
+      accountUpdaterConnected(this.config)
     );
   }
 }

@@ -13,7 +13,8 @@ export const sandboxUpdateKey = (pan: string, expiration: string): string =>
 
 /**
  * The sandbox account updater: deterministic by card number. 4000000000000341 gets an expiry three
- * years after the later of its current expiry and this month (so an expired card comes back valid);
+ * years after its current one (decisions §15), or three years after this month when that would still
+ * be past (an expired card always comes back valid);
  * 4000000000000259 is closed; every other card has nothing new.
  */
 export class SandboxAccountUpdater implements AccountUpdater {
@@ -28,8 +29,7 @@ export class SandboxAccountUpdater implements AccountUpdater {
     if (pan !== SANDBOX_UPDATER_NEW_EXPIRY_CARD) return { kind: 'no-change' };
     const thisMonth = now.getUTCFullYear() * 100 + now.getUTCMonth() + 1;
     const current = /^\d{6}$/.test(card.expiration ?? '') ? Number(card.expiration) : thisMonth;
-    const base = Math.max(current, thisMonth);
-    const expiration = String(base + 300);
+    const expiration = String(current + 300 >= thisMonth ? current + 300 : thisMonth + 300);
     await this.ledger.putIfAbsent(sandboxUpdateKey(pan, expiration), 'update', { expiration });
     return { kind: 'updated', pan, expiration };
   }
