@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { classifyDecline } from '@retain/domain';
 import { AdyenProcessor } from './adyen.processor';
 import type { ChargeRequest } from './processor.port';
 import { ProcessorUnavailableError } from './processor.port';
@@ -166,6 +167,21 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
       merchantAdviceCode: '03',
       network: 'mastercard',
     });
+  });
+
+  it.each([
+    ['7 : Pickup card, special condition', '07'],
+    ['4 : Capture card', '04'],
+  ])('reads a raw response without its leading zero (%s) as %s: Visa category 1, never retried', async (raw, code) => {
+    const id = `PICKUP${code}000000001`;
+    fake.script(id, { refusalReason: 'Refused', refusalReasonCode: '2', refusalReasonRaw: raw, brand: 'visa' });
+    const result = await adapter().charge(
+      req({ instrument: { kind: 'token', token: `shopper-42|${id}`, isNetworkToken: false } }),
+    );
+    expect(result).toMatchObject({ outcome: 'declined', responseCode: code, network: 'visa' });
+    if (result.outcome !== 'declined') throw new Error('expected a decline');
+    const c = classifyDecline({ network: result.network, responseCode: result.responseCode }, req().at);
+    expect(c).toMatchObject({ retryable: false, visaCategory: 1, cardBlock: 'permanent' });
   });
 
   it('falls back on refusalReasonCode when there is no raw response (6 Expired Card is 54)', async () => {

@@ -15,10 +15,19 @@ export function networkOfBrand(brand: string | null | undefined): CardNetwork {
   return 'other';
 }
 
-/** A 2-character network code at the start of a processor's raw text ("51 : Insufficient funds"). */
+/**
+ * The 2-character network code at the start of a processor's raw text ("51 : Insufficient funds",
+ * "N7 : CVV2 failure"). Adyen sends the code with or without its leading zero
+ * (https://docs.adyen.com/development-resources/raw-acquirer-responses): a single digit followed by
+ * its colon ("7 : Pickup card, special condition") is the code 07. A digit not followed by a colon
+ * ("3 attempts ...", a bare "7") is not read as a code.
+ */
 export function leadingCode(raw: string | null | undefined): string | null {
-  const m = /^\s*([0-9A-Z]{2})(?![0-9A-Za-z])/.exec(raw ?? '');
-  return m ? m[1]! : null;
+  const text = raw ?? '';
+  const two = /^\s*([0-9A-Z]{2})(?![0-9A-Za-z])/.exec(text);
+  if (two) return two[1]!;
+  const one = /^\s*(\d)\s*:/.exec(text);
+  return one ? `0${one[1]!}` : null;
 }
 
 /** Retry-After (seconds or an HTTP date) in ms, or null. */

@@ -15,7 +15,10 @@ import { randomId, WireFake, type FakeResponse, type RecordedRequest } from './f
 export interface AdyenRefusal {
   refusalReason: string;
   refusalReasonCode: string;
-  /** e.g. `51 : Insufficient funds` */
+  /**
+   * The raw network response, e.g. `51 : Insufficient funds`; Adyen sends the code with or without
+   * its leading zero (`7 : Pickup card, special condition`), and passes it on as it came.
+   */
   refusalReasonRaw?: string;
   /** e.g. `03: Do not try again` */
   merchantAdviceCode?: string;

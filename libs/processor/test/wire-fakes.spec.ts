@@ -142,4 +142,15 @@ describe('wire helpers', () => {
     expect(leadingCode('DECLINED Not enough balance')).toBeNull();
     expect(leadingCode('AUTHORISED')).toBeNull();
   });
+
+  it('reads a single-digit raw code as its two-digit network code (Adyen sends it with or without the leading zero)', () => {
+    expect(leadingCode('7 : Pickup card, special condition')).toBe('07');
+    expect(leadingCode('4 : Capture card')).toBe('04');
+    expect(leadingCode('5: Do not honor')).toBe('05');
+    expect(leadingCode('3: Do not try again')).toBe('03');
+    // Only a digit followed by its separator is a code: not a bare digit, nor a digit in text.
+    expect(leadingCode('7')).toBeNull();
+    expect(leadingCode('3 attempts exceeded')).toBeNull();
+    expect(leadingCode('100 : Deny')).toBeNull();
+  });
 });
