@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { classifyDecline } from '@retain/domain';
+import { classifyDecline, LEGACY_POLICY_VERSION, planNextAttempt, POLICY_VERSION } from '@retain/domain';
 import { AdyenProcessor } from './adyen.processor';
 import type { ChargeRequest } from './processor.port';
 import { ProcessorUnavailableError } from './processor.port';
@@ -195,6 +195,51 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
       merchantAdviceCode: null,
       network: 'visa',
     });
+  });
+
+  it('a Blocked Card refusal (5) without a raw response is a hard decline: the card is never charged again', async () => {
+    fake.script('BLOCKED000000001', { refusalReason: 'Blocked Card', refusalReasonCode: '5', brand: 'visa' });
+    const result = await adapter().charge(
+      req({ instrument: { kind: 'token', token: 'shopper-42|BLOCKED000000001', isNetworkToken: false } }),
+    );
+    expect(result).toMatchObject({ outcome: 'declined', network: 'visa' });
+    if (result.outcome !== 'declined') throw new Error('expected a decline');
+    for (const network of ['visa', 'mastercard', 'amex'] as const) {
+      expect(classifyDecline({ network, responseCode: result.responseCode }, req().at)).toMatchObject({
+        retryable: false,
+        cardBlock: 'permanent',
+      });
+    }
+  });
+
+  it('a refusal Adyen blocked to prevent excessive retry fees (46) is not retried soon: few attempts, days apart', async () => {
+    fake.script('ERPSBLOCK0000001', {
+      refusalReason: 'Transaction blocked by Adyen to prevent excessive retry fees',
+      refusalReasonCode: '46',
+      brand: 'mc',
+    });
+    const r = req({ instrument: { kind: 'token', token: 'shopper-42|ERPSBLOCK0000001', isNetworkToken: false } });
+    const result = await adapter().charge(r);
+    if (result.outcome !== 'declined') throw new Error('expected a decline');
+    expect(result.network).toBe('mastercard');
+    const now = r.at;
+    for (const policy of [
+      { version: POLICY_VERSION, learning: false },
+      { version: LEGACY_POLICY_VERSION, learning: false },
+    ]) {
+      const plan = planNextAttempt({
+        attemptsMade: 1,
+        startedAt: new Date(now.getTime() - 86_400_000),
+        now,
+        lastDecline: { responseCode: result.responseCode, merchantAdviceCode: result.merchantAdviceCode, at: now },
+        originalResponseCode: '51',
+        network: result.network,
+        amountMinor: r.amountMinor,
+        cardHistory: [],
+        policy,
+      });
+      if (plan.kind === 'retry') expect(plan.at.getTime() - now.getTime()).toBeGreaterThanOrEqual(3 * 86_400_000);
+    }
   });
 
   it.each(['timeout', 'reset', '5xx', 'garbage'] as const)(

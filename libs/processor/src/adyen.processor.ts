@@ -50,12 +50,26 @@ export interface AdyenAdapterOptions {
   trustedCa?: string;
 }
 
-/** Adyen's refusalReasonCode (https://docs.adyen.com/development-resources/refusal-reasons) as ISO 8583. */
+/**
+ * Adyen's refusalReasonCode (https://docs.adyen.com/development-resources/refusal-reasons) as ISO
+ * 8583, used when the refusal carries no raw network code. Codes not listed (Cancelled, PIN and
+ * in-person reasons, AVS) are read as the generic 05 (96 for resultCode Error).
+ * - 5 Blocked Card ("blocked, therefore unusable") is 04, pick up card: a hard decline of every
+ *   network and Visa category 1 in every dated rule set (57 was read as 05 for Visa until
+ *   25 Oct 2026; 62 is a retryable funds code).
+ * - 46 "Transaction blocked by Adyen to prevent excessive retry fees" never reached the issuer: the
+ *   card's reattempt allowance at this merchant is used up as Adyen counts it (attempts Retain does
+ *   not see count too), for a time Retain cannot know (Visa's 30 rolling days, Mastercard's day or
+ *   30-day window, or for good after a do-not-retry). Read as 59, the risky class: at most a few
+ *   attempts, days apart (Adyen blocks those still over the limit, so they cost no fee), where the
+ *   generic 05 retried within hours; a hard code would end the card for good on a decline that
+ *   says nothing about the card.
+ */
 const ADYEN_REFUSAL_CODES: Readonly<Record<string, string>> = {
   '2': '05',
   '3': '01',
   '4': '96',
-  '5': '62',
+  '5': '04',
   '6': '54',
   '7': '13',
   '8': '14',
@@ -77,6 +91,7 @@ const ADYEN_REFUSAL_CODES: Readonly<Record<string, string>> = {
   '34': '52',
   '35': '53',
   '38': '1A',
+  '46': '59',
 };
 
 /**
