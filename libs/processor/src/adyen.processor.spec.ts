@@ -259,6 +259,70 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
     expect(await wrong.charge(req())).toMatchObject({ outcome: 'error' });
   });
 
+  it('a request Adyen refuses (400, 403 not allowed or invalid merchant account, 422 validation) is a settled error: nothing charged, by charge and by replay', async () => {
+    const refused = async (processor: AdyenProcessor, r: ChargeRequest, errorCode: string) => {
+      const result = await processor.charge(r);
+      expect(result).toMatchObject({ outcome: 'error', settled: true });
+      expect(result.message).toContain(errorCode);
+      // The replay under the same key (the adapter's lookup) gets Adyen's same answer.
+      expect(await processor.lookupCharge(r.idempotencyKey, r)).toMatchObject({ outcome: 'error', settled: true });
+      expect(
+        fake.payments.size === 0 || [...fake.payments.values()].every((p) => p.body.reference !== r.idempotencyKey),
+      ).toBe(true);
+      // Never the card number nor the API key in what the worker records.
+      expect(JSON.stringify(result)).not.toContain('4111111111111111');
+      expect(JSON.stringify(result)).not.toContain(fake.apiKey);
+    };
+    // 422: a stored payment method without the shopperReference it was stored for.
+    await refused(
+      adapter(),
+      req({ instrument: { kind: 'token', token: '8415718415172200', isNetworkToken: false } }),
+      '422',
+    );
+    // 403 010: raw card fields from a credential without the role to send them.
+    await refused(
+      adapter({ raw_card_data: true }),
+      req({ instrument: { kind: 'pan', pan: '4111111111111111', expiration: '202812' } }),
+      '010',
+    );
+    // 403 901: a merchant account the credential may not use.
+    const otherAccount = new AdyenProcessor(
+      { api_key: fake.apiKey, merchant_account: 'NotOursECOM', checkout_url: `${base}/v71` },
+      { timeoutMs: 400, trustedCa: fake.ca! },
+    );
+    await refused(otherAccount, req(), '901');
+    // 400: a request Adyen cannot read.
+    const r = req();
+    fake.rejectNext({ status: 400, errorCode: '000', message: 'Unable to parse message', errorType: 'validation' });
+    await refused(adapter(), r, '400');
+  });
+
+  it('no answer for the key yet stays unsettled: 401, 404, 422 704 (the key in progress), 429, 5xx', async () => {
+    const unsettled = (result: Awaited<ReturnType<AdyenProcessor['charge']>>) => {
+      expect(result.outcome).toBe('error');
+      expect(result.outcome === 'error' && result.settled).toBeFalsy();
+    };
+    const wrongKey = new AdyenProcessor(
+      { api_key: 'AQE_wrong', merchant_account: fake.merchantAccount, checkout_url: `${base}/v71` },
+      { timeoutMs: 400, trustedCa: fake.ca! },
+    );
+    unsettled(await wrongKey.charge(req()));
+    const wrongUrl = new AdyenProcessor(
+      { api_key: fake.apiKey, merchant_account: fake.merchantAccount, checkout_url: `${base}/v71/nowhere` },
+      { timeoutMs: 400, trustedCa: fake.ca! },
+    );
+    unsettled(await wrongUrl.charge(req()));
+    const inProgress = req();
+    fake.markInProgress(inProgress.idempotencyKey);
+    unsettled(await adapter().charge(inProgress));
+    fake.finishInProgress(inProgress.idempotencyKey);
+    expect(await adapter().charge(inProgress)).toMatchObject({ outcome: 'approved' });
+    fake.failNext('429');
+    unsettled(await adapter().charge(req()));
+    fake.failNext('5xx');
+    unsettled(await adapter().charge(req()));
+  });
+
   it('a 429 is an unknown outcome that carries Retry-After', async () => {
     fake.retryAfterSeconds = 3;
     fake.failNext('429');

@@ -150,7 +150,7 @@ export class AdyenProcessor implements PaymentProcessor {
       const res = await this.api('PaymentsApi').payments(body, { idempotencyKey: req.idempotencyKey });
       return paymentResult(res);
     } catch (e) {
-      return failure(e);
+      return chargeFailure(e);
     }
   }
 
@@ -300,6 +300,27 @@ function paymentResult(res: PaymentResponse | string): ChargeResult {
       // Received, Pending, PartiallyAuthorised...: no final decision yet.
       return wireError(`Adyen resultCode ${resultCode}`);
   }
+}
+
+/**
+ * A charge's failure. Adyen refusing the request itself, in its documented error body
+ * (https://docs.adyen.com/development-resources/response-handling): 400 "do not repeat the request
+ * without first modifying it", 403 "insufficient permission to process request, do not repeat the
+ * request" (010 not allowed: the credential lacks the role for this request, such as raw card
+ * fields; 901: a merchant account it may not use), 422 request validation error. That is Adyen's
+ * answer for this key and nothing was charged: `settled`, so the reconciliation records the attempt
+ * not charged and the schedule goes on, where a plain error would replay the same request, and get
+ * the same refusal, for ever. Not settled: 401 (the API key itself: the request was never the
+ * account's; once the key is fixed, the replay gets the real answer), 422 with errorCode 704 (another
+ * request with this key is in progress), 404 and the other 4xx (a wrong checkout_url: Adyen says
+ * subsequent calls may succeed), 429, 5xx, timeouts, and a 4xx without Adyen's error body (a proxy's).
+ */
+function chargeFailure(e: unknown): ChargeResult {
+  const result = failure(e);
+  if (result.outcome !== 'error' || !(e instanceof adyenSdk().HttpClientException) || !e.apiError) return result;
+  const status = e.statusCode;
+  const refused = status === 400 || status === 403 || (status === 422 && e.errorCode !== '704');
+  return refused ? { ...result, settled: true } : result;
 }
 
 function failure(e: unknown): ChargeResult {

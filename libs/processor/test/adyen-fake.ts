@@ -9,8 +9,9 @@ import { randomId, WireFake, type FakeResponse, type RecordedRequest } from './f
  * /v{n}/payments/{pspReference}/refunds` answering 201 `status: received`; idempotency per
  * https://docs.adyen.com/development-resources/api-idempotency (a key seen before returns the first
  * response, not processed again, echoing the `Idempotency-Key` header); errors as
- * `{status, errorCode, message, errorType}`. Raw card fields are refused (403, errorCode 010)
- * unless the account may send them.
+ * `{status, errorCode, message, errorType, pspReference}`
+ * (https://docs.adyen.com/development-resources/error-codes). Raw card fields are refused (403,
+ * errorCode 010) unless the account may send them.
  */
 export interface AdyenRefusal {
   refusalReason: string;
@@ -55,6 +56,7 @@ export class AdyenFake extends WireFake {
   readonly refunds: Record<string, unknown>[] = [];
   private readonly scripted = new Map<string, Outcome>();
   private readonly idempotency = new Map<string, FakeResponse | null>();
+  private readonly rejections: { status: number; errorCode: string; message: string; errorType: string }[] = [];
 
   constructor(
     readonly apiKey = 'AQE_fake_retain_key',
@@ -74,6 +76,15 @@ export class AdyenFake extends WireFake {
    */
   markInProgress(key: string): void {
     this.idempotency.set(key, null);
+  }
+
+  /**
+   * The next request is refused with this error, in Adyen's documented error body
+   * (https://docs.adyen.com/development-resources/error-codes), as Adyen answers a request it cannot
+   * process (e.g. 400 `000` "Unable to parse message"); stored under its idempotency key like any answer.
+   */
+  rejectNext(e: { status: number; errorCode: string; message: string; errorType: string }): void {
+    this.rejections.push(e);
   }
 
   /** The in-flight request of `markInProgress` ended without an answer stored: the key is free again. */
@@ -118,6 +129,8 @@ export class AdyenFake extends WireFake {
   }
 
   private route(req: RecordedRequest): FakeResponse {
+    const rejection = this.rejections.shift();
+    if (rejection) return error(rejection.status, rejection.errorCode, rejection.message, rejection.errorType);
     if (/^\/v\d+\/payments$/.test(req.path)) return this.pay(req.body);
     const m = /^\/v\d+\/payments\/([^/]+)\/refunds$/.exec(req.path);
     if (m) return this.refund(m[1]!, req.body);
@@ -141,8 +154,11 @@ export class AdyenFake extends WireFake {
       return error(422, '130', 'Required field reference is missing', 'validation');
     const pm = b.paymentMethod as Record<string, string> | undefined;
     if (!pm) return error(422, '14_012', 'Required object paymentMethod is not provided', 'validation');
+    // A stored payment method is charged with the shopperReference it was stored for
+    // (https://docs.adyen.com/development-resources/error-codes, 000: "Recurring payments require a
+    // shopperReference").
     if (pm.storedPaymentMethodId && !b.shopperReference) {
-      return error(422, '157', 'Required field shopperReference is not provided', 'validation');
+      return error(422, '000', 'Recurring payments require a shopperReference', 'validation');
     }
     if (pm.type === 'scheme' && pm.number && !this.rawCardDataAllowed) {
       return error(403, '010', 'Not allowed', 'security');

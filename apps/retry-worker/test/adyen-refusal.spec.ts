@@ -1,0 +1,105 @@
+import { getQueueToken } from '@nestjs/bullmq';
+import { Test, type TestingModule } from '@nestjs/testing';
+import { loadConfig, type RetainConfig } from '@retain/config';
+import { AttemptScheduleRepository } from '@retain/db';
+import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
+import { AdyenProcessor, TRANSACTION_PROCESSORS, fixedProcessor } from '@retain/processor';
+import { OutboxRelay, QueueName, QueueRegistry, createRedis } from '@retain/queues';
+import { closeTestDb, insertAttemptRow, insertMerchantRow, insertTransactionRow, testDb } from '@retain/testing';
+import type { Redis } from 'ioredis';
+import { DataSource } from 'typeorm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AttemptService } from '../src/attempts/attempt.service';
+import { PaymentMethodsService } from '../src/attempts/payment-methods.service';
+import { ReconcileService } from '../src/reconcile/reconcile.service';
+import { AttemptSchedulerService } from '../src/scheduler/attempt-scheduler.service';
+import { TickProcessor } from '../src/scheduler/tick.processor';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- the Adyen wire fake, a test double of libs/processor
+import { AdyenFake } from '../../../libs/processor/test/adyen-fake';
+
+/**
+ * An attempt Adyen refuses as a request (4xx: here 403 010, raw card fields from a credential without
+ * the role to send them) through the retry worker and its reconciliation, on the real Postgres with
+ * the Adyen adapter against its wire fake.
+ */
+describe('retry worker with an Adyen account that refuses the request', () => {
+  let mod: TestingModule;
+  let db: DataSource;
+  let redis: Redis;
+  let queues: QueueRegistry;
+  let attempts: AttemptService;
+  let tick: TickProcessor;
+  let merchantId: string;
+  const fake = new AdyenFake();
+  const config: RetainConfig = { ...loadConfig('retry-worker'), retryTimeScale: 1 };
+
+  beforeAll(async () => {
+    const base = await fake.start();
+    // The account says it may send card numbers; Adyen's credential lacks the role (403, 010).
+    fake.rawCardDataAllowed = false;
+    const adyen = new AdyenProcessor(
+      {
+        api_key: fake.apiKey,
+        merchant_account: fake.merchantAccount,
+        checkout_url: `${base}/v71`,
+        raw_card_data: true,
+      },
+      { timeoutMs: 2000, trustedCa: fake.ca! },
+    );
+    db = await testDb();
+    redis = createRedis(config.redisUrl);
+    queues = new QueueRegistry(redis, config.queuePrefix);
+    mod = await Test.createTestingModule({
+      providers: [
+        PaymentMethodsService,
+        AttemptService,
+        AttemptSchedulerService,
+        AttemptScheduleRepository,
+        ReconcileService,
+        TickProcessor,
+        { provide: DataSource, useValue: db },
+        { provide: RETAIN_CONFIG, useValue: config },
+        { provide: RetainMetrics, useValue: new RetainMetrics('retry-worker') },
+        { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
+        { provide: getQueueToken(QueueName.RetryTick), useValue: queues.get(QueueName.RetryTick) },
+        { provide: TRANSACTION_PROCESSORS, useValue: fixedProcessor(adyen) },
+      ],
+    }).compile();
+    attempts = mod.get(AttemptService);
+    tick = mod.get(TickProcessor);
+    merchantId = await insertMerchantRow(db);
+  });
+  afterAll(async () => {
+    await mod?.close();
+    await queues?.close();
+    redis?.disconnect();
+    await fake.close();
+    await closeTestDb();
+  });
+
+  it('the attempt leaves `unknown`: settled as not charged once the lookup window passed, and the schedule goes on', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4111111111111111' });
+    const a = await insertAttemptRow(db, t);
+    // No decision from a charge is `unknown` at first, whatever the error.
+    expect(await attempts.run(a.id)).toBe('unknown');
+    const sent = fake.received('POST', /^\/v71\/payments$/).filter((r) => r.headers['idempotency-key'] === a.vid);
+    expect(sent.length).toBeGreaterThanOrEqual(1);
+    expect(fake.payments.size).toBe(0);
+
+    // The reconciliation replays the request under its key past RECONCILE_NOT_FOUND_AFTER: Adyen's
+    // answer is the same refusal, so nothing was charged and the attempt is settled.
+    await db.query(`UPDATE attempts SET prepared_at = $2, lookup_after = now() WHERE id = $1`, [
+      a.id,
+      new Date(Date.now() - config.reconcileNotFoundMs - 60_000),
+    ]);
+    await tick.process();
+    const [row] = await db.query(`SELECT state, status, response_code, message FROM attempts WHERE id = $1`, [a.id]);
+    expect(row).toMatchObject({ state: 'error', status: 'Failed', response_code: '96' });
+    const [txn] = await db.query(`SELECT status, next_attempt_at FROM transactions WHERE id = $1`, [t.id]);
+    expect(txn.status).toBe('In Retry');
+    expect(txn.next_attempt_at).not.toBeNull();
+    expect(fake.payments.size).toBe(0);
+    // The card number is never in what the attempt recorded.
+    expect(JSON.stringify(row)).not.toContain('4111111111111111');
+  });
+});
