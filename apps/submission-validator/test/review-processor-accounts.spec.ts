@@ -99,6 +99,40 @@ describe('post-submission review with merchants processor accounts', () => {
     expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual(['rejected', 'passed']);
   });
 
+  it('an Adyen stored payment method without its shopperReference fails with RET011; with it, or a network token, it passes', async () => {
+    const merchant = await createMerchant();
+    const db = await testDb();
+    const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+    await new ProcessorAccountsRepository(db, loadConfig('cli').cardKeys).set(merchantId, '', 'adyen', {
+      api_key: 'AQE_review_shopper',
+      merchant_account: 'ShopECOM',
+    });
+    const token = (id: string, extra: Record<string, unknown> = {}) =>
+      txn({ payment_method: { id, is_tokenized: true, credit_card: { account: '411111' } }, ...extra });
+    const bare = token('8415718415172200');
+    const withShopper = token('shopper-42|8415718415172200');
+    const networkToken = token('4895370012003478', {
+      is_network_token: 1,
+      cryptogram: 'AgAAAAAABk4DWZ4C28yUQAAAAAA=',
+      eci_indicator: '05',
+    });
+    const all = [bare, withShopper, networkToken];
+    const client = new ApiClient(api.url, merchant.api_key);
+    expect((await client.submit(all)).status).toBe(200);
+    const ids = all.map((t) => t['id'] as string);
+    await waitFor(async () => (await Promise.all(ids.map(reviewed))).every((e) => e.length > 0), {
+      what: 'review done',
+    });
+    expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual(['rejected', 'passed', 'passed']);
+    const [failed] = await db.query(
+      `SELECT body FROM webhook_messages WHERE merchant_id = $1 AND event_name = 'validation failed'`,
+      [merchantId],
+    );
+    expect(failed.body.content.rejected).toEqual([
+      { id: bare['id'], errors: [expect.objectContaining({ code: 'RET011' })] },
+    ]);
+  });
+
   it("a token id as long as the account's processor takes (Stripe: 255) is reviewed and remembered, not stuck", async () => {
     const merchant = await createMerchant();
     const db = await testDb();

@@ -61,6 +61,18 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
     expect(result.outcome === 'approved' && result.processorTransactionId).toMatch(/^[A-Z0-9]{16}$/);
   });
 
+  it('checkToken: a stored payment method needs its shopperReference; a bare number only as a network token', () => {
+    const p = adapter();
+    expect(p.checkToken('shopper-42|8415718415172200')).toEqual({ ok: true });
+    expect(p.checkToken('4895370012003478', { isNetworkToken: true })).toEqual({ ok: true });
+    // Adyen charges a storedPaymentMethodId only with the shopperReference it was stored for.
+    expect(p.checkToken('8415718415172200').ok).toBe(false);
+    expect(p.checkToken('8415718415172200', { isNetworkToken: false }).ok).toBe(false);
+    expect(p.checkToken('ABCDEFGH12345678').ok).toBe(false);
+    // A network token is charged as its number: not a shopperReference|id.
+    expect(p.checkToken('shopper-42|8415718415172200', { isNetworkToken: true }).ok).toBe(false);
+  });
+
   it('sends amounts in minor units (JPY 0 decimals, KWD 3)', async () => {
     await adapter().charge(req({ amountMinor: 500n, currency: 'JPY' }));
     const jpy = last(/\/payments$/);

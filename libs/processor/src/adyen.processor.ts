@@ -205,10 +205,19 @@ export class AdyenProcessor implements PaymentProcessor {
     return { ok: false, message: 'Adyen stored payment methods cannot be detokenized' };
   }
 
-  checkToken(token: string): { ok: true } | { ok: false; message: string } {
-    return /^([^|]{1,256}\|)?[A-Za-z0-9]{8,64}$/.test(token) || /^\d{13,19}$/.test(token)
+  /**
+   * A stored payment method is charged as its `storedPaymentMethodId` with the `shopperReference` it
+   * was stored for (https://docs.adyen.com/development-resources/error-codes, 000: "Recurring payments
+   * require a shopperReference"): `shopperReference|storedPaymentMethodId`; a bare id can never be
+   * charged. A network token is charged as its number (`paymentMethod.type: networkToken`).
+   */
+  checkToken(token: string, opts: { isNetworkToken?: boolean } = {}): { ok: true } | { ok: false; message: string } {
+    if (opts.isNetworkToken) {
+      return /^\d{13,19}$/.test(token) ? { ok: true } : { ok: false, message: 'Not a network token number' };
+    }
+    return /^[^|]{1,256}\|[A-Za-z0-9]{8,64}$/.test(token)
       ? { ok: true }
-      : { ok: false, message: 'Not an Adyen storedPaymentMethodId' };
+      : { ok: false, message: 'Not an Adyen shopperReference|storedPaymentMethodId' };
   }
 
   /** The Checkout /payments body of an attempt. */

@@ -128,9 +128,10 @@ export interface PaymentProcessor {
   /**
    * Processors whose tokens cannot be detokenized (Stripe, Adyen: `detokenize` always answers
    * ok:false) say here whether a token has the form of one of their saved payment methods; the
-   * review uses it instead of detokenize when present.
+   * review uses it instead of detokenize when present. `isNetworkToken`: the token is the network
+   * token itself (DPAN), charged as its number.
    */
-  checkToken?(token: string): { ok: true } | { ok: false; message: string };
+  checkToken?(token: string, opts?: { isNetworkToken?: boolean }): { ok: true } | { ok: false; message: string };
   /**
    * Whether a capture has settled (the processor paid it out in its settlement batch) as of `at`.
    * Absent: the adapter does not report settlement, and its transactions stay `Captured`.

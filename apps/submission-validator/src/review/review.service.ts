@@ -234,7 +234,10 @@ export class ReviewService {
       const token = row.payment_method.id;
       const fits = token.length <= limits.maxPaymentMethodIdLength;
       // Stripe and Adyen never give card numbers back: their tokens are checked, not detokenized.
-      const checked = fits && processor.checkToken ? processor.checkToken(token) : null;
+      const checked =
+        fits && processor.checkToken
+          ? processor.checkToken(token, { isNetworkToken: row.is_network_token === 1 })
+          : null;
       const r = fits && !checked ? await processor.detokenize(token) : null;
       if (checked && !checked.ok) errors.push({ code: RetCode.RET011, message: RetMessage.token });
       else if (checked) {

@@ -21,6 +21,8 @@ export interface PendingReviewRow {
   id: string;
   merchant_txn_id: string;
   card_kind: 'clear' | 'jwe' | 'masked' | 'token';
+  /** 1: the token is a network token (DPAN), charged as its number. */
+  is_network_token: number | null;
   card_jwe: string | null;
   card_network: string | null;
   payment_method: StoredPaymentMethod;
@@ -367,8 +369,8 @@ export class SubmissionsRepository {
   /** The submission's transactions waiting for review, in merchant_txn_id order (no lock). */
   pendingReview(merchantId: string, submissionId: string): Promise<PendingReviewRow[]> {
     return this.db.query(
-      `SELECT id, merchant_txn_id, card_kind, card_jwe, card_network, payment_method, division_number,
-              billing_descriptor, auth_code, amount_minor, currency, submitted_ts, failed_at,
+      `SELECT id, merchant_txn_id, card_kind, is_network_token, card_jwe, card_network, payment_method,
+              division_number, billing_descriptor, auth_code, amount_minor, currency, submitted_ts, failed_at,
               network_advice_code
          FROM transactions WHERE merchant_id = $1 AND submission_id = $2 AND review_status = 'pending'
         ORDER BY merchant_txn_id`,
