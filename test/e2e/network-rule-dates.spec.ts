@@ -130,6 +130,35 @@ describe('network rules by date through the real apps (Visa 57 before and after 
     expect(sAttempts).toHaveLength(0);
   });
 
+  it('attempts show their own advice code (decisions §16), not the submission’s', async () => {
+    const api = new ApiClient(apps[0]!.url, (await createMerchant()).api_key);
+    // Declined 51 with MAC 03 by the sandbox on its first attempt; submitted without an advice code.
+    const declined = txn({ auth_code: '51' }, '5100000000000008');
+    // Submitted with MAC 02 (try again later, no delay); approved on its first attempt, which has none.
+    const approved = txn({ auth_code: '51', network_advice_code: '02' }, '5555555555554444');
+    expect((await api.submit([declined, approved])).status).toBe(200);
+    const finalOf = (id: string) =>
+      waitFor(
+        async () => {
+          const rows = (await api.request('GET', `/v1/retain/transactions/${id}?related=true`)).json.data as any[];
+          return ['Captured', 'Cancelled'].includes(rows?.[0]?.status) ? rows : null;
+        },
+        { timeoutMs: 60_000, what: `${id} final` },
+      );
+    const [d, ...dAttempts] = await finalOf(declined['id'] as string);
+    expect(d).toMatchObject({ status: 'Cancelled', network_advice_code: null });
+    expect(dAttempts).toEqual([
+      expect.objectContaining({ retry_number: 1, status: 'Failed', auth_code: '51', network_advice_code: '03' }),
+    ]);
+    const [a, ...aAttempts] = await finalOf(approved['id'] as string);
+    expect(a).toMatchObject({ status: 'Captured', network_advice_code: '02' });
+    expect(aAttempts).toEqual([expect.objectContaining({ status: 'Captured', network_advice_code: null })]);
+    // The attempt fetched by its own retain_transaction_id shows the same.
+    const byRetainId = (await api.request('GET', `/v1/retain/transactions/${dAttempts[0].retain_transaction_id}`)).json
+      .data as any[];
+    expect(byRetainId).toEqual([expect.objectContaining({ network_advice_code: '03' })]);
+  });
+
   it('the UTC policy obeys the original advice code 30 too: no attempt within 10 days (scaled) of the decline', async () => {
     const utc = await startApp('intake-api', { env: { ...ENV, RETRY_POLICY: 'utc-heuristics-2026-10' } });
     apps.push(utc);

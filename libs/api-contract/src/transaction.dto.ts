@@ -201,7 +201,8 @@ export class TransactionDto {
   @ContractField('cryptogram') cryptogram?: string;
   @ContractField('eci_indicator') eci_indicator?: string;
   @ContractField('network_advice_code', {
-    description: 'Extension (decisions §16): Mastercard Merchant Advice Code of the original decline',
+    description:
+      'Extension (decisions §16): Mastercard Merchant Advice Code of the original decline; a retry attempt shows the one of its own decline',
   })
   network_advice_code?: string;
 }

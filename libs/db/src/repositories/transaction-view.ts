@@ -185,6 +185,9 @@ export function attemptView(t: TransactionViewRow, a: AttemptEntity): Transactio
     retry_plan: a.plan ?? null,
     // decisions §16: a processor error without a response code shows 96 (rows recorded before it was stored).
     auth_code: a.responseCode ?? (a.state === 'error' || a.state === 'unknown' ? '96' : null),
+    // decisions §16: an attempt shows its own Mastercard advice code (null when its answer had none),
+    // not the one submitted with the original decline.
+    network_advice_code: a.merchantAdviceCode ?? null,
     auth_code_description: a.authCodeDescription,
     retry_number: a.retryNumber,
     forced_deposit: a.forcedDeposit === true,
