@@ -162,6 +162,25 @@ describe('retain processor set|list|remove (decisions §13)', () => {
     expect((await repo.forDivision(id, 'any'))!.config).toEqual({ secret_key: STRIPE_KEY });
   });
 
+  it('accepts any Stripe secret or restricted key of safe characters (decisions §13: "sk_...")', async () => {
+    const m = await createMerchant();
+    // Keys a test against a fake Stripe or a proxy uses: not only sk|rk _ test|live _ alphanumerics.
+    for (const key of ['sk_test_e2e_fake', 'sk_test_retain_e2e', 'rk_live_51Hx_ABC09', 'sk_fake0']) {
+      const set = cli(
+        'processor',
+        'set',
+        '--login',
+        m.login,
+        '--processor',
+        'stripe',
+        '--config-file',
+        file(`ok-${randomBytes(3).toString('hex')}.json`, { secret_key: key }),
+      );
+      expect(set).toMatchObject({ processor: 'stripe', division_number: null });
+      expect(JSON.stringify(set)).not.toContain(key);
+    }
+  });
+
   it('rejects bad configs without echoing them', async () => {
     const m = await createMerchant();
     const bad = (processor: string, content: unknown) =>
@@ -176,6 +195,21 @@ describe('retain processor set|list|remove (decisions §13)', () => {
         file(`bad-${randomBytes(3).toString('hex')}.json`, content),
       );
     expect(bad('stripe', { secret_key: 'pk_test_publishable' }).error).toMatch(/secret_key/);
+    // Garbage stays refused, and the message never echoes the value.
+    for (const garbage of [
+      'sk_',
+      'sk___',
+      'sk_test key',
+      'sk_test_ab\n',
+      'sk_test_ä1',
+      'Bearer sk_test_x',
+      'hunter2',
+    ]) {
+      const r = bad('stripe', { secret_key: garbage });
+      expect(r.error).toMatch(/secret_key/);
+      if (garbage !== 'sk_') expect(r.stderr).not.toContain(garbage); // (the message names the sk_ prefix)
+    }
+    expect(bad('stripe', { secret_key: `sk_test_${'a'.repeat(300)}` }).error).toMatch(/secret_key/);
     expect(bad('adyen', { api_key: ADYEN_KEY }).error).toMatch(/merchant_account/);
     expect(bad('stripe', { secret_key: STRIPE_KEY, api_base: 'ftp://x' }).error).toMatch(/api_base/);
     expect(bad('stripe', { secret_key: STRIPE_KEY, raw_card_data: 'yes' }).error).toMatch(/raw_card_data/);

@@ -35,6 +35,14 @@ const FIELDS: Record<AccountProcessor, { required: string[]; optional: string[];
   },
 };
 
+/**
+ * A Stripe secret (`sk_`) or restricted (`rk_`) key (decisions §13: `"secret_key":"sk_..."`): any
+ * key of letters, digits and underscores after the prefix, at least one a letter or digit, at most
+ * 255 characters (Stripe's own keys are `sk_test_…` / `rk_live_…`; fakes and proxies use others, such
+ * as `sk_test_e2e_fake`). Publishable `pk_` keys, spaces, other characters and bare prefixes are refused.
+ */
+const STRIPE_SECRET_KEY = /^(?=.{4,255}$)(sk|rk)_[A-Za-z0-9_]*[A-Za-z0-9][A-Za-z0-9_]*$/;
+
 /** Validates a config file's JSON. Error messages name fields, never their values. */
 export function parseAccountConfig(processor: string, raw: unknown): AccountConfig {
   if (!(ACCOUNT_PROCESSORS as readonly string[]).includes(processor)) {
@@ -67,7 +75,7 @@ export function parseAccountConfig(processor: string, raw: unknown): AccountConf
   if (o.raw_card_data !== undefined && typeof o.raw_card_data !== 'boolean') {
     throw new AccountConfigError('"raw_card_data" must be true or false');
   }
-  if (p === 'stripe' && !/^(sk|rk)_(test|live)_[A-Za-z0-9]+$/.test(o.secret_key as string)) {
+  if (p === 'stripe' && !STRIPE_SECRET_KEY.test(o.secret_key as string)) {
     throw new AccountConfigError('"secret_key" must be a Stripe secret or restricted key (sk_... / rk_...)');
   }
   return { processor: p, config: o } as AccountConfig;
