@@ -62,6 +62,44 @@ describe('card blocks survive a CARD_DATA_KEY rotation', () => {
     return [x[0].status, ...x.slice(1).map((y: any) => `${y.status}:${y.auth_code}`)];
   };
 
+  it('rows sealed under a bare CARD_DATA_KEY (key id `default`) are read after the key is named in a kid:base64 list', async () => {
+    const db = await testDb();
+    // decisions §11 gives CARD_DATA_KEY no format: a bare base64 key is accepted, as the key id `default`.
+    const bare = { ...FAST, CARD_DATA_KEY: OLD_KEY.toString('base64') };
+    for (const a of ['intake-api', 'submission-validator'] as const) apps.push(await startApp(a, { env: bare }));
+    const merchant = await createMerchant();
+    let client = new ApiClient(apps[0]!.url, merchant.api_key);
+    const t = txn({});
+    expect((await client.submit([t])).status).toBe(200);
+    // Reviewed and scheduled, not yet charged (no retry-worker): the card number waits sealed.
+    await waitFor(
+      async () => {
+        const r = (await client.request('GET', `/v1/retain/transactions/${t['id']}`)).json?.data as any[];
+        return r?.[0]?.next_activity ? r : null;
+      },
+      { timeoutMs: 45_000, what: 'the review' },
+    );
+    const [row] = await db.query(`SELECT card_key_id FROM transactions WHERE merchant_txn_id = $1`, [t['id']]);
+    expect(row.card_key_id).toBe('default');
+    await stop();
+
+    // The same key now named k1, behind a new first key: the retry-worker still opens the card.
+    const api = await start({
+      ...FAST,
+      CARD_DATA_KEY: `new:${NEW_KEY.toString('base64')},k1:${OLD_KEY.toString('base64')}`,
+    });
+    client = new ApiClient(api.url, merchant.api_key);
+    const x = await waitFor(
+      async () => {
+        const r = (await client.request('GET', `/v1/retain/transactions/${t['id']}?related=true`)).json?.data as any[];
+        return ['Captured', 'Cancelled'].includes(r?.[0]?.status) ? r : null;
+      },
+      { timeoutMs: 45_000, what: `final status of ${t['id']}` },
+    );
+    expect(x.map((y: any) => y.status)).toEqual(['Captured', 'Captured']);
+    await stop();
+  });
+
   it('a card blocked before the rotation (hard decline) is refused after it, with no attempt', async () => {
     const db = await testDb();
     let api = await start(BEFORE);

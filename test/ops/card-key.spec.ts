@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startApp, type RunningApp } from '@retain/testing';
@@ -22,6 +23,19 @@ describe('the development card key', () => {
       .map((l) => JSON.parse(l) as { level: string; msg: string })
       .find((l) => l.level === 'warn' && l.msg.includes('CARD_DATA_KEY'));
     expect(warning?.msg).toMatch(/development card key/i);
+  });
+
+  it('starts with a bare base64 CARD_DATA_KEY (decisions §11 gives no format) under NODE_ENV=production', async () => {
+    const bare = randomBytes(32).toString('base64');
+    const prod = await startApp('retry-worker', {
+      env: { NODE_ENV: 'production', CARD_DATA_KEY: bare, CARD_FINGERPRINT_KEY: randomBytes(32).toString('base64') },
+    });
+    try {
+      expect(prod.logs()).not.toContain(bare);
+      expect(prod.logs()).not.toMatch(/development card key/i);
+    } finally {
+      await prod.stop();
+    }
   });
 
   it.each(['staging', 'production'])('stops with exit code 78 and the variable name under NODE_ENV=%s', (nodeEnv) => {

@@ -1,4 +1,4 @@
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -90,6 +90,38 @@ describe('configuration', () => {
       CARD_FINGERPRINT_KEY: `fp1:${k(3)}`,
     });
     expect(c.cardKeys.map((x) => x.id)).toEqual(['new', 'old']);
+  });
+
+  it('accepts a bare base64 or base64url 32-byte CARD_DATA_KEY (decisions §11 gives no format), key id `default`', () => {
+    const key = randomBytes(32);
+    for (const bare of [key.toString('base64'), key.toString('base64url'), key.toString('base64').replace(/=$/, '')]) {
+      const c = loadConfig('intake-api', { NODE_ENV: 'production', CARD_DATA_KEY: bare, CARD_FINGERPRINT_KEY: bare });
+      expect(c.cardKeys).toEqual([{ id: 'default', key }]);
+      expect(c.cardFingerprintKeys).toEqual([{ id: 'default', key }]);
+      expect(usesDevCardKey(c)).toBe(false);
+    }
+    // In a rotation list beside kid:base64 keys: the bare one is the key id `default`.
+    const fresh = randomBytes(32);
+    const c = loadConfig('intake-api', {
+      CARD_DATA_KEY: `k2:${fresh.toString('base64')}, ${key.toString('base64')}`,
+    });
+    expect(c.cardKeys).toEqual([
+      { id: 'k2', key: fresh },
+      { id: 'default', key },
+    ]);
+    // Still refused: a key of another length, text that is not base64, two keys under one id.
+    for (const bad of [
+      randomBytes(31).toString('base64'),
+      randomBytes(33).toString('base64'),
+      key.toString('hex'),
+      `${key.toString('base64').slice(0, 40)}!!!=`,
+      `${key.toString('base64')},${fresh.toString('base64')}`,
+      `k1:${key.toString('base64')},k1:${fresh.toString('base64')}`,
+    ]) {
+      expect(() => loadConfig('intake-api', { CARD_DATA_KEY: bad })).toThrow(ConfigError);
+      expect(() => loadConfig('intake-api', { CARD_DATA_KEY: bad })).toThrow('CARD_DATA_KEY');
+      expect(() => loadConfig('intake-api', { CARD_DATA_KEY: bad })).not.toThrow(bad);
+    }
   });
 
   it('requires CARD_FINGERPRINT_KEY in production; outside it a development key is used', () => {

@@ -213,20 +213,48 @@ export function nextCronRun(pattern: string, from: Date = new Date()): Date | nu
   }
 }
 
-/** `kid:base64key[,kid2:base64key2]`: each key exactly 32 bytes. */
+/**
+ * Key id of a key given bare (no `kid:`), as decisions §11 allows: `CARD_DATA_KEY=<base64 key>` is
+ * `CARD_DATA_KEY=default:<base64 key>`. Rows remember the id they were sealed under; a row whose id is
+ * no longer configured is opened by whichever configured key authenticates it (libs/domain `open`),
+ * so naming that key later (`k2:<new>,k1:<the same key>`) keeps its rows readable.
+ */
+export const BARE_CARD_KEY_ID = 'default';
+
+/** A bare 32-byte key: 43 base64 or base64url characters, optionally padded with one `=`. */
+const BARE_KEY_RE = /^[A-Za-z0-9+/_-]{43}=?$/;
+
+/**
+ * `kid:base64key[,kid2:base64key2]`, or a bare base64 / base64url key (key id `default`), alone or in
+ * the list: each key exactly 32 bytes, each key id once.
+ */
 function cardKeyList(value: string): CardKey[] {
-  return value.split(',').map((part) => {
+  const keys = value.split(',').map((raw) => {
+    const part = raw.trim();
     const idx = part.indexOf(':');
-    if (idx <= 0) throw new Error('must be a comma list of <key-id>:<base64 32-byte key>');
+    if (idx < 0) {
+      // Base64 has no colon: a part without one is a bare key.
+      if (!BARE_KEY_RE.test(part))
+        throw new Error('must be a base64 32-byte key, or a comma list of <key-id>:<base64 32-byte key>');
+      // Node's base64 decoder reads the url-safe alphabet too.
+      const key = Buffer.from(part, 'base64');
+      if (key.length !== 32) throw new Error('keys must be 32 bytes (base64)');
+      return { id: BARE_CARD_KEY_ID, key };
+    }
+    if (idx === 0) throw new Error('must be a comma list of <key-id>:<base64 32-byte key>');
     const id = part.slice(0, idx).trim();
     const key = Buffer.from(part.slice(idx + 1).trim(), 'base64');
     if (!/^[A-Za-z0-9_.-]{1,32}$/.test(id)) throw new Error('has an invalid key id');
     if (key.length !== 32) throw new Error('keys must be 32 bytes (base64)');
     return { id, key };
   });
+  const ids = keys.map((k) => k.id);
+  const dup = ids.find((id, i) => ids.indexOf(id) !== i);
+  if (dup !== undefined) throw new Error(`has the key id ${dup} twice (a bare key is the key id ${BARE_CARD_KEY_ID})`);
+  return keys;
 }
 
-/** `kid:base64key[,kid2:base64key2]`: each key exactly 32 bytes. */
+/** As CARD_DATA_KEY: `kid:base64key[,kid2:base64key2]` or a bare base64 key; each exactly 32 bytes. */
 export function parseCardKeys(name: string, value: string): CardKey[] {
   try {
     return cardKeyList(value);

@@ -41,13 +41,29 @@ export function seal(keys: readonly DataKey[], plaintext: string, aad = 'retain'
   return { keyId: current.id, value: `${iv.toString('base64')}.${tag.toString('base64')}.${ct.toString('base64')}` };
 }
 
-/** Opens a value sealed with any configured key (old keys stay configured until re-encrypted). */
+/**
+ * Opens a value sealed with any configured key (old keys stay configured until re-encrypted): the key
+ * its key id names. A key id no longer configured is a key that was renamed (a bare CARD_DATA_KEY is
+ * the key id `default`; the same key may later be listed as `k1:…`): every configured key is tried,
+ * and the AES-GCM tag tells which one sealed it; none does: refused, naming the missing key id.
+ */
 export function open(keys: readonly DataKey[], sealed: Sealed, aad = 'retain'): string {
-  const k = keys.find((x) => x.id === sealed.keyId);
-  if (!k) throw new Error(`data key ${sealed.keyId} is not configured`);
   const [iv, tag, ct] = sealed.value.split('.').map((p) => Buffer.from(p, 'base64'));
   if (!iv || !tag || !ct) throw new Error('malformed sealed value');
-  const decipher = createDecipheriv('aes-256-gcm', keyObject(k.key), iv);
+  const k = keys.find((x) => x.id === sealed.keyId);
+  if (k) return decrypt(k.key, iv, tag, ct, aad);
+  for (const other of keys) {
+    try {
+      return decrypt(other.key, iv, tag, ct, aad);
+    } catch {
+      // Not this key: the tag did not authenticate.
+    }
+  }
+  throw new Error(`data key ${sealed.keyId} is not configured`);
+}
+
+function decrypt(key: Buffer, iv: Buffer, tag: Buffer, ct: Buffer, aad: string): string {
+  const decipher = createDecipheriv('aes-256-gcm', keyObject(key), iv);
   decipher.setAAD(Buffer.from(aad));
   decipher.setAuthTag(tag);
   return Buffer.concat([decipher.update(ct), decipher.final()]).toString('utf8');

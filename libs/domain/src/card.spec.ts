@@ -43,6 +43,18 @@ describe('card vault', () => {
     expect(() => open(keys, { ...sealed, value: `${parts[0]}.${parts[1]}.${ct.toString('base64')}` })).toThrow();
   });
 
+  it('opens a value whose key id is no longer configured with the same key under another id (a renamed key)', () => {
+    // Sealed under a bare CARD_DATA_KEY (key id `default`), then the deployment names that key `k1`
+    // and prepends a new one: the old row still opens, the AES-GCM tag telling which key sealed it.
+    const bare = seal([{ id: 'default', key: keys[1]!.key }], '5555555555554444', 'card');
+    expect(open(keys, bare, 'card')).toBe('5555555555554444');
+    expect(open([keys[1]!], bare, 'card')).toBe('5555555555554444');
+    // A key that did not seal it is still refused, naming the missing key id (never the value).
+    expect(() => open([keys[0]!], bare, 'card')).toThrow('data key default is not configured');
+    // The AAD binds too: the same key under another purpose does not open it.
+    expect(() => open(keys, bare, 'cryptogram')).toThrow('data key default is not configured');
+  });
+
   const fpKeys = [
     { id: 'fp2', key: Buffer.alloc(32, 5) },
     { id: 'fp1', key: Buffer.alloc(32, 4) },
