@@ -132,6 +132,19 @@ describe('POST /retain/transactions', () => {
     expect(r.text).not.toContain('4111111111111112');
   });
 
+  it('names a missing account_hash of a masked account with RET006 (service-spec: "then supply account_hash")', async () => {
+    const masked = txn({}, '411111******1111');
+    const r = await client.submit([masked]);
+    expect(r.status).toBe(207);
+    expect(r.json.rejected).toEqual([
+      {
+        id: masked['id'],
+        errors: [{ code: 'RET006', message: 'Missing transaction element: payment_method.credit_card.account_hash' }],
+      },
+    ]);
+    expect(await rowsOf([masked['id'] as string])).toHaveLength(0);
+  });
+
   it('rejects a repeated id in one call with RETDUP (first processed) and a prior one with RETDUP2', async () => {
     const t = txn();
     const again = { ...txn(), id: t['id'] };

@@ -8,6 +8,7 @@ export type CardInput =
   | { kind: 'token'; bin?: string };
 
 const ACCOUNT = 'payment_method.credit_card.account';
+const ACCOUNT_HASH = 'payment_method.credit_card.account_hash';
 const BIN_RE = /^\d{6,8}$/;
 // 6-8 digit BIN, a masked middle, the last 4 digits; 12-19 characters in all.
 const MASKED_RE = /^\d{6,8}[*Xx]+\d{4}$/;
@@ -29,7 +30,7 @@ const invalidCard = (): ErrorEntry => ({ code: RetCode.RET010, message: RetMessa
 /**
  * Classifies `credit_card.account` (decisions §4 and §10): a BIN with tokenization; otherwise
  *  - a clear number (digits, possibly with spaces or dashes): Luhn and length checked now, RET010;
- *  - a masked number (BIN, masked middle, last 4) with its `account_hash`;
+ *  - a masked number (BIN, masked middle, last 4) with its `account_hash` (without it: RET006);
  *  - anything else is taken as encrypted: the post-submission review decrypts it and answers RET010
  *    in the `validation failed` push when it cannot (a compact JWE or not: only a clear number
  *    gets a synchronous answer).
@@ -57,8 +58,10 @@ export function classifyCardAccount(
   }
   const compact = account.replace(SEPARATORS_RE, '');
   if (MASKED_RE.test(compact) && compact.length >= 12 && compact.length <= 19) {
+    // service-spec: with a masked account "then supply account_hash"; missing, it is a required
+    // element missing (decisions §4: RET006 naming the field path).
     return accountHash === undefined
-      ? schema('must be given with a masked account', 'payment_method.credit_card.account_hash')
+      ? { code: RetCode.RET006, message: RetMessage.missing(ACCOUNT_HASH) }
       : { kind: 'masked', masked: account, accountHash: accountHash.toLowerCase() };
   }
   if (!LETTER_RE.test(account) && (account.match(DIGIT_RE)?.length ?? 0) >= 12) return invalidCard();

@@ -489,8 +489,13 @@ describe('validateSubmission: card account', () => {
       accountHash: 'a'.repeat(40),
     });
     expect(accepted(card({ account: '41111111XXXX1111', account_hash: hash })).card.kind).toBe('masked');
+    // service-spec CreditCard.account: with a masked account "then supply account_hash"; a required
+    // element missing is RET006 naming its path (decisions §4).
     expect(errorsOf(card({ account: '411111******1111' }))).toEqual([
-      schemaError('payment_method.credit_card.account_hash must be given with a masked account'),
+      missingError('payment_method.credit_card.account_hash'),
+    ]);
+    expect(errorsOf(card({ account: '411111******1111', account_hash: null }))).toEqual([
+      missingError('payment_method.credit_card.account_hash'),
     ]);
   });
 
