@@ -177,6 +177,84 @@ describe('POST /retain/transactions', () => {
     expect(await rowsOf([sameSub['id'] as string])).toHaveLength(0);
   });
 
+  it('lists every failure of a transaction: a bad item that repeats a stored id or subscription gets those codes too', async () => {
+    const db = await testDb();
+    const amountError = {
+      code: 'RET009',
+      message: 'Schema validation error: amount must be greater than 0',
+    };
+    // A stored id still being recovered: RETDUP2 beside the item's own RET009; nothing saved or changed.
+    const a = txn();
+    expect((await client.submit([a])).status).toBe(200);
+    const again = { ...txn(), id: a['id'], amount: 0 };
+    const r = await client.submit([again]);
+    expect(r.status).toBe(207);
+    expect(r.json).toEqual({
+      success_count: 0,
+      error_count: 1,
+      rejected: [
+        {
+          id: a['id'],
+          errors: [amountError, { code: 'RETDUP2', message: 'Duplicate transaction from prior submission' }],
+        },
+      ],
+    });
+    expect((await rowsOf([a['id'] as string])).map((x: any) => [x.amount_minor, x.subscription_id])).toEqual([
+      ['1999', (a['subscription'] as { id: string }).id],
+    ]);
+
+    // A stored id that finished: RET004; a later repeat of it in the same call: RETDUP as well.
+    const done = txn();
+    expect((await client.submit([done])).status).toBe(200);
+    await db.query(`UPDATE transactions SET status = 'Captured' WHERE merchant_txn_id = $1`, [done['id']]);
+    const r2 = await client.submit([
+      { ...txn(), id: done['id'], amount: 0 },
+      { ...txn(), id: done['id'] },
+    ]);
+    expect(r2.json.rejected.map((x: any) => x.errors.map((e: any) => e.code))).toEqual([
+      ['RET009', 'RET004'],
+      ['RETDUP', 'RET004'],
+    ]);
+
+    // Another transaction of its subscription still in recovery: RET003 beside RET009.
+    const bad = txn({ subscription: a['subscription'], amount: 0 });
+    const r3 = await client.submit([bad]);
+    expect(r3.json.rejected).toEqual([
+      {
+        id: bad['id'],
+        errors: [
+          amountError,
+          { code: 'RET003', message: 'A transaction for the same subscription is still processing' },
+        ],
+      },
+    ]);
+    expect(await rowsOf([bad['id'] as string])).toHaveLength(0);
+
+    // dryrun=1 answers the same.
+    const dry = await client.submit([again], '?dryrun=1');
+    expect(dry.json.rejected[0].errors.map((e: any) => e.code)).toEqual(['RET009', 'RETDUP2']);
+  });
+
+  it('lists RET012 (external_id of another account) beside RETDUP2 and RET003', async () => {
+    const ext = `ext_${uniqueId()}`;
+    const holder = txn({ account: { id: `acct_h_${uniqueId()}`, external_id: ext } });
+    expect((await client.submit([holder])).status).toBe(200);
+    const clash = {
+      ...txn({ subscription: holder['subscription'] }),
+      id: holder['id'],
+      account: { id: `acct_o_${uniqueId()}`, external_id: ext },
+    };
+    const r = await client.submit([clash]);
+    expect(r.status).toBe(207);
+    expect(r.json.rejected[0].errors.map((e: any) => e.code)).toEqual(['RETDUP2', 'RET012']);
+    const other = txn({
+      subscription: holder['subscription'],
+      account: { id: `acct_p_${uniqueId()}`, external_id: ext },
+    });
+    const r2 = await client.submit([other]);
+    expect(r2.json.rejected[0].errors.map((e: any) => e.code)).toEqual(['RET003', 'RET012']);
+  });
+
   it('concurrent calls of one merchant: disjoint batches all land; racing on an id or a subscription, one wins', async () => {
     // Eight clients at once, 50 transactions each, nothing shared: all 400 saved.
     const batches = Array.from({ length: 8 }, () => Array.from({ length: 50 }, () => txn()));

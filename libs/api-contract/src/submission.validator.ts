@@ -51,7 +51,17 @@ export interface NormalizedTransaction {
   metadata: Record<string, string>;
 }
 
-export type RejectedItem = { index: number; id: string | null; errors: ErrorEntry[] };
+/**
+ * The keys of a rejected item that passed their own checks (null: absent or invalid), so that the
+ * checks against stored rows list their failures too (decisions §4: all failures of a transaction).
+ */
+export interface ItemKeys {
+  subscriptionId: string | null;
+  accountId: string | null;
+  externalId: string | null;
+}
+
+export type RejectedItem = { index: number; id: string | null; errors: ErrorEntry[]; keys?: ItemKeys };
 export type AcceptedItem = { index: number; id: string; value: NormalizedTransaction };
 export type ValidatedItem = RejectedItem | AcceptedItem;
 
@@ -157,8 +167,21 @@ function validateTransaction(input: unknown, index: number): ValidatedItem {
   }
 
   const cross = crossFieldChecks(input, errors, tokenized, failed ?? []);
-  if (errors.length > 0 || cross === null) return { index, id, errors };
+  if (errors.length > 0 || cross === null) return { index, id, errors, keys: keysOf(input, failed ?? []) };
   return { index, id: id!, value: normalize(input, cross.amountMinor, cross.card) };
+}
+
+const SUBSCRIPTION_ID = ['subscription', 'id'];
+const ACCOUNT_ID = ['account', 'id'];
+const EXTERNAL_ID = ['account', 'external_id'];
+
+/** The keys of a rejected item that passed their own field checks (`failed`: the paths that did not). */
+function keysOf(input: Record<string, unknown>, failed: string[]): ItemKeys {
+  const key = (segments: string[]): string | null => {
+    const v = lookup(input, segments);
+    return typeof v === 'string' && v.length > 0 && !failed.includes(segments.join('.')) ? v : null;
+  };
+  return { subscriptionId: key(SUBSCRIPTION_ID), accountId: key(ACCOUNT_ID), externalId: key(EXTERNAL_ID) };
 }
 
 /**

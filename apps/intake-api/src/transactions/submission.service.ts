@@ -53,6 +53,20 @@ interface Stored {
   experiment: ExperimentRow | null;
 }
 
+/**
+ * One item of the call as the checks against stored rows see it: its keys (null: absent or invalid)
+ * and, when every check so far passed, the transaction to save (null: already rejected, checked only
+ * to list all its failures; decisions §4).
+ */
+interface CheckedItem {
+  index: number;
+  id: string | null;
+  subscriptionId: string | null;
+  accountId: string | null;
+  externalId: string | null;
+  value: NormalizedTransaction | null;
+}
+
 /** A submission's candidates after the checks against stored rows. */
 interface CheckedCandidates {
   accepted: NormalizedTransaction[];
@@ -88,6 +102,8 @@ const nextChunkSize = (size: number): number => Math.min(MAX_INSERT_CHUNK, Math.
 const onTheWire = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const NO_KEYS = { subscriptionId: null, accountId: null, externalId: null } as const;
 
 const FINISHED_IS_RET004 = (status: string): boolean => !RECOVERING_STATUSES.includes(status as never);
 
@@ -125,7 +141,9 @@ export class SubmissionService {
     const addError = (index: number, e: ErrorEntry): void => {
       errors.set(index, [...(errors.get(index) ?? []), e]);
     };
-    const candidates: { index: number; value: NormalizedTransaction }[] = [];
+    // Every item goes to the checks against stored rows, the rejected ones too (decisions §4: all
+    // failures of a transaction are listed); only candidates (value set) can be accepted.
+    const items: CheckedItem[] = [];
     const seenIds = new Set<string>();
     for (const item of validated.items) {
       // Same id twice in one call: the first occurrence is processed, each later one RETDUP.
@@ -135,10 +153,20 @@ export class SubmissionService {
       if (item.id !== null) seenIds.add(item.id);
       if ('errors' in item && item.errors.length > 0) {
         for (const e of item.errors) addError(item.index, e);
-      } else if ('value' in item && !errors.has(item.index)) {
-        candidates.push({ index: item.index, value: item.value });
+        items.push({ index: item.index, id: item.id, ...NO_KEYS, ...item.keys, value: null });
+      } else if ('value' in item) {
+        const v = item.value;
+        items.push({
+          index: item.index,
+          id: v.id,
+          subscriptionId: v.subscription.id,
+          accountId: v.account.id,
+          externalId: v.account.external_id || null,
+          value: errors.has(item.index) ? null : v,
+        });
       }
     }
+    const candidates = items.flatMap((c) => (c.value === null ? [] : [c.value]));
 
     // Rejections found while validating; a saving transaction that is retried starts again from these.
     const validationErrors = new Map(errors);
@@ -149,21 +177,14 @@ export class SubmissionService {
       // a key meanwhile) reads again inside itself.
       const early = stored === null ? null : await stored;
       stored = null;
-      return this.checkAgainstStored(m, merchant.id, candidates, addError, early);
+      return this.checkAgainstStored(m, merchant.id, items, addError, early);
     };
 
     let accepted: NormalizedTransaction[];
     if (dryrun) {
       accepted = (await run(this.db)).accepted;
     } else {
-      accepted = await this.save(
-        merchant,
-        requestId,
-        validated.items.length,
-        candidates.map((c) => c.value),
-        run,
-        () => errors.size,
-      );
+      accepted = await this.save(merchant, requestId, validated.items.length, candidates, run, () => errors.size);
     }
 
     const rejected: RejectedEntry[] = [...errors.entries()]
@@ -215,17 +236,22 @@ export class SubmissionService {
     );
   }
 
-  /** RETDUP2 / RET004 / RET003 / RET012 against stored rows of this merchant (`early`: already read). */
+  /**
+   * RETDUP2 / RET004 / RET003 / RET012 against stored rows of this merchant (`early`: already read),
+   * for every item with the keys it has: a rejected item gets its failures listed too, and is never
+   * accepted. The lookups stay index lookups by id, subscription id and external_id.
+   */
   private async checkAgainstStored(
     m: EntityManager | DataSource,
     merchantId: string,
-    candidates: { index: number; value: NormalizedTransaction }[],
+    items: CheckedItem[],
     addError: (index: number, e: ErrorEntry) => void,
     early: Stored | null,
   ): Promise<CheckedCandidates> {
-    if (candidates.length === 0) return { accepted: [], replacing: [] };
-    const ids = candidates.map((c) => c.value.id);
-    const subs = [...new Set(candidates.map((c) => c.value.subscription.id))];
+    const ids = [...new Set(items.flatMap((c) => (c.id === null ? [] : [c.id])))];
+    const subs = [...new Set(items.flatMap((c) => (c.subscriptionId === null ? [] : [c.subscriptionId])))];
+    const externalIds = [...new Set(items.flatMap((c) => (c.externalId === null ? [] : [c.externalId])))];
+    if (ids.length === 0 && subs.length === 0 && externalIds.length === 0) return { accepted: [], replacing: [] };
     const existing = early?.rows ?? (await this.submissions.storedMatching(m, merchantId, ids, subs));
     const byId = new Map(existing.map((r) => [r.merchant_txn_id, r]));
     const recoveringSubs = new Map<string, string>();
@@ -235,16 +261,12 @@ export class SubmissionService {
       }
     }
     // external_id is unique within the merchant's accounts: its holder, as stored and as this call assigns.
-    const holders =
-      early?.holders ??
-      (await this.submissions.externalIdHolders(m, merchantId, [
-        ...new Set(candidates.flatMap((c) => (c.value.account.external_id ? [c.value.account.external_id] : []))),
-      ]));
+    const holders = early?.holders ?? (await this.submissions.externalIdHolders(m, merchantId, externalIds));
     const accepted: NormalizedTransaction[] = [];
     const replacing: string[] = [];
-    for (const { index, value } of candidates) {
-      const prior = byId.get(value.id);
-      let ok = true;
+    for (const { index, id, subscriptionId, accountId, externalId, value } of items) {
+      const prior = id === null ? undefined : byId.get(id);
+      let ok = value !== null;
       if (prior && prior.review_status !== 'rejected') {
         ok = false;
         addError(
@@ -254,22 +276,21 @@ export class SubmissionService {
             : { code: RetCode.RETDUP2, message: RetMessage.duplicatePrior },
         );
       }
-      const holder = recoveringSubs.get(value.subscription.id);
-      if (holder !== undefined && holder !== value.id) {
+      const holder = subscriptionId === null ? undefined : recoveringSubs.get(subscriptionId);
+      if (holder !== undefined && holder !== id) {
         ok = false;
         addError(index, { code: RetCode.RET003, message: RetMessage.subscriptionProcessing });
       }
-      const ext = value.account.external_id;
-      const holder2 = ext ? holders.get(ext) : undefined;
-      if (ok && holder2 !== undefined && holder2 !== value.account.id) {
+      const holder2 = externalId === null ? undefined : holders.get(externalId);
+      if (holder2 !== undefined && accountId !== null && holder2 !== accountId) {
         ok = false;
         addError(index, { code: RetCode.RET012, message: RetMessage.accountUpdateFailed });
       }
-      if (ok) {
+      if (ok && value !== null) {
         accepted.push(value);
         if (prior) replacing.push(value.id); // rejected by its review: this one takes its place
         recoveringSubs.set(value.subscription.id, value.id);
-        if (ext) holders.set(ext, value.account.id);
+        if (externalId !== null) holders.set(externalId, value.account.id);
       }
     }
     return { accepted, replacing, experiment: early?.experiment };
