@@ -68,7 +68,7 @@ describe('payment methods of an account, account updater, network tokens (end to
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({
       login: keyed.login,
-      account_updater: 'enabled',
+      updated_numbers: 'jwe',
       updater_key: { alg: 'RSA-OAEP-256', kty: 'RSA' },
     });
   });

@@ -31,7 +31,7 @@ export function registerUpdaterKeyCommands(merchant: Command, ctx: CliContext): 
       ctx.print({
         merchant_vid: m.merchant_vid,
         login: o.login,
-        account_updater: 'enabled',
+        updated_numbers: 'jwe',
         updater_key: { alg: key.alg, enc: 'A256GCM', ...key.jwk },
       });
     });
@@ -41,6 +41,6 @@ export function registerUpdaterKeyCommands(merchant: Command, ctx: CliContext): 
     .action(async (o: { login: string }) => {
       const m = await PaymentMethodsRepository.setUpdaterKey(await ctx.db(), o.login, null);
       if (!m) throw new Error(`no merchant with login "${o.login}"`);
-      ctx.print({ merchant_vid: m.merchant_vid, login: o.login, account_updater: 'disabled' });
+      ctx.print({ merchant_vid: m.merchant_vid, login: o.login, updated_numbers: 'masked' });
     });
 }
