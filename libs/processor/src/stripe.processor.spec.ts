@@ -297,6 +297,34 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     expect(fake.refunds.filter((r) => r.payment_intent === charged.processorTransactionId)).toHaveLength(2);
   });
 
+  it('a pending refund is not final: read again by the next batch until it succeeds or fails, never made twice', async () => {
+    const charged = await adapter().charge(req());
+    if (charged.outcome !== 'approved') throw new Error('expected approval');
+    const refund = (key: string, amountMinor: bigint) => ({
+      idempotencyKey: `${key}_${Date.now()}`,
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor,
+      currency: 'USD',
+    });
+    const ok = refund('rfd_pending_ok', 500n);
+    const bad = refund('rfd_pending_bad', 600n);
+    fake.refundStatus = 'pending';
+    try {
+      await expect(adapter().refund(ok)).rejects.toBeInstanceOf(ProcessorUnavailableError);
+      await expect(adapter().refund(bad)).rejects.toBeInstanceOf(ProcessorUnavailableError);
+    } finally {
+      fake.refundStatus = 'succeeded';
+    }
+    const made = fake.refunds.filter((r) => r.payment_intent === charged.processorTransactionId);
+    expect(made).toHaveLength(2);
+    await expect(adapter().refund(ok)).rejects.toBeInstanceOf(ProcessorUnavailableError); // still pending
+    fake.settleRefund(made[0]!.id as string, 'succeeded');
+    fake.settleRefund(made[1]!.id as string, 'failed');
+    expect(await adapter().refund(ok)).toMatchObject({ outcome: 'completed', processorRefundId: made[0]!.id });
+    expect(await adapter().refund(bad)).toMatchObject({ outcome: 'failed', processorRefundId: made[1]!.id });
+    expect(fake.refunds.filter((r) => r.payment_intent === charged.processorTransactionId)).toHaveLength(2);
+  });
+
   it('a refund refused for the key or its permissions (401/403) is unanswered, never failed: sent again once fixed', async () => {
     const charged = await adapter().charge(req());
     if (charged.outcome !== 'approved') throw new Error('expected approval');

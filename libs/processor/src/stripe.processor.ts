@@ -166,15 +166,15 @@ export class StripeProcessor implements PaymentProcessor {
           },
           { idempotencyKey: req.idempotencyKey },
         ));
-      if (r.status === 'succeeded' || r.status === 'pending') {
-        return {
-          outcome: 'completed',
-          processorRefundId: r.id,
-          message: r.status === 'pending' ? 'Refund pending' : 'Refunded',
-        };
+      if (r.status === 'succeeded') return { outcome: 'completed', processorRefundId: r.id, message: 'Refunded' };
+      // Not final yet ("for credit card refunds, this can be pending, succeeded, or failed"): the refund
+      // stays Processing, and the next batch reads this same refund again (found by its key above).
+      if (r.status === 'pending' || r.status === 'requires_action') {
+        throw new ProcessorUnavailableError(`Stripe refund ${r.id} is ${r.status}`, null);
       }
       return { outcome: 'failed', processorRefundId: r.id, message: `Refund ${r.status ?? 'failed'}` };
     } catch (e) {
+      if (e instanceof ProcessorUnavailableError) throw e;
       if (e instanceof AmountNotExpressible) return { outcome: 'failed', processorRefundId: null, message: e.message };
       // A refusal of the refund itself fails it. 401/403 refuse the account's key or its permissions:
       // nothing was decided about the refund, which is sent again once an operator fixes the account.

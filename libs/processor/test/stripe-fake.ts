@@ -73,6 +73,18 @@ export class StripeFake extends WireFake {
     this.idempotency.clear();
   }
 
+  /**
+   * Status of the refunds made from now on: `pending` until `settleRefund` (docs.stripe.com/api/refunds/object:
+   * "For credit card refunds, this can be pending, succeeded, or failed").
+   */
+  refundStatus: 'succeeded' | 'pending' = 'succeeded';
+
+  /** A pending refund reaches its final status. */
+  settleRefund(id: string, status: 'succeeded' | 'failed'): void {
+    const r = this.refunds.find((x) => x.id === id);
+    if (r) r.status = status;
+  }
+
   /** The PaymentMethod id or card number answers `outcome`. */
   script(pmOrNumber: string, outcome: Outcome): void {
     this.scripted.set(pmOrNumber, outcome);
@@ -317,7 +329,7 @@ export class StripeFake extends WireFake {
       currency: stored.pi.currency,
       payment_intent: stored.pi.id,
       charge: stored.pi.latest_charge,
-      status: 'succeeded',
+      status: this.refundStatus,
       metadata: (b.metadata as Record<string, string>) ?? {},
       created: Math.floor(Date.now() / 1000),
     };
