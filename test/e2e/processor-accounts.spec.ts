@@ -69,7 +69,7 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
     const caFile = path.join(dir, 'adyen-fake-ca.pem');
     writeFileSync(caFile, adyen.ca!);
     const env = {
-      RETRY_TIME_SCALE: '1000000',
+      RETRY_TIME_SCALE: '200000',
       REFUND_BATCH_CRON: '*/1 * * * * *',
       PROCESSOR_TIMEOUT: '1500ms',
       NODE_EXTRA_CA_CERTS: caFile,

@@ -81,10 +81,13 @@ describe('the merchant portal in headless Chromium', () => {
         }),
       );
     try {
-      await waitFor(async () => (await states()).filter((s) => s.status === 'Captured').length === 2, {
-        timeoutMs: 100_000,
-        what: 'two captured',
-      });
+      await waitFor(
+        async () => {
+          const s = await states();
+          return s.filter((x) => x.status === 'Captured').length === 2 && s[2]!.status === 'Cancelled';
+        },
+        { timeoutMs: 100_000, what: 'two captured and the third ended' },
+      );
     } catch (err) {
       throw new Error(`${(err as Error).message}: ${JSON.stringify(await states())}`);
     }
