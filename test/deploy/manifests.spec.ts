@@ -282,15 +282,23 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
     expect(failed.annotations.description).toContain('jobs redrive');
   });
 
-  it('lets only the webhook dispatcher reach the internet', () => {
+  it('lets the webhook dispatcher (any port) and the processor callers (HTTPS) reach the internet, never private ranges', () => {
     const internet = of('NetworkPolicy').filter((p) =>
       (p.spec.egress ?? []).some((e: any) => (e.to ?? []).some((t: any) => t.ipBlock?.cidr === '0.0.0.0/0')),
     );
-    expect(internet).toHaveLength(1);
-    expect(internet[0]!.spec.podSelector.matchLabels).toEqual({ 'app.kubernetes.io/name': 'webhook-dispatcher' });
-    expect(internet[0]!.spec.egress[0].to[0].ipBlock.except).toEqual(
-      expect.arrayContaining(['10.0.0.0/8', '169.254.0.0/16']),
-    );
+    const selected = (p: any): string[] =>
+      p.spec.podSelector.matchLabels?.['app.kubernetes.io/name']
+        ? [p.spec.podSelector.matchLabels['app.kubernetes.io/name']]
+        : p.spec.podSelector.matchExpressions.find((e: any) => e.key === 'app.kubernetes.io/name').values;
+    // Stripe and Adyen are called by the apps that load ProcessorProviders (charges, lookups,
+    // settlement: retry-worker; refunds: refund-batcher); pushes go to any port a webhook URL names.
+    expect(internet.flatMap(selected).sort()).toEqual(['refund-batcher', 'retry-worker', 'webhook-dispatcher']);
+    for (const p of internet) {
+      expect(p.spec.egress[0].to[0].ipBlock.except).toEqual(expect.arrayContaining(['10.0.0.0/8', '169.254.0.0/16']));
+      const ports = p.spec.egress[0].ports;
+      if (selected(p).includes('webhook-dispatcher')) expect(ports).toBeUndefined();
+      else expect(ports).toEqual([{ protocol: 'TCP', port: 443 }]);
+    }
   });
 
   it('exposes intake-api through an Ingress in prod only, for the API, its docs and the portal only', () => {
