@@ -126,7 +126,26 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     expect(await exists(`SELECT 1 FROM outbox WHERE id = $1`, [recent])).toBe(true);
   });
 
-  it('push messages: delivered, dead, gone (410) and endpoint-less ones past retention go with their delivery logs; pending ones stay', async () => {
+  it('an attempt settled as not charged long ago does not hold the card data for ever (its late-capture watch ended)', async () => {
+    // A processor error settled as "not charged" (state error, lookup_after set), then a capture.
+    const t = await ended('Captured', OLD);
+    const settled = await insertAttemptRow(db, t, { state: 'error', preparedAt: OLD, processedAt: OLD });
+    await db.query(`UPDATE attempts SET lookup_after = $2 WHERE id = $1`, [settled.id, OLD]);
+    await insertAttemptRow(db, t, { retryNumber: 2, state: 'captured', preparedAt: OLD, processedAt: OLD });
+    await ledgerOp(settled.vid, 'charge', OLD);
+    // One settled within the watch (24 h before the sweep) still holds its transaction's card and ledger row.
+    const watched = await ended('Cancelled', OLD);
+    const late = await insertAttemptRow(db, watched, { state: 'error', preparedAt: RECENT, processedAt: RECENT });
+    await db.query(`UPDATE attempts SET lookup_after = $2 WHERE id = $1`, [late.id, RECENT]);
+    await ledgerOp(late.vid, 'charge', OLD);
+    await sweep.sweep(NOW);
+    expect((await cardColumns(t.id)).card_enc).toBeNull();
+    expect(await exists(`SELECT 1 FROM sandbox_operations WHERE idempotency_key = $1`, [settled.vid])).toBe(false);
+    expect((await cardColumns(watched.id)).card_enc).not.toBeNull();
+    expect(await exists(`SELECT 1 FROM sandbox_operations WHERE idempotency_key = $1`, [late.vid])).toBe(true);
+  });
+
+  it('push messages: delivered, gone (410) and endpoint-less ones past retention go with their delivery logs; pending and dead ones stay', async () => {
     const delivered = await message('delivered', OLD);
     const dead = await message('dead', OLD);
     const gone410 = await message('gone', OLD);
@@ -135,11 +154,12 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     const recent = await message('delivered', RECENT);
     const recentGone = await message('gone', RECENT);
     await sweep.sweep(NOW);
-    for (const gone of [delivered, dead, gone410, noEndpoint]) {
+    for (const gone of [delivered, gone410, noEndpoint]) {
       expect(await exists(`SELECT 1 FROM webhook_messages WHERE message_id = $1`, [gone])).toBe(false);
       expect(await exists(`SELECT 1 FROM webhook_deliveries WHERE message_id = $1`, [gone])).toBe(false);
     }
-    for (const kept of [pending, recent, recentGone]) {
+    // decisions §9: a message that runs out of attempts "is kept as dead and can be replayed".
+    for (const kept of [pending, recent, recentGone, dead]) {
       expect(await exists(`SELECT 1 FROM webhook_messages WHERE message_id = $1`, [kept])).toBe(true);
     }
   });

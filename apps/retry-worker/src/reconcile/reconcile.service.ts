@@ -15,7 +15,7 @@ const MAX_LOOKUP_INTERVAL_MS = 5 * 60_000;
  * How long an attempt settled as not charged is still watched for a late capture: the processor's
  * idempotency window (24 h at Stripe), divided by RETRY_TIME_SCALE.
  */
-const LATE_WATCH_MS = 24 * 3_600_000;
+export const LATE_WATCH_MS = 24 * 3_600_000;
 
 /**
  * The reconciliation, on every retry tick: looks up by idempotency key the attempts whose outcome

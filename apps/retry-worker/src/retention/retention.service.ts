@@ -3,6 +3,7 @@ import type { RetainConfig } from '@retain/config';
 import { RetentionRepository, type RetentionKind } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import { DataSource } from 'typeorm';
+import { LATE_WATCH_MS } from '../reconcile/reconcile.service';
 
 /** Rows per statement: short enough never to hold locks the hot path waits for. */
 const BATCH = 1000;
@@ -52,11 +53,13 @@ export class RetentionService implements OnModuleInit, OnApplicationShutdown {
     this.running = true;
     const r = this.config.retention;
     const before = (ms: number): Date => new Date(now.getTime() - ms);
+    // Attempts settled as not charged are watched for a late capture this long (the reconciliation's window).
+    const watchedSince = before(LATE_WATCH_MS / this.config.retryTimeScale);
     const kinds: [RetentionKind, (batch: number) => Promise<number>][] = [
       ['outbox', (n) => RetentionRepository.outbox(this.db, before(r.outboxMs), n)],
       ['webhook_messages', (n) => RetentionRepository.webhookMessages(this.db, before(r.webhooksMs), n)],
-      ['sandbox_ledger', (n) => RetentionRepository.sandboxLedger(this.db, before(r.sandboxLedgerMs), n)],
-      ['card_data', (n) => RetentionRepository.transactionCardData(this.db, before(r.cardDataMs), n)],
+      ['sandbox_ledger', (n) => RetentionRepository.sandboxLedger(this.db, before(r.sandboxLedgerMs), n, watchedSince)],
+      ['card_data', (n) => RetentionRepository.transactionCardData(this.db, before(r.cardDataMs), n, watchedSince)],
       // After the transactions: an account's payment methods wait until its transactions are ended.
       ['payment_method_card_data', (n) => RetentionRepository.paymentMethodCardData(this.db, before(r.cardDataMs), n)],
       // Stripe's window: a retry of a refund call within 24 h gets the first answer.

@@ -45,23 +45,16 @@ export class RetentionRepository {
   }
 
   /**
-   * Webhook messages delivered, given up (`dead`), or ended `gone` (410) or `no_endpoint` before
-   * `before`, with their delivery logs (cascade).
+   * Webhook messages delivered, or ended `gone` (410) or `no_endpoint`, before `before`, with their
+   * delivery logs (cascade).
    */
   static async webhookMessages(db: Sql, before: Date, batch: number): Promise<number> {
+    // Dead messages are not deleted: decisions §9 keeps them "as dead" to be replayed.
     const delivered = count(
       await db.query(
         `DELETE FROM webhook_messages WHERE id IN (
            SELECT id FROM webhook_messages WHERE status = 'delivered' AND delivered_at < $1
             ORDER BY delivered_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
-        [before, batch],
-      ),
-    );
-    const dead = count(
-      await db.query(
-        `DELETE FROM webhook_messages WHERE id IN (
-           SELECT id FROM webhook_messages WHERE status = 'dead' AND dead_at < $1
-            ORDER BY dead_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
         [before, batch],
       ),
     );
@@ -73,7 +66,7 @@ export class RetentionRepository {
         [before, batch],
       ),
     );
-    return delivered + dead + ended;
+    return delivered + ended;
   }
 
   /**
@@ -81,17 +74,18 @@ export class RetentionRepository {
    * is still pending, unknown or watched for a late capture, and a refund still Processing (their
    * lookups and same-key replays read the ledger).
    */
-  static async sandboxLedger(db: Sql, before: Date, batch: number): Promise<number> {
+  static async sandboxLedger(db: Sql, before: Date, batch: number, watchedSince: Date): Promise<number> {
     return count(
       await db.query(
         `DELETE FROM sandbox_operations WHERE idempotency_key IN (
            SELECT o.idempotency_key FROM sandbox_operations o
             WHERE o.created_at < $1
               AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.vid = o.idempotency_key
-                                AND (a.state IN ('pending', 'unknown') OR a.lookup_after IS NOT NULL))
+                                AND (a.state IN ('pending', 'unknown')
+                                     OR (a.lookup_after IS NOT NULL AND (a.state <> 'error' OR a.processed_at > $3))))
               AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.vid = o.idempotency_key AND r.status = 'Processing')
             ORDER BY o.created_at LIMIT $2 FOR UPDATE OF o SKIP LOCKED)`,
-        [before, batch],
+        [before, batch, watchedSince],
       ),
     );
   }
@@ -111,14 +105,16 @@ export class RetentionRepository {
   /**
    * Card data of transactions whose recovery ended (or whose review rejected them) before
    * `before`: the sealed card number, the intake's JWE, the cryptogram and the account updater's
-   * JWE are removed. Kept: the fingerprint (card_hmac: the network rules count attempts per card),
+   * JWE are removed. An attempt settled as not charged (state `error`) holds them only while the
+   * reconciliation still watches it for a late capture (`watchedSince`); its `lookup_after` is never
+   * cleared. Kept: the fingerprint (card_hmac: the network rules count attempts per card),
    * BIN, last four, network and expiry (the reads show them masked). Never erased while an
    * attempt may still be charged or looked up with its request, a refund is Processing (a stop's
    * refunds included), or a next attempt is planned. A stop still open is `Stop Requested`, which is
    * not ended; `stop_requested_at` stays on a row whose stop ended (Stopped, or refunded after a
    * capture), so it does not hold the card data.
    */
-  static async transactionCardData(db: Sql, before: Date, batch: number): Promise<number> {
+  static async transactionCardData(db: Sql, before: Date, batch: number, watchedSince: Date): Promise<number> {
     return count(
       await db.query(
         `UPDATE transactions t SET card_enc = NULL, card_key_id = NULL, card_jwe = NULL, cryptogram = NULL,
@@ -132,10 +128,11 @@ export class RetentionRepository {
                AND (x.status IN ${ENDED} OR x.review_status = 'rejected')
                AND x.next_attempt_at IS NULL
                AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.transaction_id = x.id
-                                 AND (a.state IN ('pending', 'unknown') OR a.lookup_after IS NOT NULL))
+                                 AND (a.state IN ('pending', 'unknown')
+                                      OR (a.lookup_after IS NOT NULL AND (a.state <> 'error' OR a.processed_at > $3))))
                AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.transaction_id = x.id AND r.status = 'Processing')
              ORDER BY x.status_changed_at LIMIT $2 FOR UPDATE OF x SKIP LOCKED)`,
-        [before, batch],
+        [before, batch, watchedSince],
       ),
     );
   }
