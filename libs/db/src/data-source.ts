@@ -137,10 +137,23 @@ export async function onAdminDatabase(databaseUrl: string, sql: readonly string[
   });
 }
 
-/** Creates the database named in the URL when it does not exist yet (fresh machines, tests). */
+/**
+ * Creates the database named in the URL when it does not exist yet (fresh machines, tests). It asks
+ * the database itself first: a deployment's role may have no access to `postgres` (PgBouncer, a
+ * pg_hba limited to the service's database), and only a missing database (3D000) needs it.
+ */
 export async function ensureDatabase(databaseUrl: string): Promise<void> {
   const name = decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
   if (!/^[A-Za-z0-9_]+$/.test(name)) throw new Error('DATABASE_URL names an unsupported database name');
+  const own = new Client({ connectionString: databaseUrl });
+  try {
+    await own.connect();
+    return;
+  } catch (err) {
+    if ((err as { code?: string }).code !== '3D000') throw err;
+  } finally {
+    await own.end().catch(() => undefined);
+  }
   await withAdminDatabase(databaseUrl, async (admin) => {
     const found = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
     if (found.rowCount === 0) await admin.query(`CREATE DATABASE "${name}"`);

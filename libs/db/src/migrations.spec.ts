@@ -1,7 +1,7 @@
 import { Client } from 'pg';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { scratchDatabaseUrl } from '../test/scratch-database';
-import { MIGRATIONS, dropDatabase, migrate, revertLast } from './data-source';
+import { MIGRATIONS, dropDatabase, ensureDatabase, migrate, revertLast } from './data-source';
 
 // Every migration has a real down(): apply all, revert all, apply again, on a scratch database.
 describe('migrations', () => {
@@ -27,6 +27,18 @@ describe('migrations', () => {
       expect(await migrate(scratch)).toHaveLength(MIGRATIONS.length);
     } finally {
       await dropDatabase(scratch);
+    }
+  });
+
+  it("the migration Job connects only to its own database when it exists (a role without access to 'postgres', PgBouncer)", async () => {
+    const connect = vi.spyOn(Client.prototype, 'connect');
+    try {
+      await ensureDatabase(process.env['DATABASE_URL']!);
+      const databases = connect.mock.contexts.map((c) => (c as unknown as { database: string }).database);
+      expect(databases.length).toBeGreaterThan(0);
+      expect(databases).not.toContain('postgres');
+    } finally {
+      connect.mockRestore();
     }
   });
 });
