@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDataSource } from './data-source';
-import { MIN_SHARED_BUFFERS_BYTES, checkPostgresSettings } from './postgres-settings';
+import { MIN_CONNECTIONS, MIN_SHARED_BUFFERS_BYTES, checkPostgresSettings } from './postgres-settings';
 
 // The migration Job reads the server's settings and warns about each one the service needs
 // (autovacuum, track_counts, shared_buffers): checked against what the server itself says.
@@ -23,5 +23,9 @@ describe('Postgres settings check (real Postgres)', () => {
     expect(report.sharedBuffersBytes).toBe(Number(bytes));
     expect(report.warnings.some((w) => w.startsWith('autovacuum is off'))).toBe(autovacuum !== 'on');
     expect(report.warnings.some((w) => w.startsWith('shared_buffers'))).toBe(Number(bytes) < MIN_SHARED_BUFFERS_BYTES);
+    // Pools: 20 (intake-api, webhook-dispatcher) or 10 per process; k8s/base's minimum replicas hold 110.
+    const [{ max }] = await db.query(`SELECT current_setting('max_connections')::int AS max`);
+    expect(report.maxConnections).toBe(max);
+    expect(report.warnings.some((w) => w.startsWith('max_connections'))).toBe(max < MIN_CONNECTIONS);
   });
 });
