@@ -107,6 +107,15 @@ const exportedMetrics = (): Set<string> =>
       .flatMap((m) => [m.name, `${m.name}_bucket`, `${m.name}_sum`, `${m.name}_count`]),
   );
 
+/** PodMonitor (the Prometheus Operator's CRD): scrapes /metrics on each app's named metrics port. */
+function validatePodMonitor(o: K8sObject): void {
+  expect(o.spec.selector.matchLabels).toEqual({ 'app.kubernetes.io/part-of': 'retain' });
+  expect(o.spec.podMetricsEndpoints.map((e: any) => [e.port, e.path])).toEqual([
+    ['http', '/metrics'],
+    ['health', '/metrics'],
+  ]);
+}
+
 /** PrometheusRule is the Prometheus Operator's CRD: checked by hand, and against our metrics. */
 function validatePrometheusRule(o: K8sObject): void {
   expect(o.kind).toBe('PrometheusRule');
@@ -140,7 +149,8 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
         continue;
       }
       if (o.apiVersion === 'monitoring.coreos.com/v1') {
-        validatePrometheusRule(o);
+        if (o.kind === 'PodMonitor') validatePodMonitor(o);
+        else validatePrometheusRule(o);
         continue;
       }
       const load = MODELS[`${o.apiVersion}/${o.kind}`];
@@ -280,6 +290,19 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
     const failed = alerts.find((a: any) => a.alert === 'RetainJobsFailedForGood');
     expect(failed.expr).toContain('retain_failed_jobs');
     expect(failed.annotations.description).toContain('jobs redrive');
+  });
+
+  it('scrapes every app where its alert rules are evaluated: a PodMonitor beside the PrometheusRule (prod)', () => {
+    // The operator does not read prometheus.io/* annotations: without a PodMonitor no series exists and
+    // no alert can fire. Every app's pods carry a port named http (intake-api) or health (the workers).
+    expect(of('PodMonitor').length).toBe(of('PrometheusRule').length > 0 ? 1 : 0);
+    for (const d of of('Deployment')) {
+      const names = d.spec.template.spec.containers.flatMap((c: any) => (c.ports ?? []).map((p: any) => p.name));
+      expect(
+        names.some((n: string) => n === 'http' || n === 'health'),
+        d.metadata.name,
+      ).toBe(true);
+    }
   });
 
   it('lets the webhook dispatcher (any port) and the processor callers (HTTPS) reach the internet, never private ranges', () => {
