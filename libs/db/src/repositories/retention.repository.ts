@@ -104,8 +104,9 @@ export class RetentionRepository {
 
   /**
    * Card data of transactions whose recovery ended (or whose review rejected them) before
-   * `before`: the sealed card number, the intake's JWE, the cryptogram and the account updater's
-   * JWE are removed. An attempt settled as not charged (state `error`) holds them only while the
+   * `before`: the sealed card number, the intake's JWE, the cryptogram, the account updater's JWE and
+   * the card's unkeyed SHA-1 (`account_hash`: with the BIN and last four kept it would give the number
+   * back) are removed, from the transaction and from its attempts' copies of the payment method. An attempt settled as not charged (state `error`) holds them only while the
    * reconciliation still watches it for a late capture (`watchedSince`); its `lookup_after` is never
    * cleared. Kept: the fingerprint (card_hmac: the network rules count attempts per card),
    * BIN, last four, network and expiry (the reads show them masked). Never erased while an
@@ -115,10 +116,10 @@ export class RetentionRepository {
    * capture), so it does not hold the card data.
    */
   static async transactionCardData(db: Sql, before: Date, batch: number, watchedSince: Date): Promise<number> {
-    return count(
-      await db.query(
-        `UPDATE transactions t SET card_enc = NULL, card_key_id = NULL, card_jwe = NULL, cryptogram = NULL,
-                account_update_jwe = NULL, card_erased_at = now()
+    const rows: { n: number }[] = await db.query(
+      `WITH erased AS (
+         UPDATE transactions t SET card_enc = NULL, card_key_id = NULL, card_jwe = NULL, cryptogram = NULL,
+                account_update_jwe = NULL, account_hash = NULL, card_erased_at = now()
           WHERE t.id IN (
             SELECT x.id FROM transactions x
              WHERE x.card_erased_at IS NULL
@@ -131,10 +132,20 @@ export class RetentionRepository {
                                  AND (a.state IN ('pending', 'unknown')
                                       OR (a.lookup_after IS NOT NULL AND (a.state <> 'error' OR a.processed_at > $3))))
                AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.transaction_id = x.id AND r.status = 'Processing')
-             ORDER BY x.status_changed_at LIMIT $2 FOR UPDATE OF x SKIP LOCKED)`,
-        [before, batch, watchedSince],
-      ),
+             ORDER BY x.status_changed_at LIMIT $2 FOR UPDATE OF x SKIP LOCKED)
+         RETURNING t.id),
+       views AS (
+         -- The attempts' copies of the payment method: the hash and an updater's JWE go with the card.
+         UPDATE attempts a
+            SET payment_method_view = a.payment_method_view #- '{credit_card,account_hash}'
+                                                            #- '{credit_card,account_update_jwe}'
+          WHERE a.transaction_id IN (SELECT id FROM erased)
+            AND (a.payment_method_view -> 'credit_card' ? 'account_hash'
+                 OR a.payment_method_view -> 'credit_card' ? 'account_update_jwe'))
+       SELECT count(*)::int AS n FROM erased`,
+      [before, batch, watchedSince],
     );
+    return rows[0]?.n ?? 0;
   }
 
   /**
@@ -146,7 +157,7 @@ export class RetentionRepository {
     return count(
       await db.query(
         `UPDATE payment_methods p SET card_enc = NULL, card_key_id = NULL, cryptogram_enc = NULL,
-                cryptogram_key_id = NULL, account_update_jwe = NULL, card_erased_at = now()
+                cryptogram_key_id = NULL, account_update_jwe = NULL, account_hash = NULL, card_erased_at = now()
           WHERE p.id IN (
             SELECT x.id FROM payment_methods x
              WHERE x.card_erased_at IS NULL
