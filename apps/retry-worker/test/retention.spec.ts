@@ -310,4 +310,22 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     await sweep.sweep(NOW);
     expect(await pmCard()).toMatchObject({ card_enc: null, card_erased_at: expect.any(Date) });
   });
+
+  it('an ended payment method (never charged again) is erased even while its customer has a transaction in recovery', async () => {
+    const account = `acct_${randomBytes(4).toString('hex')}`;
+    const t = await ended('Cancelled', OLD);
+    const live = await ended('In Retry', OLD);
+    await db.query(`UPDATE transactions SET account_id = $2 WHERE id = ANY($1::uuid[])`, [[t.id, live.id], account]);
+    const [{ id: pm }] = await db.query(
+      `INSERT INTO payment_methods (vid, merchant_id, account_id, pm_id, card_kind, card_enc, card_key_id, card_hmac,
+         payment_method, last_seen_at, ended_at, ended_reason)
+       SELECT $2, merchant_id, $3, 'pm_closed', card_kind, card_enc, card_key_id, card_hmac, payment_method, $4, $4,
+              'account updater: Account closed'
+         FROM transactions WHERE id = $1 RETURNING id`,
+      [t.id, `pm${randomBytes(8).toString('hex')}`, account, OLD],
+    );
+    await sweep.sweep(NOW);
+    const [row] = await db.query(`SELECT card_enc, card_erased_at FROM payment_methods WHERE id = $1`, [pm]);
+    expect(row).toMatchObject({ card_enc: null, card_erased_at: expect.any(Date) });
+  });
 });

@@ -150,7 +150,9 @@ export class RetentionRepository {
 
   /**
    * Card data of a customer's payment methods last seen before `before`, once no transaction of
-   * that customer (account) still holds card data: none can fall back to them any more. A new
+   * that customer (account) still holds card data: none can fall back to them any more. One ended
+   * before `before` (closed, blocked for good) goes whatever the customer's other transactions do:
+   * nothing charges an ended payment method. A new
    * submission with the payment method stores its card data again.
    */
   static async paymentMethodCardData(db: Sql, before: Date, batch: number): Promise<number> {
@@ -163,9 +165,10 @@ export class RetentionRepository {
              WHERE x.card_erased_at IS NULL
                AND (x.card_enc IS NOT NULL OR x.cryptogram_enc IS NOT NULL OR x.account_update_jwe IS NOT NULL)
                AND x.last_seen_at < $1
-               AND NOT EXISTS (SELECT 1 FROM transactions t
-                                WHERE t.merchant_id = x.merchant_id AND t.account_id = x.account_id
-                                  AND t.status NOT IN ${ENDED} AND t.review_status <> 'rejected')
+               AND ((x.ended_at IS NOT NULL AND x.ended_at < $1)
+                    OR NOT EXISTS (SELECT 1 FROM transactions t
+                                    WHERE t.merchant_id = x.merchant_id AND t.account_id = x.account_id
+                                      AND t.status NOT IN ${ENDED} AND t.review_status <> 'rejected'))
              ORDER BY x.last_seen_at LIMIT $2 FOR UPDATE OF x SKIP LOCKED)`,
         [before, batch],
       ),
