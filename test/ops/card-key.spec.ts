@@ -25,6 +25,23 @@ describe('the development card key', () => {
     expect(warning?.msg).toMatch(/development card key/i);
   });
 
+  it('logs a warning naming CARD_FINGERPRINT_KEY when CARD_DATA_KEY is set but the fingerprints use the built-in key', async () => {
+    const dev = await startApp('retry-worker', {
+      env: { NODE_ENV: 'development', CARD_DATA_KEY: randomBytes(32).toString('base64'), CARD_FINGERPRINT_KEY: '' },
+    });
+    try {
+      const warning = dev
+        .logs()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as { level: string; msg: string })
+        .find((l) => l.level === 'warn' && l.msg.includes('CARD_FINGERPRINT_KEY'));
+      expect(warning?.msg).toMatch(/development fingerprint key/i);
+    } finally {
+      await dev.stop();
+    }
+  });
+
   it('starts with a bare base64 CARD_DATA_KEY (decisions §11 gives no format) under NODE_ENV=production', async () => {
     const bare = randomBytes(32).toString('base64');
     const prod = await startApp('retry-worker', {

@@ -635,6 +635,11 @@ export function usesDevCardKey(config: RetainConfig): boolean {
   return config.cardKeys[0]!.id === 'dev';
 }
 
+/** Whether card fingerprints use the built-in development key (CARD_FINGERPRINT_KEY not set). */
+export function usesDevFingerprintKey(config: RetainConfig): boolean {
+  return config.cardFingerprintKeys[0]!.id === 'fp-dev';
+}
+
 /**
  * BullMQ job lock (and stalled-job check interval) of every worker, in ms: how long a crashed
  * worker's job stays claimed before another worker takes it over. Read at module load because

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
-import { ConfigError, usesDevCardKey, type AppName, type RetainConfig } from '@retain/config';
+import { ConfigError, usesDevCardKey, usesDevFingerprintKey, type AppName, type RetainConfig } from '@retain/config';
 import { Logger } from 'nestjs-pino';
 import { RetainMetrics } from './metrics';
 import { RETAIN_CONFIG } from './tokens';
@@ -78,6 +78,15 @@ export async function runApp(
       .get(Logger)
       .warn(
         `CARD_DATA_KEY is not set: ${app} uses the built-in development card key (refused outside NODE_ENV development and test)`,
+      );
+  }
+  if (usesDevFingerprintKey(config)) {
+    // Fingerprints are what the network rules count a card by: one made with a key published in the
+    // source can be matched by anyone who has a card number. Warned on its own: CARD_DATA_KEY may be set.
+    nest
+      .get(Logger)
+      .warn(
+        `CARD_FINGERPRINT_KEY is not set: ${app} uses the built-in development fingerprint key (refused outside NODE_ENV development and test)`,
       );
   }
   nest.get(Logger).log(`${app} started on port ${options.listenOn === 'port' ? config.port : config.healthPort}`);
