@@ -54,6 +54,16 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     expect(result.outcome === 'approved' && result.processorTransactionId).toMatch(/^pi_/);
   });
 
+  it('checkToken: a saved PaymentMethod id, or digits only as a network token (a bare number is no Stripe id)', () => {
+    const p = adapter();
+    expect(p.checkToken('pm_1Q2w3E4r5T6y')).toEqual({ ok: true });
+    expect(p.checkToken('cus_R1|pm_1Q2w3E4r5T6y')).toEqual({ ok: true });
+    expect(p.checkToken('4895370012003478', { isNetworkToken: true })).toEqual({ ok: true });
+    // Sent as payment_method, digits are refused by Stripe (400 resource_missing) on every attempt.
+    expect(p.checkToken('4895370012003478').ok).toBe(false);
+    expect(p.checkToken('pm_1Q2w3E4r5T6y', { isNetworkToken: true }).ok).toBe(false);
+  });
+
   it('sends amounts in minor units of the currency (JPY has none, KWD three)', async () => {
     await adapter().charge(req({ amountMinor: 500n, currency: 'JPY' }));
     await adapter().charge(req({ amountMinor: 10130n, currency: 'KWD' }));

@@ -191,8 +191,16 @@ export class StripeProcessor implements PaymentProcessor {
     return { ok: false, message: 'Stripe payment methods cannot be detokenized' };
   }
 
-  checkToken(token: string): { ok: true } | { ok: false; message: string } {
-    return /^(cus_[A-Za-z0-9]+\|)?(pm|card|src)_[A-Za-z0-9_]+$/.test(token) || /^\d{13,19}$/.test(token)
+  /**
+   * A saved payment method (`pm_…`, `cus_…|pm_…`), charged as `payment_method`; a network token (the
+   * DPAN's digits, `is_network_token`), charged as `payment_method_data[card][network_token]`. Digits
+   * sent as a payment method id are refused by Stripe on every attempt: the review says so at once.
+   */
+  checkToken(token: string, opts: { isNetworkToken?: boolean } = {}): { ok: true } | { ok: false; message: string } {
+    if (opts.isNetworkToken) {
+      return /^\d{13,19}$/.test(token) ? { ok: true } : { ok: false, message: 'Not a network token number' };
+    }
+    return /^(cus_[A-Za-z0-9]+\|)?(pm|card|src)_[A-Za-z0-9_]+$/.test(token)
       ? { ok: true }
       : { ok: false, message: 'Not a Stripe PaymentMethod id' };
   }
