@@ -8,6 +8,15 @@ const root = path.resolve(__dirname, '..', '..');
 
 // The built-in development card key (decisions §10): a warning when used, and refused outside
 // NODE_ENV development and test: card data sealed with a key published in the source is readable by anyone.
+/** The app's first `warn` line whose message names `variable`. */
+const warningNaming = (running: RunningApp, variable: string) =>
+  running
+    .logs()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { level: string; msg: string })
+    .find((l) => l.level === 'warn' && l.msg.includes(variable));
+
 describe('the development card key', () => {
   let app: RunningApp | undefined;
   afterAll(async () => {
@@ -16,13 +25,7 @@ describe('the development card key', () => {
 
   it('logs a warning naming CARD_DATA_KEY when an app starts with it', async () => {
     app = await startApp('retry-worker', { env: { NODE_ENV: 'development', CARD_DATA_KEY: '' } });
-    const warning = app
-      .logs()
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as { level: string; msg: string })
-      .find((l) => l.level === 'warn' && l.msg.includes('CARD_DATA_KEY'));
-    expect(warning?.msg).toMatch(/development card key/i);
+    expect(warningNaming(app, 'CARD_DATA_KEY')?.msg).toMatch(/development card key/i);
   });
 
   it('logs a warning naming CARD_FINGERPRINT_KEY when CARD_DATA_KEY is set but the fingerprints use the built-in key', async () => {
@@ -30,13 +33,7 @@ describe('the development card key', () => {
       env: { NODE_ENV: 'development', CARD_DATA_KEY: randomBytes(32).toString('base64'), CARD_FINGERPRINT_KEY: '' },
     });
     try {
-      const warning = dev
-        .logs()
-        .split('\n')
-        .filter((l) => l.startsWith('{'))
-        .map((l) => JSON.parse(l) as { level: string; msg: string })
-        .find((l) => l.level === 'warn' && l.msg.includes('CARD_FINGERPRINT_KEY'));
-      expect(warning?.msg).toMatch(/development fingerprint key/i);
+      expect(warningNaming(dev, 'CARD_FINGERPRINT_KEY')?.msg).toMatch(/development fingerprint key/i);
     } finally {
       await dev.stop();
     }

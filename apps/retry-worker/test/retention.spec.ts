@@ -287,18 +287,28 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     }
   });
 
-  it("payment methods: erased once none of the customer's transactions is being recovered", async () => {
+  /**
+   * A customer (account) with a Cancelled and an In Retry transaction, and a payment method last seen
+   * long ago holding the Cancelled one's sealed card (ended at `endedAt`, or not ended).
+   */
+  const customerWithPaymentMethod = async ({ endedAt }: { endedAt: Date | null }) => {
     const account = `acct_${randomBytes(4).toString('hex')}`;
     const t = await ended('Cancelled', OLD);
     const live = await ended('In Retry', OLD);
     await db.query(`UPDATE transactions SET account_id = $2 WHERE id = ANY($1::uuid[])`, [[t.id, live.id], account]);
     const [{ id: pm }] = await db.query(
       `INSERT INTO payment_methods (vid, merchant_id, account_id, pm_id, card_kind, card_enc, card_key_id, card_hmac,
-         payment_method, last_seen_at)
-       SELECT $2, merchant_id, $3, 'pm_1', card_kind, card_enc, card_key_id, card_hmac, payment_method, $4
+         payment_method, last_seen_at, ended_at, ended_reason)
+       SELECT $2, merchant_id, $3, 'pm_1', card_kind, card_enc, card_key_id, card_hmac, payment_method, $4, $5,
+              CASE WHEN $5::timestamptz IS NOT NULL THEN 'account updater: Account closed' END
          FROM transactions WHERE id = $1 RETURNING id`,
-      [t.id, `pm${randomBytes(8).toString('hex')}`, account, OLD],
+      [t.id, `pm${randomBytes(8).toString('hex')}`, account, OLD, endedAt],
     );
+    return { live, pm: pm as string };
+  };
+
+  it("payment methods: erased once none of the customer's transactions is being recovered", async () => {
+    const { live, pm } = await customerWithPaymentMethod({ endedAt: null });
     const pmCard = async () =>
       (await db.query(`SELECT card_enc, card_erased_at FROM payment_methods WHERE id = $1`, [pm]))[0];
     await sweep.sweep(NOW);
@@ -312,18 +322,7 @@ describe('retention sweep: what it deletes and erases, and what it never touches
   });
 
   it('an ended payment method (never charged again) is erased even while its customer has a transaction in recovery', async () => {
-    const account = `acct_${randomBytes(4).toString('hex')}`;
-    const t = await ended('Cancelled', OLD);
-    const live = await ended('In Retry', OLD);
-    await db.query(`UPDATE transactions SET account_id = $2 WHERE id = ANY($1::uuid[])`, [[t.id, live.id], account]);
-    const [{ id: pm }] = await db.query(
-      `INSERT INTO payment_methods (vid, merchant_id, account_id, pm_id, card_kind, card_enc, card_key_id, card_hmac,
-         payment_method, last_seen_at, ended_at, ended_reason)
-       SELECT $2, merchant_id, $3, 'pm_closed', card_kind, card_enc, card_key_id, card_hmac, payment_method, $4, $4,
-              'account updater: Account closed'
-         FROM transactions WHERE id = $1 RETURNING id`,
-      [t.id, `pm${randomBytes(8).toString('hex')}`, account, OLD],
-    );
+    const { pm } = await customerWithPaymentMethod({ endedAt: OLD });
     await sweep.sweep(NOW);
     const [row] = await db.query(`SELECT card_enc, card_erased_at FROM payment_methods WHERE id = $1`, [pm]);
     expect(row).toMatchObject({ card_enc: null, card_erased_at: expect.any(Date) });

@@ -15,7 +15,8 @@ import {
   AmountNotExpressible,
   amountFitsProcessor,
   amountRefused,
-  toProcessorUnits,
+  processorUnits,
+  refundAmountRefused,
 } from './processor-amounts';
 import { DEFAULT_NETWORK_TOKEN_ECI, expiryParts, leadingCode, networkOfBrand, retryAfterMs, wireError } from './wire';
 
@@ -177,7 +178,7 @@ export class AdyenProcessor implements PaymentProcessor {
       // `received`: accepted; Adyen confirms with the REFUND webhook (a failure there is rare).
       return { outcome: 'completed', processorRefundId: res.pspReference, message: 'Refund received' };
     } catch (e) {
-      if (e instanceof AmountNotExpressible) return { outcome: 'failed', processorRefundId: null, message: e.message };
+      if (e instanceof AmountNotExpressible) return refundAmountRefused(e);
       const status = e instanceof adyenSdk().HttpClientException ? e.statusCode : undefined;
       const code = status !== undefined ? (e as HttpClientException).errorCode : undefined;
       // 704: a request with this idempotency key is still being processed (two batches racing one
@@ -348,9 +349,10 @@ function trustingClient(ca: string): HttpURLConnectionClient {
   return client;
 }
 
-/** Adyen's `amount` of an amount in ISO minor units; throws (AmountNotExpressible) where Adyen has no units for it. */
+/** Adyen's `amount` of an amount in ISO minor units; throws AmountNotExpressible where Adyen has none for it. */
 function adyenAmount(amountMinor: bigint, currency: string): { value: number; currency: string } {
-  const units = toProcessorUnits(amountMinor, currency, ADYEN_CURRENCY_DECIMALS);
-  if (units === null) throw new AmountNotExpressible(amountMinor, currency);
-  return { value: Number(units), currency: currency.toUpperCase() };
+  return {
+    value: Number(processorUnits(amountMinor, currency, ADYEN_CURRENCY_DECIMALS)),
+    currency: currency.toUpperCase(),
+  };
 }

@@ -47,6 +47,13 @@ export function fromProcessorUnits(units: bigint, currency: string, decimals: Cu
   return theirs >= ours ? units / TEN ** BigInt(theirs - ours) : units * TEN ** BigInt(ours - theirs);
 }
 
+/** The processor's units of an amount; throws AmountNotExpressible where it has none for it (never sent). */
+export function processorUnits(amountMinor: bigint, currency: string, decimals: CurrencyDecimals): bigint {
+  const units = toProcessorUnits(amountMinor, currency, decimals);
+  if (units === null) throw new AmountNotExpressible(amountMinor, currency);
+  return units;
+}
+
 /** Whether the processor can charge or refund this amount (the review refuses one it cannot, RET012). */
 export function amountFitsProcessor(amountMinor: bigint, currency: string, decimals: CurrencyDecimals): boolean {
   return toProcessorUnits(amountMinor, currency, decimals) !== null;
@@ -65,4 +72,13 @@ export class AmountNotExpressible extends Error {
 /** A charge that was never sent because of its amount: nothing charged under its key (settled). */
 export function amountRefused(e: AmountNotExpressible): { outcome: 'error'; message: string; settled: true } {
   return { outcome: 'error', message: e.message, settled: true };
+}
+
+/** A refund that was never sent because of its amount: it fails (no processor could make it). */
+export function refundAmountRefused(e: AmountNotExpressible): {
+  outcome: 'failed';
+  processorRefundId: null;
+  message: string;
+} {
+  return { outcome: 'failed', processorRefundId: null, message: e.message };
 }

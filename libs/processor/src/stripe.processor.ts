@@ -16,7 +16,8 @@ import {
   amountFitsProcessor,
   amountRefused,
   fromProcessorUnits,
-  toProcessorUnits,
+  processorUnits,
+  refundAmountRefused,
 } from './processor-amounts';
 import { DEFAULT_NETWORK_TOKEN_ECI, expiryParts, networkOfBrand, retryAfterMs, wireError } from './wire';
 
@@ -149,7 +150,7 @@ export class StripeProcessor implements PaymentProcessor {
 
   async refund(req: RefundRequest): Promise<RefundResult> {
     try {
-      const amount = Number(stripeUnits(req.amountMinor, req.currency));
+      const amount = Number(processorUnits(req.amountMinor, req.currency, STRIPE_CURRENCY_DECIMALS));
       // Stripe may prune an idempotency key once it is 24 hours old and then makes the refund again
       // (docs.stripe.com/api/idempotent_requests), while an unanswered refund is resent by the next
       // day's batch: the intent's refunds are read first (a list, not the lagging search) and one made
@@ -175,7 +176,7 @@ export class StripeProcessor implements PaymentProcessor {
       return { outcome: 'failed', processorRefundId: r.id, message: `Refund ${r.status ?? 'failed'}` };
     } catch (e) {
       if (e instanceof ProcessorUnavailableError) throw e;
-      if (e instanceof AmountNotExpressible) return { outcome: 'failed', processorRefundId: null, message: e.message };
+      if (e instanceof AmountNotExpressible) return refundAmountRefused(e);
       // A refusal of the refund itself fails it. 401/403 refuse the account's key or its permissions:
       // nothing was decided about the refund, which is sent again once an operator fixes the account.
       if (e instanceof Stripe.errors.StripeError && isDecision(e) && e.statusCode !== 401 && e.statusCode !== 403) {
@@ -209,7 +210,7 @@ export class StripeProcessor implements PaymentProcessor {
   params(req: ChargeRequest): Record<string, unknown> {
     const card: Record<string, unknown> = {};
     const p: Record<string, unknown> = {
-      amount: Number(stripeUnits(req.amountMinor, req.currency)),
+      amount: Number(processorUnits(req.amountMinor, req.currency, STRIPE_CURRENCY_DECIMALS)),
       currency: req.currency.toLowerCase(),
       confirm: true,
       off_session: true,
@@ -346,11 +347,4 @@ function errorResult(e: unknown): ChargeResult {
     return wireError(`Stripe ${e.statusCode ?? ''} ${e.type}${e.code ? ` ${e.code}` : ''}`.replace(/\s+/g, ' '));
   }
   return wireError('Stripe call failed');
-}
-
-/** An amount in Stripe's units of its currency; throws (AmountNotExpressible) where Stripe has none for it. */
-function stripeUnits(amountMinor: bigint, currency: string): bigint {
-  const units = toProcessorUnits(amountMinor, currency, STRIPE_CURRENCY_DECIMALS);
-  if (units === null) throw new AmountNotExpressible(amountMinor, currency);
-  return units;
 }

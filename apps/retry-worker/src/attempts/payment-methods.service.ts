@@ -184,7 +184,6 @@ export class PaymentMethodsService {
       return;
     }
     if (this.updater === NO_ACCOUNT_UPDATER) return;
-    const key = await PaymentMethodsRepository.updaterKey(this.db, txn.merchantId);
     const pm = await PaymentMethodsRepository.get(this.db, txn.merchantId, txn.paymentMethodRef);
     if (!pm || pm.ended_at || !pm.card_enc || !pm.card_key_id) return;
     const version = cardDataVersion(pm.expiration_date);
@@ -200,6 +199,8 @@ export class PaymentMethodsService {
     }
     let update: CardDataUpdate | null = null;
     if (answer.kind === 'updated') {
+      // The full new number goes back only encrypted to a key the merchant registered.
+      const key = await PaymentMethodsRepository.updaterKey(this.db, txn.merchantId);
       const jwe = key
         ? await encryptCardUpdate(key, { account: answer.pan, expiration_date: answer.expiration })
         : null;

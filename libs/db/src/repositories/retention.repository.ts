@@ -21,6 +21,14 @@ export type RetentionKind = (typeof RETENTION_KINDS)[number];
  */
 const ENDED = `('Captured', 'Settled', 'Refunded', 'Partially Refunded', 'Cancelled', 'Stopped', 'Void')`;
 
+/**
+ * An attempt (alias `a`) that may still be charged or looked up with its request: pending, unknown,
+ * or watched for a late capture. One settled as not charged (`error`) is watched only while it was
+ * processed after `$3` (the reconciliation's window): its `lookup_after` is never cleared.
+ */
+const STILL_LOOKED_UP = `(a.state IN ('pending', 'unknown')
+  OR (a.lookup_after IS NOT NULL AND (a.state <> 'error' OR a.processed_at > $3)))`;
+
 const count = (result: unknown): number => (Array.isArray(result) && typeof result[1] === 'number' ? result[1] : 0);
 
 /**
@@ -80,9 +88,7 @@ export class RetentionRepository {
         `DELETE FROM sandbox_operations WHERE idempotency_key IN (
            SELECT o.idempotency_key FROM sandbox_operations o
             WHERE o.created_at < $1
-              AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.vid = o.idempotency_key
-                                AND (a.state IN ('pending', 'unknown')
-                                     OR (a.lookup_after IS NOT NULL AND (a.state <> 'error' OR a.processed_at > $3))))
+              AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.vid = o.idempotency_key AND ${STILL_LOOKED_UP})
               AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.vid = o.idempotency_key AND r.status = 'Processing')
             ORDER BY o.created_at LIMIT $2 FOR UPDATE OF o SKIP LOCKED)`,
         [before, batch, watchedSince],
@@ -128,9 +134,7 @@ export class RetentionRepository {
                AND x.status_changed_at < $1
                AND (x.status IN ${ENDED} OR x.review_status = 'rejected')
                AND x.next_attempt_at IS NULL
-               AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.transaction_id = x.id
-                                 AND (a.state IN ('pending', 'unknown')
-                                      OR (a.lookup_after IS NOT NULL AND (a.state <> 'error' OR a.processed_at > $3))))
+               AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.transaction_id = x.id AND ${STILL_LOOKED_UP})
                AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.transaction_id = x.id AND r.status = 'Processing')
              ORDER BY x.status_changed_at LIMIT $2 FOR UPDATE OF x SKIP LOCKED)
          RETURNING t.id),
