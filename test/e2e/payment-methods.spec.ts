@@ -202,6 +202,20 @@ describe('payment methods of an account, account updater, network tokens (end to
   );
 
   it(
+    'an expired card of a merchant without an updater key is renewed too (decisions §15: the updater runs for every merchant)',
+    { timeout: 150_000 },
+    async () => {
+      const id = await submit(plainApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202501'));
+      const [t, ...attempts] = await untilFinal(plainApi, id);
+      expect(t.status, JSON.stringify(attempts)).toBe('Captured');
+      expect(attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])).toEqual([
+        ['00', '202801'],
+      ]);
+      expect(t.payment_method.credit_card.account_update_jwe).toBeUndefined();
+    },
+  );
+
+  it(
     '4000000000000341 submitted with its own 54: the updater renews it before the first attempt, which is approved',
     { timeout: 150_000 },
     async () => {

@@ -55,7 +55,7 @@ describe('policyInputsFor on one transaction (real Postgres)', () => {
           }
         },
       };
-      return policyInputsFor(tracked, merchantId, transactionId);
+      return policyInputsFor(tracked, merchantId, transactionId, true);
     });
     expect(overlapping).toBe(0);
     // And the inputs are the adaptive policy's (the account's history was read).

@@ -1,10 +1,4 @@
-import {
-  ExperimentsRepository,
-  PaymentMethodsRepository,
-  PolicyStatsRepository,
-  type PolicyTransactionRow,
-  type SlotCountRow,
-} from '@retain/db';
+import { ExperimentsRepository, PolicyStatsRepository, type PolicyTransactionRow, type SlotCountRow } from '@retain/db';
 import {
   LEGACY_POLICY_VERSION,
   declineClassOf,
@@ -34,10 +28,15 @@ const cardholderOf = (row: PolicyTransactionRow) => ({ country: row.country, pos
  * they plan as before. A transaction in a policy experiment also gets its arm's tunables and
  * learner setting (the experiment's variants never change once created).
  */
-export async function policyInputsFor(m: Sql, merchantId: string, transactionId: string): Promise<Partial<PlanInput>> {
+export async function policyInputsFor(
+  m: Sql,
+  merchantId: string,
+  transactionId: string,
+  updaterOn: boolean,
+): Promise<Partial<PlanInput>> {
   // The grouped read (policyInputsForMany) of one transaction: one piece of code for both paths.
   const rows = await policyRowsFor(m, [{ merchantId, transactionId }]);
-  return (await policyInputsForMany(m, rows, [transactionId])).get(transactionId) ?? {};
+  return (await policyInputsForMany(m, rows, [transactionId], updaterOn)).get(transactionId) ?? {};
 }
 
 function adaptiveInputs(
@@ -117,13 +116,15 @@ export async function countAttemptOutcomes(
 /**
  * policyInputsFor of many transactions, from their rows (policyRowsFor), with the statements
  * shared: the slot counts once per merchant and decline class, the account histories in one
- * statement, the updater keys once per merchant. The same inputs as policyInputsFor, by
- * transaction id (a transaction without a row gets `{}`).
+ * statement. The same inputs as policyInputsFor, by transaction id (a transaction without a row
+ * gets `{}`). `updaterOn`: an account updater answers (decisions §15: for every merchant, whether
+ * or not it registered a key), so a stored card number's expiry ends nothing: it is renewed first.
  */
 export async function policyInputsForMany(
   m: Sql,
   rows: ReadonlyMap<string, PolicyTransactionRow>,
   transactionIds: readonly string[],
+  updaterOn: boolean,
 ): Promise<Map<string, Partial<PlanInput>>> {
   const result = new Map<string, Partial<PlanInput>>();
   const adaptiveRows: { row: PolicyTransactionRow; variant: ExperimentVariant | null; config: Partial<PlanInput> }[] =
@@ -158,10 +159,6 @@ export async function policyInputsForMany(
     })),
   );
   const historyOf = new Map(withAccount.map(({ row }, i) => [row.id, histories[i]!]));
-  const updaterKeys = await PaymentMethodsRepository.updaterKeys(
-    m,
-    adaptiveRows.map(({ row }) => row.merchant_id),
-  );
   for (const { row, variant, config } of adaptiveRows) {
     result.set(
       row.id,
@@ -171,7 +168,7 @@ export async function policyInputsForMany(
         config,
         slots.get(`${row.merchant_id}|${classOf(row)}`) ?? [],
         historyOf.get(row.id) ?? { paidAt: [], approvals: 0, declines: 0 },
-        (updaterKeys.get(row.merchant_id) ?? null) !== null,
+        updaterOn && row.card_kind !== 'token',
       ),
     );
   }

@@ -592,7 +592,7 @@ export class AttemptService {
 
   /** The end of the transaction's recovery window under its own policy version and experiment arm. */
   private async windowEnd(m: EntityManager, txn: TransactionEntity): Promise<Date> {
-    const inputs = await policyInputsFor(m, txn.merchantId, txn.id);
+    const inputs = await policyInputsFor(m, txn.merchantId, txn.id, this.paymentMethods.updaterOn);
     return recoveryWindowEnd({ ...inputs, startedAt: txn.submittedTs, timeScale: this.config.retryTimeScale });
   }
 
@@ -729,7 +729,7 @@ export class AttemptService {
         lateRefund: null,
       };
     // The transaction's own policy version and signals (nothing extra for the UTC heuristics).
-    const policyInputs = await policyInputsFor(m, txn.merchantId, txn.id);
+    const policyInputs = await policyInputsFor(m, txn.merchantId, txn.id, this.paymentMethods.updaterOn);
     const history = txn.cardHmac
       ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, null, txn.id)
       : [];
@@ -986,6 +986,7 @@ export class AttemptService {
       m,
       policyRows,
       declines.map((d) => d.txn.id),
+      this.paymentMethods.updaterOn,
     );
     const histories = await AttemptsRepository.cardHistories(
       m,

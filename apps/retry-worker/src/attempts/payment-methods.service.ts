@@ -61,6 +61,11 @@ export class PaymentMethodsService {
     @Optional() @Inject(ACCOUNT_UPDATER) private readonly updater: AccountUpdater = NO_ACCOUNT_UPDATER,
   ) {}
 
+  /** Whether an account updater answers (decisions §15: for every merchant; its key only adds a JWE). */
+  get updaterOn(): boolean {
+    return this.updater !== NO_ACCOUNT_UPDATER;
+  }
+
   /**
    * Under the attempt's locks, before the network-limit check: waits while another charge of this
    * customer is in flight (the account lock makes the check and the in-flight mark one step), and
@@ -275,7 +280,7 @@ export class PaymentMethodsService {
       now,
       amountMinor: BigInt(txn.amountMinor),
       timeScale: this.config.retryTimeScale,
-      updaterOn: this.updater !== NO_ACCOUNT_UPDATER,
+      updaterOn: this.updaterOn,
     });
   }
 

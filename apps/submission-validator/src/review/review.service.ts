@@ -382,7 +382,7 @@ export class ReviewService {
     row: PendingRow,
     pmRef: string | null,
   ): Promise<string[]> {
-    const policyInputs = await policyInputsFor(m, merchantId, row.id);
+    const policyInputs = await policyInputsFor(m, merchantId, row.id, accountUpdaterConnected(this.config));
     const declined = {
       network: row.card_network,
       responseCode: row.auth_code,

@@ -201,27 +201,6 @@ export class PaymentMethodsRepository {
     return new Map(rows.map((r) => [r.id, r]));
   }
 
-  /** updaterKey of many merchants, by merchant id (null: the updater is off). */
-  static async updaterKeys(
-    m: Sql,
-    merchantIds: readonly string[],
-  ): Promise<Map<string, { jwk: Record<string, unknown>; alg: string } | null>> {
-    const unique = [...new Set(merchantIds)];
-    const result = new Map<string, { jwk: Record<string, unknown>; alg: string } | null>(
-      unique.map((id) => [id, null]),
-    );
-    if (unique.length === 0) return result;
-    const rows: { id: string; updater_public_key: Record<string, unknown> | null; updater_key_alg: string | null }[] =
-      await m.query(`SELECT id, updater_public_key, updater_key_alg FROM merchants WHERE id = ANY($1::uuid[])`, [
-        unique,
-      ]);
-    for (const r of rows) {
-      if (r.updater_public_key && r.updater_key_alg)
-        result.set(r.id, { jwk: r.updater_public_key, alg: r.updater_key_alg });
-    }
-    return result;
-  }
-
   /** Whether another attempt on this customer's transactions is at the processor right now. */
   static async chargeInFlight(
     m: Sql,
