@@ -26,7 +26,7 @@ import { UnrecoverableError } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rememberPaymentMethod } from '@retain/recovery';
+import { nextPaymentMethod, rememberPaymentMethod } from '@retain/recovery';
 import { AttemptService } from '../src/attempts/attempt.service';
 import { PaymentMethodsService } from '../src/attempts/payment-methods.service';
 import { ReconcileService } from '../src/reconcile/reconcile.service';
@@ -284,6 +284,42 @@ describe('attempt service: every branch of prepare and record', () => {
     expect({ status: row.status, pm: row.payment_method_ref }).toEqual({ status: 'In Retry', pm: pmB });
     expect(new Date(row.next_attempt_at).getTime()).toBeGreaterThan(Date.now() + 24 * 86_400_000);
     expect(await charges(a.vid)).toBe(0);
+  });
+
+  it('an ended payment method whose account’s next card frees only after the recovery window: Cancelled, never charged after it', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000085' });
+    const earlier = await insertTransactionRow(db, merchantId, { card: '4000000000000093', status: 'Captured' });
+    const [{ account_id: account }] = await db.query(`SELECT account_id FROM transactions WHERE id = $1`, [t.id]);
+    await db.query(`UPDATE transactions SET account_id = $2 WHERE id = $1`, [earlier.id, account]);
+    const pmA = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
+    await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, earlier.id));
+    await db.query(`UPDATE transactions SET payment_method_ref = $2 WHERE id = $1`, [t.id, pmA]);
+    // Card A's payment method ended (closed); card B's Visa budget frees in 30 days, t's window ends in 29.
+    await db.query(`UPDATE payment_methods SET ended_at = now(), ended_reason = 'account closed' WHERE id = $1`, [pmA]);
+    await useUpVisaBudget('4000000000000093', 0);
+    // The review's fallback asks the same question: card B is a candidate only for a later window end.
+    const nextBy = (days: number) =>
+      db.transaction((m) =>
+        nextPaymentMethod(m, {
+          merchantId,
+          accountId: account,
+          transactionId: t.id,
+          except: [pmA!],
+          now: new Date(),
+          until: new Date(Date.now() + days * 86_400_000),
+          amountMinor: 1999n,
+          timeScale: 1,
+          updaterOn: true,
+        }),
+      );
+    expect(await nextBy(29)).toBeNull();
+    expect((await nextBy(31))?.pm.card_last4).toBe('0093');
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('nothing to do');
+    const row = await txnRow(t.id);
+    expect({ status: row.status, next: row.next_attempt_at }).toEqual({ status: 'Cancelled', next: null });
+    expect(await charges(a.vid)).toBe(0);
+    expect(await pushes(t.id)).toEqual(['retry failed']);
   });
 
   it('already charged by an earlier run (crash after the call): recorded, never charged again', async () => {

@@ -98,8 +98,9 @@ export interface NextPaymentMethod {
 /**
  * The account's next payment method to charge, in order (primary first, then most recently seen),
  * skipping ended ones, ones without chargeable card data, expired cards (unless the updater may
- * renew them) and cards the network rules block for good. The first one allowed at once wins;
- * otherwise the one allowed soonest. Null when none is left.
+ * renew them) and cards the network rules block for good or until after `until` (the recovery
+ * window's end). The first one allowed at once wins; otherwise the one allowed soonest. Null when
+ * none is left.
  */
 export async function nextPaymentMethod(
   m: EntityManager,
@@ -110,6 +111,8 @@ export async function nextPaymentMethod(
     transactionId: string;
     except: string[];
     now: Date;
+    /** The recovery window's end: a card the network rules free only after it is no candidate. */
+    until: Date;
     amountMinor: bigint;
     timeScale: number;
     updaterOn: boolean;
@@ -131,7 +134,7 @@ export async function nextPaymentMethod(
       input.transactionId,
     );
     if (check.allowed) return { pm, at: input.now };
-    if (check.permanently) continue;
+    if (check.permanently || check.notBefore > input.until) continue;
     if (!soonest || check.notBefore < soonest.at) soonest = { pm, at: check.notBefore };
   }
   return soonest;

@@ -2,6 +2,7 @@ import { ExperimentsRepository, PolicyStatsRepository, type PolicyTransactionRow
 import {
   LEGACY_POLICY_VERSION,
   declineClassOf,
+  recoveryWindowEnd,
   slotKeyFor,
   timeZoneFor,
   type ExperimentVariant,
@@ -37,6 +38,20 @@ export async function policyInputsFor(
   // The grouped read (policyInputsForMany) of one transaction: one piece of code for both paths.
   const rows = await policyRowsFor(m, [{ merchantId, transactionId }]);
   return (await policyInputsForMany(m, rows, [transactionId], updaterOn)).get(transactionId) ?? {};
+}
+
+/**
+ * The end of a transaction's recovery window under its own policy version and experiment arm: no
+ * attempt is ever made after it (README, the retry policy).
+ */
+export async function transactionWindowEnd(
+  m: Sql,
+  txn: { merchantId: string; id: string; submittedTs: Date },
+  timeScale: number,
+): Promise<Date> {
+  // The window depends only on the version and the arm's settings, not on the card: updaterOn is moot.
+  const inputs = await policyInputsFor(m, txn.merchantId, txn.id, false);
+  return recoveryWindowEnd({ ...inputs, startedAt: txn.submittedTs, timeScale });
 }
 
 function adaptiveInputs(

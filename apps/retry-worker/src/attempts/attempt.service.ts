@@ -32,7 +32,6 @@ import {
   newVid,
   open,
   planNextAttempt,
-  recoveryWindowEnd,
   type CardAttempt,
   type Plan,
   type PlanInput,
@@ -66,6 +65,7 @@ import {
   paymentMethodChanged,
   policyInputsFor,
   policyInputsForMany,
+  transactionWindowEnd,
   policyRowsFor,
   storedExplanation,
   recordRefundAnswer,
@@ -590,10 +590,8 @@ export class AttemptService {
     return this.toCharge(attempt, txn);
   }
 
-  /** The end of the transaction's recovery window under its own policy version and experiment arm. */
-  private async windowEnd(m: EntityManager, txn: TransactionEntity): Promise<Date> {
-    const inputs = await policyInputsFor(m, txn.merchantId, txn.id, this.paymentMethods.updaterOn);
-    return recoveryWindowEnd({ ...inputs, startedAt: txn.submittedTs, timeScale: this.config.retryTimeScale });
+  private windowEnd(m: EntityManager, txn: TransactionEntity): Promise<Date> {
+    return transactionWindowEnd(m, txn, this.config.retryTimeScale);
   }
 
   /** The attempt goes to the processor: from now on it counts in the card's history until recorded. */

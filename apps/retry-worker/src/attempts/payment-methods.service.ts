@@ -36,6 +36,7 @@ import {
   nextPaymentMethod,
   paymentMethodChanged,
   reloadTransaction,
+  transactionWindowEnd,
 } from '@retain/recovery';
 import { DataSource, type EntityManager } from 'typeorm';
 
@@ -82,7 +83,7 @@ export class PaymentMethodsService {
       if (paymentMethodChanged(txn, pm)) await this.adopt(m, attempt, txn, pm.id);
       return { kind: 'charge' };
     }
-    const next = await this.next(m, txn, new Date());
+    const next = await this.next(m, txn, new Date(), await this.windowEnd(m, txn));
     if (!next) return { kind: 'none', reason: pm?.ended_reason ?? 'payment method ended' };
     await this.adopt(m, attempt, txn, next.pm.id);
     return next.at.getTime() <= Date.now() ? { kind: 'charge' } : { kind: 'wait', until: next.at };
@@ -101,8 +102,8 @@ export class PaymentMethodsService {
     until: Date,
   ): Promise<Date | null> {
     if (!txn.paymentMethodRef) return null;
-    const next = await this.next(m, txn, new Date());
-    if (!next || next.at > until) return null;
+    const next = await this.next(m, txn, new Date(), until);
+    if (!next) return null;
     this.logger.log('network limit on the card: the account’s next payment method');
     await this.adopt(m, attempt, txn, next.pm.id);
     return next.at;
@@ -140,7 +141,7 @@ export class PaymentMethodsService {
       if (check.allowed) target = { id: current.id, at: now };
     }
     if (!target) {
-      const next = await this.next(m, txn, now);
+      const next = await this.next(m, txn, now, await this.windowEnd(m, txn));
       if (next) target = { id: next.pm.id, at: next.at };
     }
     if (!target) return null;
@@ -271,17 +272,23 @@ export class PaymentMethodsService {
     txn.cryptogram = await cryptogramOf(this.db, this.config.cardKeys, txn);
   }
 
-  private async next(m: EntityManager, txn: TransactionEntity, now: Date) {
+  /** The account's next payment method the network rules allow by `until` (nextPaymentMethod). */
+  private async next(m: EntityManager, txn: TransactionEntity, now: Date, until: Date) {
     return nextPaymentMethod(m, {
       merchantId: txn.merchantId,
       accountId: txn.accountId,
       transactionId: txn.id,
       except: txn.paymentMethodRef ? [txn.paymentMethodRef] : [],
       now,
+      until,
       amountMinor: BigInt(txn.amountMinor),
       timeScale: this.config.retryTimeScale,
       updaterOn: this.updaterOn,
     });
+  }
+
+  private windowEnd(m: EntityManager, txn: TransactionEntity): Promise<Date> {
+    return transactionWindowEnd(m, txn, this.config.retryTimeScale);
   }
 
   /** Adopts a payment method for the transaction and retargets the not-yet-sent attempt to its card. */

@@ -26,6 +26,7 @@ import {
   naiveScheduleFees,
   originalDeclineBindsCard,
   planNextAttempt,
+  recoveryWindowEnd,
   updaterMayCure,
   validCardNumber,
   type CardAttempt,
@@ -349,6 +350,7 @@ export class ReviewService {
     pmRef: string,
     reason: string,
     endIt: boolean,
+    windowEnd: Date,
   ): Promise<Date | null> {
     const txn = await this.submissions.transaction(m, merchantId, row.id);
     // Only a decline that binds the card for good ends it (as in the retry worker); a data-quality
@@ -360,6 +362,7 @@ export class ReviewService {
       transactionId: txn.id,
       except: [pmRef],
       now: new Date(),
+      until: windowEnd,
       amountMinor: BigInt(row.amount_minor),
       timeScale: this.config.retryTimeScale,
       updaterOn: accountUpdaterConnected(this.config),
@@ -439,7 +442,19 @@ export class ReviewService {
       }
     }
     const fallback = pmRef
-      ? await this.fallback(m, merchantId, row, pmRef, plan.reason, endsPaymentMethod(original))
+      ? await this.fallback(
+          m,
+          merchantId,
+          row,
+          pmRef,
+          plan.reason,
+          endsPaymentMethod(original),
+          recoveryWindowEnd({
+            ...policyInputs,
+            startedAt: new Date(row.submitted_ts),
+            timeScale: this.config.retryTimeScale,
+          }),
+        )
       : null;
     if (fallback) {
       await this.submissions.passWithFirstAttempt(m, merchantId, row.id, fallback, original.description);
