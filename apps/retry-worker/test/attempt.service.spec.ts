@@ -2,6 +2,7 @@ import { getQueueToken } from '@nestjs/bullmq';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
 import { AttemptScheduleRepository } from '@retain/db';
+import { POLICY_VERSION } from '@retain/domain';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import {
   TRANSACTION_PROCESSORS,
@@ -320,6 +321,36 @@ describe('attempt service: every branch of prepare and record', () => {
     expect({ status: row.status, next: row.next_attempt_at }).toEqual({ status: 'Cancelled', next: null });
     expect(await charges(a.vid)).toBe(0);
     expect(await pushes(t.id)).toEqual(['retry failed']);
+  });
+
+  it('a card ended by a hard decline gives way to the account’s next card within the transaction’s own budget (adaptive: 18 for insufficient funds)', async () => {
+    // Its own merchant: card A's history here is its own attempts only (other tests decline 41 on it).
+    const merchantId = await insertMerchantRow(db);
+    const t = await insertTransactionRow(db, merchantId, { card: '4100000000000019' });
+    const earlier = await insertTransactionRow(db, merchantId, { card: '4000000000000101', status: 'Captured' });
+    const [{ account_id: account }] = await db.query(`SELECT account_id FROM transactions WHERE id = $1`, [t.id]);
+    await db.query(`UPDATE transactions SET account_id = $2 WHERE id = $1`, [earlier.id, account]);
+    const pmA = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
+    const pmB = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, earlier.id));
+    await db.query(
+      `UPDATE transactions SET payment_method_ref = $2, policy_version = $3, auth_code = '51' WHERE id = $1`,
+      [t.id, pmA, POLICY_VERSION],
+    );
+    // Eight attempts declined 51 (the legacy budget), then the ninth on card A answers 41: card A ends.
+    const at = new Date(Date.now() - 3_600_000);
+    for (let n = 1; n <= 8; n++)
+      await insertAttemptRow(db, t, {
+        retryNumber: n,
+        state: 'declined',
+        preparedAt: at,
+        processedAt: at,
+        responseCode: '51',
+        authCodeDescription: 'Soft Failure',
+      });
+    const a = await insertAttemptRow(db, t, { retryNumber: 9 });
+    expect(await attempts.run(a.id)).toBe('declined');
+    const [row] = await db.query(`SELECT status, payment_method_ref FROM transactions WHERE id = $1`, [t.id]);
+    expect({ status: row.status, pm: row.payment_method_ref }).toEqual({ status: 'In Retry', pm: pmB });
   });
 
   it('already charged by an earlier run (crash after the call): recorded, never charged again', async () => {

@@ -9,7 +9,6 @@ import {
   type CardDataUpdate,
 } from '@retain/db';
 import {
-  DEFAULT_RETRY_POLICY,
   cardColumnsFromPan,
   cardDataVersion,
   classifyDecline,
@@ -35,12 +34,12 @@ import {
   limitsOf,
   nextPaymentMethod,
   paymentMethodChanged,
+  policyInputsFor,
   reloadTransaction,
   transactionWindowEnd,
 } from '@retain/recovery';
 import { DataSource, type EntityManager } from 'typeorm';
 
-const DAY = 86_400_000;
 /** How long an attempt waits while another charge of the same customer is at the processor. */
 const CUSTOMER_BUSY_WAIT_MS = 2_000;
 
@@ -111,9 +110,10 @@ export class PaymentMethodsService {
 
   /**
    * The transaction's card can no longer be retried (its plan stopped though the transaction's own
-   * budget and window are not used up): the card itself with new data (the updater's), else the
-   * account's next payment method, with its first attempt planned. A permanent card block ends the
-   * payment method. Null when no payment method is left.
+   * budget and window, under its policy version and experiment arm, are not used up): the card
+   * itself with new data (the updater's), else the account's next payment method, with its first
+   * attempt planned by that same policy. A permanent card block ends the payment method. Null when
+   * no payment method is left.
    */
   async fallbackPlan(
     m: EntityManager,
@@ -122,7 +122,9 @@ export class PaymentMethodsService {
     result: ChargeResult | null,
     now: Date,
   ): Promise<Plan | null> {
-    if (!txn.paymentMethodRef || this.transactionExhausted(txn, attempt, now)) return null;
+    if (!txn.paymentMethodRef) return null;
+    // The transaction's own budget and window, whichever card: the ended card's expiry ends nothing.
+    if ((await this.freshCardPlan(m, txn, attempt, now, true)).kind !== 'retry') return null;
     const ref = txn.paymentMethodRef;
     if (result?.outcome === 'declined') {
       const c = classifyDecline({
@@ -152,19 +154,36 @@ export class PaymentMethodsService {
       (await PaymentMethodsRepository.get(m, txn.merchantId, target.id))!,
     );
     await reloadTransaction(m, txn);
-    // A fresh card is retried soon (like a cleared outage), within the transaction's budget and window.
-    const plan = planNextAttempt({
+    const plan = await this.freshCardPlan(m, txn, attempt, target.at > now ? target.at : now, false);
+    return plan.kind === 'retry' ? plan : null;
+  }
+
+  /**
+   * The next attempt on a fresh card (retried soon, like a cleared outage), planned by the
+   * transaction's own policy version and arm, so its budget and window bind it. `anyCard`: whatever
+   * the card (its expiry ends nothing), the transaction's own limits only.
+   */
+  private async freshCardPlan(
+    m: EntityManager,
+    txn: TransactionEntity,
+    attempt: AttemptEntity,
+    now: Date,
+    anyCard: boolean,
+  ): Promise<Plan> {
+    const inputs = await policyInputsFor(m, txn.merchantId, txn.id, this.updaterOn);
+    return planNextAttempt({
+      ...inputs,
+      ...(anyCard && inputs.card ? { card: { ...inputs.card, renewable: true } } : {}),
       attemptsMade: attempt.retryNumber,
       startedAt: txn.submittedTs,
-      now: target.at > now ? target.at : now,
+      now,
       lastDecline: { technical: true },
       network: txn.cardNetwork,
-      amountMinor: amount,
+      amountMinor: BigInt(txn.amountMinor),
       cardHistory: [],
       cardDataVersion: cardDataVersion(txn.expirationDate),
       timeScale: this.config.retryTimeScale,
     });
-    return plan.kind === 'retry' ? plan : null;
   }
 
   /**
@@ -303,13 +322,5 @@ export class PaymentMethodsService {
     });
     attempt.cardHmac = txn.cardHmac;
     attempt.cardNetwork = txn.cardNetwork;
-  }
-
-  /** The transaction's own attempt budget or recovery window is used up: no card helps. */
-  private transactionExhausted(txn: TransactionEntity, attempt: AttemptEntity, now: Date): boolean {
-    if (attempt.retryNumber >= DEFAULT_RETRY_POLICY.maxAttempts) return true;
-    const anchor = txn.submittedTs.getTime();
-    const virtualNow = anchor + Math.max(0, now.getTime() - anchor) * this.config.retryTimeScale;
-    return virtualNow > anchor + DEFAULT_RETRY_POLICY.windowDays * DAY;
   }
 }
