@@ -1,7 +1,7 @@
 import { getQueueToken } from '@nestjs/bullmq';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
-import { AttemptScheduleRepository } from '@retain/db';
+import { AttemptScheduleRepository, cardLockKey } from '@retain/db';
 import { POLICY_VERSION } from '@retain/domain';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import {
@@ -285,6 +285,44 @@ describe('attempt service: every branch of prepare and record', () => {
     expect({ status: row.status, pm: row.payment_method_ref }).toEqual({ status: 'In Retry', pm: pmB });
     expect(new Date(row.next_attempt_at).getTime()).toBeGreaterThan(Date.now() + 24 * 86_400_000);
     expect(await charges(a.vid)).toBe(0);
+  });
+
+  it('the account’s other card is charged only under its own card lock: while another limit check holds it, the attempt waits', async () => {
+    const merchantId = await insertMerchantRow(db);
+    const t = await insertTransactionRow(db, merchantId, { card: '4100000000000019' });
+    const earlier = await insertTransactionRow(db, merchantId, { card: '4111111111111111', status: 'Captured' });
+    const [{ account_id: account }] = await db.query(`SELECT account_id FROM transactions WHERE id = $1`, [t.id]);
+    await db.query(`UPDATE transactions SET account_id = $2 WHERE id = $1`, [earlier.id, account]);
+    const pmA = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
+    const pmB = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, earlier.id));
+    await db.query(`UPDATE transactions SET payment_method_ref = $2 WHERE id = $1`, [t.id, pmA]);
+    // Card A blocked for good (a 41 on it); card B allowed now.
+    const blocker = await insertTransactionRow(db, merchantId, { card: '4100000000000019', status: 'Cancelled' });
+    await insertAttemptRow(db, blocker, {
+      state: 'declined',
+      preparedAt: new Date(),
+      processedAt: new Date(),
+      responseCode: '41',
+      authCodeDescription: 'Hard Failure',
+    });
+    // Another worker is checking card B's limits (another customer of this merchant with that card).
+    const [{ card_hmac: hmacB }] = await db.query(`SELECT card_hmac FROM payment_methods WHERE id = $1`, [pmB]);
+    const other = db.createQueryRunner();
+    await other.connect();
+    try {
+      await other.query(`SELECT pg_advisory_lock(hashtextextended($1, 0))`, [cardLockKey(merchantId, hmacB)]);
+      const a = await insertAttemptRow(db, t);
+      expect(await attempts.run(a.id)).toBe('nothing to do');
+      expect(await charges(a.vid)).toBe(0);
+      const row = await txnRow(t.id);
+      expect(row.status).toBe('In Retry');
+      expect(new Date(row.next_attempt_at).getTime()).toBeLessThan(Date.now() + 60_000);
+      await other.query(`SELECT pg_advisory_unlock_all()`);
+      const b = await insertAttemptRow(db, t, { retryNumber: 1 });
+      expect(await attempts.run(b.id)).toBe('approved');
+    } finally {
+      await other.release();
+    }
   });
 
   it('an ended payment method whose account’s next card frees only after the recovery window: Cancelled, never charged after it', async () => {

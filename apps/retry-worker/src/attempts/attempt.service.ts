@@ -33,6 +33,7 @@ import {
   open,
   planNextAttempt,
   type CardAttempt,
+  type LimitCheck,
   type Plan,
   type PlanInput,
 } from '@retain/domain';
@@ -236,6 +237,8 @@ const ALONE: Alone = { kind: 'alone' };
 
 /** Attempts a grouped prepare or record takes at most. */
 const MAX_BATCH = 256;
+/** How long an attempt waits while another attempt checks the limits of the card it would switch to. */
+const CARD_BUSY_WAIT_MS = 2_000;
 
 /** An outcome waiting for the grouped record. */
 interface RecordItem {
@@ -544,16 +547,7 @@ export class AttemptService {
     // One limit check at a time per card and merchant: the check and the in-flight mark below commit
     // together, so the next attempt on the card (any transaction, any worker) counts this one.
     if (txn.cardHmac) await AttemptsRepository.lockCard(m, txn.merchantId, txn.cardHmac);
-    const history = txn.cardHmac
-      ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, attempt.id, txn.id)
-      : [];
-    let check = checkNetworkLimits(
-      { network: txn.cardNetwork, cardDataVersion: dataVersion },
-      history,
-      new Date(),
-      BigInt(attempt.amountMinor),
-      { timeScale: this.config.retryTimeScale },
-    );
+    let check = await this.cardLimits(m, attempt, txn, dataVersion);
     // decisions §15: a card the limits forbid gives way to another payment method: one they allow
     // now, or, when this card is blocked for good, the one they allow soonest within the window.
     let later: Date | null = null;
@@ -565,6 +559,16 @@ export class AttemptService {
       const other = await this.paymentMethods.alternative(m, attempt, txn, until);
       if (other && other.getTime() <= Date.now()) {
         dataVersion = cardDataVersion(txn.expirationDate);
+        // The adopted card's check and in-flight mark are one step too: under its own lock (never
+        // waited for while this card's is held: no cycle), checked again. Busy or no longer allowed:
+        // a short wait, and the next run decides afresh.
+        const free = !txn.cardHmac || (await AttemptsRepository.tryLockCard(m, txn.merchantId, txn.cardHmac));
+        if (!free || !(await this.cardLimits(m, attempt, txn, dataVersion)).allowed) {
+          await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
+          await AttemptsRepository.deferTransaction(m, txn.id, new Date(Date.now() + CARD_BUSY_WAIT_MS));
+          this.logger.log('the account’s other card is being checked by another attempt: a short wait');
+          return done();
+        }
         check = { allowed: true };
       } else later = other;
     }
@@ -588,6 +592,25 @@ export class AttemptService {
     }
     await this.markInFlight(m, attempt, txn, dataVersion);
     return this.toCharge(attempt, txn);
+  }
+
+  /** The network limits on the transaction's card now (its history read under the caller's card lock). */
+  private async cardLimits(
+    m: EntityManager,
+    attempt: AttemptEntity,
+    txn: TransactionEntity,
+    dataVersion: string | null,
+  ): Promise<LimitCheck> {
+    const history = txn.cardHmac
+      ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, attempt.id, txn.id)
+      : [];
+    return checkNetworkLimits(
+      { network: txn.cardNetwork, cardDataVersion: dataVersion },
+      history,
+      new Date(),
+      BigInt(attempt.amountMinor),
+      { timeScale: this.config.retryTimeScale },
+    );
   }
 
   private windowEnd(m: EntityManager, txn: TransactionEntity): Promise<Date> {

@@ -133,6 +133,18 @@ export class AttemptsRepository {
   }
 
   /**
+   * lockCard without waiting: false when another limit check holds the card. For a second card
+   * taken while the first one's lock is held (the account's other card): never a wait in a cycle.
+   */
+  static async tryLockCard(m: EntityManager, merchantId: string, cardHmac: string): Promise<boolean> {
+    const [row]: { locked: boolean }[] = await m.query(
+      `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked`,
+      [cardLockKey(merchantId, cardHmac)],
+    );
+    return row!.locked;
+  }
+
+  /**
    * Takes many advisory locks (cardLockKey, accountLockKey) in one statement, in one global order
    * (sorted: every account before every card, like the per-attempt path's account then card), so
    * two batches, or a batch and a single attempt, never wait on each other in a cycle.
