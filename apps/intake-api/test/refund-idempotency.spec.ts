@@ -75,6 +75,79 @@ describe('refund calls with an Idempotency-Key', () => {
     expect(await refundsOf(t.id)).toEqual(['500']);
   });
 
+  // 200,000 nested arrays: JSON.parse reads them, a recursive walk (JSON.stringify) of them throws.
+  const DEEP = `${'['.repeat(200_000)}${']'.repeat(200_000)}`;
+
+  it('a body nested 200,000 deep answers with the key as it does without (the deep item alone rejected)', async () => {
+    const db = await testDb();
+    const rows = () =>
+      Promise.all(
+        Array.from({ length: 3 }, () =>
+          insertTransactionRow(db, merchantId, {
+            status: 'Captured',
+            capturedMinor: '5000',
+            amountMinor: '5000',
+          }),
+        ),
+      );
+    const send = (text: string, key?: string) =>
+      client.request('POST', '/v1/retain/refunds', text, key === undefined ? {} : { 'Idempotency-Key': key });
+    const [a, b, c] = await rows();
+    // An unknown top-level field holding the nesting: the refund is made, and a retry replays it.
+    const top = `{"refunds":[{"id":"${a!.merchantTxnId}","amount":10}],"extra":${DEEP}}`;
+    const first = await send(top, 'deep-top');
+    expect(first.status, first.text).toBe(200);
+    expect(first.json).toEqual({ message: '1 refunds received for processing' });
+    expect(await send(top, 'deep-top')).toMatchObject({ status: 200, json: first.json });
+    expect(await refundsOf(a!.id)).toEqual(['1000']);
+    // The nesting inside an item: that item alone is rejected (RET009), the other one refunded.
+    const item = `{"refunds":[{"id":"${b!.merchantTxnId}","amount":10},{"id":"${c!.merchantTxnId}","x":${DEEP}}]}`;
+    const keyed = await send(item, 'deep-item');
+    expect(keyed.status, keyed.text).toBe(207);
+    expect(keyed.json).toMatchObject({
+      message: '1 refunds received for processing',
+      error_count: 1,
+      rejected: [{ id: c!.merchantTxnId, errors: [{ code: 'RET009' }] }],
+    });
+    expect(await refundsOf(b!.id)).toEqual(['1000']);
+    expect(await refundsOf(c!.id)).toEqual([]);
+    // Without the key the same body gets the same answer (a second refund of b: no key, a new call).
+    const unkeyed = await send(item);
+    expect(unkeyed.status).toBe(207);
+    expect(unkeyed.json).toEqual(keyed.json);
+    expect(await refundsOf(c!.id)).toEqual([]);
+    // An empty list beside the nesting: 400 RET400 as without the key, nothing stored.
+    const empty = await send(`{"refunds":[],"extra":${DEEP}}`, 'deep-empty');
+    expect(empty.status).toBe(400);
+    expect(empty.json).toEqual({ code: 'RET400', message: 'Invalid parameter: refunds' });
+  });
+
+  it('the same refunds with keys in another order or unknown fields added are the same request', async () => {
+    const t = await insertTransactionRow(await testDb(), merchantId, {
+      status: 'Captured',
+      capturedMinor: '5000',
+      amountMinor: '5000',
+    });
+    const send = (text: string) =>
+      client.request('POST', '/v1/retain/refunds', text, { 'Idempotency-Key': 'same-request-key' });
+    const first = await send(`{"refunds":[{"id":"${t.merchantTxnId}","amount":10}]}`);
+    expect(first.status).toBe(200);
+    for (const text of [
+      `{"refunds":[{"amount":10.0,"id":"${t.merchantTxnId}"}]}`,
+      `{"note":"retry","refunds":[{"id":"${t.merchantTxnId}","amount":1e1,"reason":"dup"}]}`,
+    ]) {
+      const again = await send(text);
+      expect(again.status, text).toBe(200);
+      expect(again.json).toEqual(first.json);
+    }
+    expect(await refundsOf(t.id)).toEqual(['1000']);
+    // Another amount is another request.
+    const other = await send(`{"refunds":[{"id":"${t.merchantTxnId}","amount":11}]}`);
+    expect(other.status).toBe(400);
+    expect(other.json).toEqual({ code: 'RET400', message: 'Idempotency-Key was used with another request body' });
+    expect(await refundsOf(t.id)).toEqual(['1000']);
+  });
+
   it('refuses a malformed key and a dry run stores none', async () => {
     const t = await insertTransactionRow(await testDb(), merchantId, {
       status: 'Captured',

@@ -1,6 +1,11 @@
 import { createHash } from 'node:crypto';
 import { HttpException, HttpStatus, Injectable, Logger } from '@nestjs/common';
-import { amountToMinor, validateRefunds, type NormalizedRefundRequest } from '@retain/api-contract';
+import {
+  amountToMinor,
+  validateRefunds,
+  type NormalizedRefundRequest,
+  type ValidatedRefund,
+} from '@retain/api-contract';
 import {
   RefundIdempotencyRepository,
   RefundsRepository,
@@ -37,6 +42,20 @@ const CAPTURED = [
 const IN_RETRY = [TransactionStatus.Failed, TransactionStatus.InRetry] as string[];
 
 class DryRunRollback extends Error {}
+
+/**
+ * What an Idempotency-Key is bound to: the request as read, not its text. Per item in order, its
+ * id and amount (absent and null alike) or, for an item rejected while reading, its errors. Key
+ * order, spacing, number spelling (`10`, `10.0`, `1e1`) and unknown fields do not make another
+ * request; anything that changes the answer does. Flat, so any nesting of the body is hashed
+ * safely (the body itself is not walked: JSON.stringify of a deep body throws).
+ */
+function hashRequest(items: ValidatedRefund[]): string {
+  const canonical = items.map((item) =>
+    'errors' in item ? [item.index, item.id, item.errors] : [item.index, item.id, item.value.amount],
+  );
+  return createHash('sha256').update(JSON.stringify(canonical)).digest('hex');
+}
 
 /**
  * POST /retain/refunds (decisions §8). Every item is decided under a row lock on its transaction,
@@ -78,7 +97,7 @@ export class RefundRequestService {
     // Rejections found while validating; a transaction that is retried starts again from these.
     const validationErrors = new Map(errors);
     const key = idempotencyKey && !dryrun ? idempotencyKey : null;
-    const requestHash = key ? createHash('sha256').update(JSON.stringify(body)).digest('hex') : '';
+    const requestHash = key ? hashRequest(validated.items) : '';
     const answer = (): RefundCallResult => {
       const message = `${accepted} refunds received for processing`;
       if (errors.size === 0) return { status: 200, body: { message } };
