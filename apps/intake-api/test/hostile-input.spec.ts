@@ -191,6 +191,60 @@ describe('hostile input (issue 9)', () => {
     }
   });
 
+  it('never names a parameter or key that could hold a card number (decisions §10)', async () => {
+    // The card number's digits, in whatever the message wraps them. Soft: every entry point is reported.
+    const expectNoCard = (message: string, what: string): void => {
+      expect.soft(message.replace(/\D/g, ''), what).not.toContain(PAN);
+    };
+    const dotted = PAN.replace(/(\d{4})(?!$)/g, '$1.');
+    // A query parameter nobody knows: `query` instead of its name.
+    for (const path of [
+      `/v1/retain/analytics?${PAN}=1`,
+      `/v1/retain/analytics?x${PAN}=1`,
+      `/v1/retain/analytics?${dotted}=1`,
+      `/v1/retain/webhook-messages?${PAN}=1`,
+      `/v1/retain/webhook-messages?x_${PAN.slice(0, 8)}_${PAN.slice(8)}=1`,
+      `/v1/retain/transactions?x${PAN}=%00`,
+    ]) {
+      const r = await client.request('GET', path);
+      expect(r.status, path).toBe(400);
+      expect.soft(r.json, path).toEqual({ code: 'RET400', message: 'Invalid parameter: query' });
+    }
+    // A tunable of an experiment variant.
+    const experiment = await client.request('POST', '/v1/retain/experiments', {
+      name: 'card-named config',
+      holdout_share: 0.1,
+      variants: [{ name: 'a', policy_version: 'adaptive-2026-11', config: { [`x${PAN}`]: 1 } }],
+    });
+    expect(experiment.status).toBe(400);
+    expect(Object.keys(experiment.json).sort()).toEqual(['code', 'message']);
+    expect(experiment.json.code).toBe('RET400');
+    expect.soft(experiment.json.message).toMatch(/^Invalid parameter: variants\[0\]\.config key /);
+    expectNoCard(experiment.json.message, 'experiment');
+    // Keys inside a transaction item (unknown field, metadata) and a refund item.
+    const good = txn();
+    const bad = [
+      txn({ extra: { [`x${PAN}`]: 'a\u0000' } }),
+      txn({ metadata: { [dotted]: 5 } }),
+      txn({ metadata: { [`x_${PAN}`]: 'a\u0000' } }),
+    ];
+    const submitted = await client.submit([good, ...bad]);
+    expect(submitted.status).toBe(207);
+    expect(submitted.json.rejected.map((e: any) => e.id)).toEqual(bad.map((t) => t['id']));
+    for (const e of submitted.json.rejected)
+      for (const x of e.errors) {
+        expect.soft(x.code).toBe('RET009');
+        expectNoCard(x.message, e.id);
+      }
+    expect(await savedIds([good, ...bad].map((t) => t['id'] as string))).toEqual([good['id']]);
+    const refund = await client.request('POST', '/v1/retain/refunds', {
+      refunds: [{ id: good['id'], [`x${PAN}`]: '\u0000' }],
+    });
+    expect(refund.status).toBe(207);
+    expect(refund.json.rejected[0].errors[0].code).toBe('RET009');
+    expectNoCard(refund.json.rejected[0].errors[0].message, 'refund');
+  });
+
   it('reads back ids of 101 to 128 characters (the spec limit), unicode ones too', async () => {
     const ids = [
       `${uniqueId()}_`.padEnd(101, 'x'),

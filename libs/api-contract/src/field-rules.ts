@@ -1,4 +1,4 @@
-import { isIsoCurrency } from '@retain/domain';
+import { isIsoCurrency, isNameable } from '@retain/domain';
 import { isISO31661Alpha2 } from 'class-validator';
 import { parseDateTimeMillis } from './date-time.parser';
 import { unsafeTextDetail } from './unsafe-text';
@@ -94,10 +94,9 @@ export function checkField(spec: FieldSpec, value: unknown): string | null {
   }
 }
 
-/** A metadata key may be named in a message unless it could itself carry a card number. */
+/** A metadata key is named in a message only when it cannot carry a card number (isNameable). */
 function describeKey(key: string): string {
-  const safe = key.length <= 64 && !/\d{12,}/.test(key.replace(/[\s-]/g, ''));
-  return safe ? `metadata.${key}` : 'metadata key';
+  return isNameable(key) ? `metadata.${key}` : 'metadata key';
 }
 
 /** Spec "Metadata" rules as `[path, detail]` pairs; empty when the object is valid. */

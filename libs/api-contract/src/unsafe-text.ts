@@ -1,3 +1,5 @@
+import { isNameable } from '@retain/domain';
+
 /**
  * Text Postgres cannot store: `text` and `jsonb` refuse NUL (U+0000), and `jsonb` refuses an
  * unpaired UTF-16 surrogate. Such a value, anywhere in a submitted item (known field, unknown field,
@@ -18,15 +20,13 @@ export function unsafeTextDetail(s: string): string | null {
   return LONE_SURROGATE_RE.test(s) ? 'must be valid Unicode (unpaired surrogate)' : null;
 }
 
-// A key is named in a message only when it cannot be card data or unprintable text.
-const SAFE_KEY_RE = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
-
 /** `account.id`, `extras[1]`, `metadata key` (a key that may not be shown), or `value` for the root. */
 function pathOf(prefix: string, trail: (string | number)[]): string {
   let path = prefix;
   for (const seg of trail) {
     if (typeof seg === 'number') path += `[${seg}]`;
-    else if (!SAFE_KEY_RE.test(seg)) return path === '' ? 'key' : `${path} key`;
+    // A key is named only when it cannot be card data or unprintable text (isNameable).
+    else if (!isNameable(seg)) return path === '' ? 'key' : `${path} key`;
     else path = path === '' ? seg : `${path}.${seg}`;
   }
   return path === '' ? 'value' : path;

@@ -8,3 +8,4 @@ export * from './policy';
 export * from './scrub';
 export * from './group-commit';
 export * from './json-text';
+export * from './client-names';

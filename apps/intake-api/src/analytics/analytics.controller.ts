@@ -10,7 +10,7 @@ import {
 } from '@nestjs/swagger';
 import { ErrorDto } from '@retain/api-contract';
 import { AnalyticsRepository } from '@retain/db';
-import { RetCode, RetMessage } from '@retain/domain';
+import { RetCode, RetMessage, nameOr } from '@retain/domain';
 import { DataSource } from 'typeorm';
 import { CurrentMerchant, MerchantAuthGuard, type AuthenticatedMerchant } from '../auth/merchant-auth.guard';
 import { AnalyticsDto } from './analytics.dto';
@@ -42,7 +42,8 @@ export interface AnalyticsQuery {
 /** Query of GET /retain/analytics; every default spelled out in the OpenAPI document. */
 export function parseAnalyticsQuery(q: Record<string, unknown>, today = new Date()): AnalyticsQuery {
   const known = new Set(['from', 'to', 'bucket', 'breakdown_limit']);
-  for (const k of Object.keys(q)) if (!known.has(k)) throw badParam(k);
+  // A parameter nobody knows is named only when it cannot be card data (decisions §10).
+  for (const k of Object.keys(q)) if (!known.has(k)) throw badParam(nameOr(k, 'query'));
   for (const [k, v] of Object.entries(q)) if (typeof v !== 'string') throw badParam(k);
   const to = q['to'] === undefined ? today.toISOString().slice(0, 10) : parseDay(q['to']);
   if (!to) throw badParam('to');

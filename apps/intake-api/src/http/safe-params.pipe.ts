@@ -1,9 +1,6 @@
 import { HttpException, HttpStatus, Injectable, type ArgumentMetadata, type PipeTransform } from '@nestjs/common';
 import { unsafeTextProblems } from '@retain/api-contract';
-import { RetCode, RetMessage } from '@retain/domain';
-
-// A query parameter is named in the message only when its name is a plain word.
-const PLAIN_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+import { RetCode, RetMessage, isNameable } from '@retain/domain';
 
 /**
  * Query and path parameters holding text Postgres cannot take (NUL, unpaired surrogates) are a bad
@@ -20,7 +17,8 @@ export class SafeParamsPipe implements PipeTransform {
     if (name === undefined) {
       // The whole query object: its first bad key or value.
       const root = /^[^.[ ]+/.exec(problems[0]![0])?.[0] ?? '';
-      name = PLAIN_NAME_RE.test(root) && root !== 'key' ? root : metadata.type;
+      // Named only when a plain word that cannot be card data (isNameable).
+      name = isNameable(root) && root !== 'key' ? root : metadata.type;
     }
     throw new HttpException(
       { code: RetCode.RET400, message: RetMessage.invalidParameter(name) },

@@ -29,7 +29,7 @@ import {
 import { ErrorDto } from '@retain/api-contract';
 import type { RetainConfig } from '@retain/config';
 import { MerchantsRepository, WebhookMessagesRepository } from '@retain/db';
-import { EventName, RetCode, RetMessage, newMessageId, newVid } from '@retain/domain';
+import { EventName, RetCode, RetMessage, nameOr, newMessageId, newVid } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import { OutboxRelay, announce } from '@retain/queues';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -249,7 +249,8 @@ export class WebhookMessagesController {
     @Req() req: FastifyRequest,
   ): Promise<unknown> {
     const known = new Set(['status', 'transaction_id', 'limit', 'starting_after']);
-    for (const [k, v] of Object.entries(query)) if (!known.has(k) || typeof v !== 'string') throw badParam(k);
+    for (const [k, v] of Object.entries(query))
+      if (!known.has(k) || typeof v !== 'string') throw badParam(nameOr(k, 'query'));
     const status = (query['status'] as string | undefined) ?? null;
     if (status !== null && !MESSAGE_STATUSES.includes(status)) throw badParam('status');
     const limitText = (query['limit'] as string | undefined) ?? '20';

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isNameable } from '../client-names';
 import { DEFAULT_RETRY_POLICY, LEGACY_POLICY_VERSION, POLICY_VERSION, type RetryPolicyConfig } from './retry-schedule';
 
 /**
@@ -121,7 +122,8 @@ export function parseExperiment(body: unknown): ParsedExperiment {
       if (!validOverride(k, v))
         return {
           ok: false,
-          field: `${f('config')}.${k}`,
+          // The key is the client's: named only when it cannot be card data (decisions §10).
+          field: isNameable(k) ? `${f('config')}.${k}` : `${f('config')} key`,
           detail: 'is not a tunable of the policy or has a wrong type',
         };
     variants.push({
