@@ -581,10 +581,19 @@ describe('analytics API', () => {
       ['?bucket=month', 'bucket'],
       ['?breakdown_limit=0', 'breakdown_limit'],
       ['?colour=red', 'colour'],
+      // Postgres has no year 0.
+      ['?to=0000-12-31', 'to'],
+      ['?from=0000-12-31&to=0001-01-05', 'from'],
     ] as const) {
       const r = await get(merchant, q);
       expect(r.status, q).toBe(400);
       expect(r.json).toEqual({ code: 'RET400', message: `Invalid parameter: ${name}` });
     }
+  });
+
+  it('starts the default range no earlier than 0001-01-01', async () => {
+    const r = await get(merchant, '?to=0001-01-05');
+    expect(r.status).toBe(200);
+    expect(r.json).toMatchObject({ from: '0001-01-01', to: '0001-01-05', currencies: [] });
   });
 });

@@ -25,11 +25,21 @@ const DAY_MS = 86_400_000;
 const badParam = (name: string): HttpException =>
   new HttpException({ code: RetCode.RET400, message: RetMessage.invalidParameter(name) }, HttpStatus.BAD_REQUEST);
 
-/** A YYYY-MM-DD calendar date that exists, else null. */
+/** The first day Postgres can hold: it has no year 0. */
+const FIRST_DAY = '0001-01-01';
+
+/** A YYYY-MM-DD calendar date that exists, in years 0001-9999, else null. */
 function parseDay(v: unknown): string | null {
-  if (typeof v !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(v)) return null;
+  if (typeof v !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(v) || v < FIRST_DAY) return null;
   const t = Date.parse(`${v}T00:00:00Z`);
   return Number.isNaN(t) || new Date(t).toISOString().slice(0, 10) !== v ? null : v;
+}
+
+/** `to` - 29 days, no earlier than the first day. */
+function defaultFrom(to: string): string {
+  const from = new Date(Date.parse(`${to}T00:00:00Z`) - (DEFAULT_DAYS - 1) * DAY_MS).toISOString().slice(0, 10);
+  // YYYY-MM-DD strings compare as the days they name.
+  return from < FIRST_DAY ? FIRST_DAY : from;
 }
 
 export interface AnalyticsQuery {
@@ -47,10 +57,7 @@ export function parseAnalyticsQuery(q: Record<string, unknown>, today = new Date
   for (const [k, v] of Object.entries(q)) if (typeof v !== 'string') throw badParam(k);
   const to = q['to'] === undefined ? today.toISOString().slice(0, 10) : parseDay(q['to']);
   if (!to) throw badParam('to');
-  const from =
-    q['from'] === undefined
-      ? new Date(Date.parse(`${to}T00:00:00Z`) - (DEFAULT_DAYS - 1) * DAY_MS).toISOString().slice(0, 10)
-      : parseDay(q['from']);
+  const from = q['from'] === undefined ? defaultFrom(to) : parseDay(q['from']);
   if (!from) throw badParam('from');
   const span = (Date.parse(to) - Date.parse(from)) / DAY_MS;
   if (span < 0 || span >= MAX_DAYS) throw badParam('from');
