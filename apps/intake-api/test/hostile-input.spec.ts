@@ -245,6 +245,22 @@ describe('hostile input (issue 9)', () => {
     expectNoCard(refund.json.rejected[0].errors[0].message, 'refund');
   });
 
+  it('refuses an experiment name Postgres cannot store (NUL, unpaired surrogate) with 400 RET400, storing nothing', async () => {
+    const variants = [
+      { name: 'a', policy_version: 'adaptive-2026-11' },
+      { name: 'b', policy_version: 'utc-heuristics-2026-10' },
+    ];
+    for (const name of ['a\u0000b', 'a\ud800b', '\udc00']) {
+      const r = await client.request('POST', '/v1/retain/experiments', { name, variants });
+      expect.soft(r.status, JSON.stringify(name)).toBe(400);
+      expect.soft(r.json?.code, JSON.stringify(name)).toBe('RET400');
+      expect.soft(r.json?.message, JSON.stringify(name)).toMatch(/^Invalid parameter: name \(/);
+    }
+    const list = await client.request('GET', '/v1/retain/experiments');
+    expect(list.status).toBe(200);
+    expect(list.json.data).toEqual([]);
+  });
+
   it('reads back ids of 101 to 128 characters (the spec limit), unicode ones too', async () => {
     const ids = [
       `${uniqueId()}_`.padEnd(101, 'x'),

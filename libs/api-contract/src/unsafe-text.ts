@@ -1,24 +1,15 @@
-import { isNameable } from '@retain/domain';
+import { isNameable, unsafeTextDetail } from '@retain/domain';
 
 /**
- * Text Postgres cannot store: `text` and `jsonb` refuse NUL (U+0000), and `jsonb` refuses an
- * unpaired UTF-16 surrogate. Such a value, anywhere in a submitted item (known field, unknown field,
- * object key, array element), rejects that item with RET009 instead of failing the whole INSERT.
+ * Text Postgres cannot store (NUL, an unpaired UTF-16 surrogate: unsafeTextDetail in libs/domain),
+ * anywhere in a submitted item (known field, unknown field, object key, array element), rejects
+ * that item with RET009 instead of failing the whole INSERT.
  */
 
-// One scan finds candidates; only strings with a NUL or a surrogate look further.
-const SUSPECT_RE = /[\u0000\uD800-\uDFFF]/;
-const LONE_SURROGATE_RE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+export { unsafeTextDetail };
 
 /** Deeper than any field of the contract (metadata is 2 levels, the billing address 3). */
 export const MAX_NESTING = 16;
-
-/** Why `s` cannot be stored, or null. */
-export function unsafeTextDetail(s: string): string | null {
-  if (!SUSPECT_RE.test(s)) return null;
-  if (s.includes('\u0000')) return 'must not contain NUL characters';
-  return LONE_SURROGATE_RE.test(s) ? 'must be valid Unicode (unpaired surrogate)' : null;
-}
 
 /** `account.id`, `extras[1]`, `metadata key` (a key that may not be shown), or `value` for the root. */
 function pathOf(prefix: string, trail: (string | number)[]): string {
@@ -43,7 +34,7 @@ export function unsafeTextProblems(value: unknown, prefix = ''): [string, string
   const trail: (string | number)[] = [];
   const visit = (v: unknown, depth: number): void => {
     if (typeof v === 'string') {
-      const detail = SUSPECT_RE.test(v) ? unsafeTextDetail(v) : null;
+      const detail = unsafeTextDetail(v);
       if (detail !== null) problems.push([pathOf(prefix, trail), detail]);
       return;
     }
@@ -63,7 +54,7 @@ export function unsafeTextProblems(value: unknown, prefix = ''): [string, string
     const obj = v as Record<string, unknown>;
     for (const key in obj) {
       if (!Object.hasOwn(obj, key)) continue;
-      const keyDetail = SUSPECT_RE.test(key) ? unsafeTextDetail(key) : null;
+      const keyDetail = unsafeTextDetail(key);
       if (keyDetail !== null) {
         const parent = pathOf(prefix, trail);
         problems.push([parent === 'value' ? 'key' : `${parent} key`, keyDetail]);

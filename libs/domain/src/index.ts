@@ -9,3 +9,4 @@ export * from './scrub';
 export * from './group-commit';
 export * from './json-text';
 export * from './client-names';
+export * from './storable-text';

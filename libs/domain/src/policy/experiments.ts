@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isNameable } from '../client-names';
+import { unsafeTextDetail } from '../storable-text';
 import { DEFAULT_RETRY_POLICY, LEGACY_POLICY_VERSION, POLICY_VERSION, type RetryPolicyConfig } from './retry-schedule';
 
 /**
@@ -92,6 +93,9 @@ export function parseExperiment(body: unknown): ParsedExperiment {
   const name = body['name'];
   if (typeof name !== 'string' || name.trim().length === 0 || name.length > 100)
     return { ok: false, field: 'name', detail: 'must be a string of 1 to 100 characters' };
+  // Postgres refuses NUL and would store an unpaired surrogate as U+FFFD.
+  const unsafe = unsafeTextDetail(name);
+  if (unsafe !== null) return { ok: false, field: 'name', detail: unsafe };
   const holdout = body['holdout_share'] ?? 0;
   if (typeof holdout !== 'number' || !Number.isFinite(holdout) || holdout < 0 || holdout > 0.5)
     return { ok: false, field: 'holdout_share', detail: 'must be a number from 0 to 0.5' };
