@@ -204,4 +204,40 @@ describe('policy experiments through the real apps', () => {
       ]);
     },
   );
+
+  it(
+    "the holdout keeps the experiment's holdout_policy, whatever RETRY_POLICY says later",
+    { timeout: 90_000 },
+    async () => {
+      const m = await createMerchant();
+      const client = new ApiClient(apps[0]!.url, m.api_key);
+      const created = await client.request('POST', '/v1/retain/experiments', {
+        name: 'holdout stays',
+        holdout_share: 0.5,
+        variants: [{ name: 'heuristics', policy_version: LEGACY_POLICY_VERSION }],
+      });
+      expect(created.status).toBe(201);
+      const exp = created.json as { id: string; holdout_share: number; variants: never; holdout_policy: string };
+      expect(exp.holdout_policy).toBe(POLICY_VERSION);
+      // The operator changes RETRY_POLICY after the experiment started (another intake-api here).
+      const changed = await startApp('intake-api', { env: { ...ENV, RETRY_POLICY: LEGACY_POLICY_VERSION } });
+      try {
+        const later = new ApiClient(changed.url, m.api_key);
+        const txns = Array.from({ length: 8 }, () => txn());
+        expect((await later.submit(txns)).status).toBe(200);
+        const holdout = txns.map((t) => t['id'] as string).filter((id) => assignArm(exp, id) === HOLDOUT_ARM);
+        expect(holdout.length).toBeGreaterThan(0);
+        for (const id of holdout) {
+          const view = (
+            (await client.request('GET', `/v1/retain/transactions/${id}`)).json as {
+              data: { retry_policy: unknown }[];
+            }
+          ).data[0]!;
+          expect(view.retry_policy).toEqual({ version: POLICY_VERSION, experiment_id: exp.id, arm: HOLDOUT_ARM });
+        }
+      } finally {
+        await changed.stop();
+      }
+    },
+  );
 });

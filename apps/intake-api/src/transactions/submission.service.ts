@@ -8,6 +8,7 @@ import {
 import type { RetainConfig } from '@retain/config';
 import {
   RECOVERING_STATUSES,
+  HOLDOUT_ARM,
   assignArm,
   RetCode,
   RetMessage,
@@ -394,7 +395,8 @@ export class SubmissionService {
     const { fingerprint, seal } = build;
     const now = new Date().toISOString();
     // A running policy experiment assigns each transaction an arm (sticky: a hash of the experiment
-    // and the merchant's transaction id) and the arm's policy version; the holdout keeps the default.
+    // and the merchant's transaction id) and the arm's policy version; the holdout keeps the default
+    // policy of when the experiment started (holdout_policy), not RETRY_POLICY as it is now.
     const experiment =
       build.experiment !== undefined ? build.experiment : await ExperimentsRepository.running(m, merchantId);
     /** Rows [from, to) as COPY lines (intakeCopyLine), their fingerprints settling (null past the end). */
@@ -407,7 +409,10 @@ export class SubmissionService {
           const arm = assignArm(experiment, t.id);
           r.experimentId = experiment.id;
           r.experimentArm = arm;
-          r.policyVersion = experiment.variants.find((v) => v.name === arm)?.policy_version ?? null;
+          r.policyVersion =
+            arm === HOLDOUT_ARM
+              ? experiment.holdout_policy
+              : (experiment.variants.find((v) => v.name === arm)?.policy_version ?? null);
         }
         r.policyVersion ??= this.config.retryPolicy ?? null;
         return intakeCopyLine(merchantId, submissionId, r);
