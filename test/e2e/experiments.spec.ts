@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HOLDOUT_ARM, LEGACY_POLICY_VERSION, POLICY_VERSION, assignArm } from '@retain/domain';
+import { SANDBOX_PARTIAL_CARD } from '@retain/processor';
 import {
   ApiClient,
   closeTestDb,
@@ -205,6 +206,36 @@ describe('policy experiments through the real apps', () => {
     },
   );
 
+  /** The merchant's results of one experiment, per arm. */
+  const resultsOf = async (client: ApiClient, id: string) =>
+    (
+      (await client.request('GET', `/v1/retain/experiments/${id}`)).json as {
+        results: {
+          arm: string;
+          transactions: number;
+          in_flight: number;
+          recovered_count: number;
+          recovered_amount: number;
+        }[];
+      }
+    ).results;
+  /** Waits until none of these transactions is still being recovered or reviewed. */
+  const settled = async (login: string, ids: string[]) => {
+    const db = await testDb();
+    await waitFor(
+      async () => {
+        const [r] = await db.query(
+          `SELECT count(*)::int AS open FROM transactions t JOIN merchants m ON m.id = t.merchant_id
+            WHERE m.login = $1 AND t.merchant_txn_id = ANY($2)
+              AND (t.review_status = 'pending' OR (t.review_status = 'passed' AND t.status IN ('Failed', 'In Retry')))`,
+          [login, ids],
+        );
+        return r.open === 0;
+      },
+      { timeoutMs: 60_000, what: 'every transaction reviewed and final' },
+    );
+  };
+
   it(
     "the holdout keeps the experiment's holdout_policy, whatever RETRY_POLICY says later",
     { timeout: 90_000 },
@@ -240,4 +271,26 @@ describe('policy experiments through the real apps', () => {
       }
     },
   );
+
+  it('results count a partial authorization at the captured part', { timeout: 90_000 }, async () => {
+    const m = await createMerchant();
+    const client = new ApiClient(apps[0]!.url, m.api_key);
+    const created = await client.request('POST', '/v1/retain/experiments', {
+      name: 'partial',
+      holdout_share: 0.5,
+      variants: [{ name: 'adaptive', policy_version: POLICY_VERSION }],
+    });
+    const exp = created.json as { id: string };
+    const txns = Array.from({ length: 4 }, () => txn({ amount: 20 }, SANDBOX_PARTIAL_CARD));
+    expect((await client.submit(txns)).status).toBe(200);
+    const ids = txns.map((t) => t['id'] as string);
+    await settled(m.login, ids);
+    const results = await resultsOf(client, exp.id);
+    expect(results.reduce((s, r) => s + r.transactions, 0)).toBe(4);
+    for (const r of results) {
+      // The sandbox approves half: 10.00 of each 20.00 is what was recovered (and is refundable).
+      expect(r.recovered_count).toBe(r.transactions);
+      expect(r.recovered_amount).toBeCloseTo(r.transactions * 10, 2);
+    }
+  });
 });

@@ -101,8 +101,9 @@ export class ExperimentsRepository {
 
   /**
    * Per arm and currency: assigned transactions, those still being recovered, recovered count and
-   * amount (first captured attempt; sum and sum of squares for the intervals), attempts made, and
-   * the median days from the failure to the recovery.
+   * amount (first captured attempt, what it captured: a partial authorization counts its captured
+   * part; sum and sum of squares for the intervals), attempts made, and the median days from the
+   * failure to the recovery.
    */
   static async moments(m: Sql, merchantId: string, experimentId: string): Promise<ArmMomentsRow[]> {
     return m.query(
@@ -118,7 +119,8 @@ export class ExperimentsRepository {
                 FILTER (WHERE cap.at IS NOT NULL) AS median_days_to_recover
          FROM transactions t
          LEFT JOIN LATERAL (
-           SELECT a.amount_minor, coalesce(a.processed_at, a.scheduled_for) AS at FROM attempts a
+           SELECT coalesce(a.partial_amount_minor, a.amount_minor) AS amount_minor,
+                  coalesce(a.processed_at, a.scheduled_for) AS at FROM attempts a
             WHERE a.transaction_id = t.id AND a.state = 'captured' ORDER BY a.retry_number LIMIT 1) cap ON true
          LEFT JOIN LATERAL (
            SELECT count(*) AS n FROM attempts a WHERE a.transaction_id = t.id AND a.state <> 'pending') att ON true
