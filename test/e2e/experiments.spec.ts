@@ -20,6 +20,8 @@ import {
 // loaded CI machine once let every window close before the first attempt).
 const ENV = { RETRY_TIME_SCALE: '100000', JOB_LOCK_MS: '2000' };
 const DECLINED_54 = '4000000000000069';
+/** A token no processor knows: the review rejects it (RET011), and it is never retried. */
+const UNKNOWN_TOKEN = 'tok_sandbox_9999';
 const cliMain = path.resolve(__dirname, '../../dist/apps/cli/src/main.js');
 const cli = (...args: string[]): any => {
   const r = spawnSync(process.execPath, [cliMain, ...args], { env: process.env, encoding: 'utf8' });
@@ -291,6 +293,38 @@ describe('policy experiments through the real apps', () => {
       // The sandbox approves half: 10.00 of each 20.00 is what was recovered (and is refundable).
       expect(r.recovered_count).toBe(r.transactions);
       expect(r.recovered_amount).toBeCloseTo(r.transactions * 10, 2);
+    }
+  });
+
+  it('results leave out transactions the review rejected (never in flight)', { timeout: 90_000 }, async () => {
+    const m = await createMerchant();
+    const client = new ApiClient(apps[0]!.url, m.api_key);
+    const created = await client.request('POST', '/v1/retain/experiments', {
+      name: 'rejected',
+      holdout_share: 0.5,
+      variants: [{ name: 'adaptive', policy_version: POLICY_VERSION }],
+    });
+    const exp = created.json as { id: string };
+    const rejected = txn({
+      payment_method: { id: UNKNOWN_TOKEN, is_tokenized: true, credit_card: { account: '400000' } },
+    });
+    const approved = Array.from({ length: 3 }, () => txn());
+    const txns = [rejected, ...approved];
+    expect((await client.submit(txns)).status).toBe(200);
+    await settled(
+      m.login,
+      txns.map((t) => t['id'] as string),
+    );
+    const db = await testDb();
+    const [row] = await db.query(`SELECT review_status, status FROM transactions WHERE merchant_txn_id = $1`, [
+      rejected['id'],
+    ]);
+    expect(row).toEqual({ review_status: 'rejected', status: 'Failed' });
+    const results = await resultsOf(client, exp.id);
+    expect(results.reduce((s, r) => s + r.transactions, 0)).toBe(3);
+    for (const r of results) {
+      expect(r.in_flight).toBe(0);
+      expect(r.recovered_count).toBe(r.transactions);
     }
   });
 });

@@ -103,7 +103,8 @@ export class ExperimentsRepository {
    * Per arm and currency: assigned transactions, those still being recovered, recovered count and
    * amount (first captured attempt, what it captured: a partial authorization counts its captured
    * part; sum and sum of squares for the intervals), attempts made, and the median days from the
-   * failure to the recovery.
+   * failure to the recovery. Transactions the post-submission review rejected are left out: no arm
+   * ever plans them (they stay `Failed`, so they would count as in flight for ever).
    */
   static async moments(m: Sql, merchantId: string, experimentId: string): Promise<ArmMomentsRow[]> {
     return m.query(
@@ -124,7 +125,7 @@ export class ExperimentsRepository {
             WHERE a.transaction_id = t.id AND a.state = 'captured' ORDER BY a.retry_number LIMIT 1) cap ON true
          LEFT JOIN LATERAL (
            SELECT count(*) AS n FROM attempts a WHERE a.transaction_id = t.id AND a.state <> 'pending') att ON true
-        WHERE t.merchant_id = $1 AND t.experiment_id = $2
+        WHERE t.merchant_id = $1 AND t.experiment_id = $2 AND t.review_status <> 'rejected'
         GROUP BY t.experiment_arm, t.currency
         ORDER BY t.currency, t.experiment_arm`,
       [merchantId, experimentId],
