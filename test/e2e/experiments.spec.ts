@@ -83,6 +83,30 @@ describe('policy experiments through the real apps', () => {
     expect((await api.request('GET', '/v1/retain/experiments')).json).toEqual({ data: [] });
   });
 
+  it("refuses settings the variant's policy never reads, with RET400 naming the field, and creates nothing", async () => {
+    const m = await createMerchant();
+    const client = new ApiClient(apps[0]!.url, m.api_key);
+    for (const [variant, field] of [
+      [
+        { name: 'a', policy_version: POLICY_VERSION, config: { attemptHourUtc: 10 } },
+        'variants[0].config.attemptHourUtc',
+      ],
+      [
+        { name: 'a', policy_version: LEGACY_POLICY_VERSION, config: { budgetByClass: { funds: 6 } } },
+        'variants[0].config.budgetByClass',
+      ],
+    ] as const) {
+      const res = await client.request('POST', '/v1/retain/experiments', {
+        name: 'unread',
+        holdout_share: 0.1,
+        variants: [variant],
+      });
+      expect(res.status).toBe(400);
+      expect(res.json).toEqual({ code: 'RET400', message: expect.stringContaining(`Invalid parameter: ${field}`) });
+    }
+    expect((await client.request('GET', '/v1/retain/experiments')).json).toEqual({ data: [] });
+  });
+
   it(
     'assigns arms stickily, plans with each arm, and reports per-arm results with intervals (API and CLI)',
     { timeout: 120_000 },

@@ -59,7 +59,8 @@ export class ExperimentsController {
       'New transactions are assigned an arm by a hash of the experiment and the transaction id (sticky): ' +
       '`holdout_share` of them keep the default policy (arm `holdout`), the rest go to the variants by weight. ' +
       'A variant names a policy version (`utc-heuristics-2026-10` or `adaptive-2026-11`), an optional `weight` ' +
-      '(default 1), `learning` (default true) and `config` overrides of the policy tunables. ' +
+      '(default 1), `learning` (default true) and `config` overrides of the tunables that policy reads ' +
+      '(any other setting is refused with 400 naming it). ' +
       '409 while another experiment runs.',
   })
   @ApiBody({

@@ -10,6 +10,7 @@ import {
   type LastOutcome,
   type Plan,
   type PlanInput,
+  type RetryPolicyConfig,
 } from './retry-schedule';
 import { seededRng } from './slot-learner';
 
@@ -274,6 +275,47 @@ describe('adaptive policy: signals', () => {
     if (p.kind !== 'retry') throw new Error(p.reason);
     expect(p.at.getTime()).toBeGreaterThan(failedAt.getTime());
     expect(p.at.getTime() - failedAt.getTime()).toBeLessThan((2 * DAY) / 1000 + 60_000);
+  });
+});
+
+describe("adaptive policy: a variant's settings (experiments)", () => {
+  const failedAt = new Date('2026-06-01T14:00:00Z');
+  const withConfig = (config: Partial<RetryPolicyConfig>): Partial<PlanInput>[] => [
+    // As the service passes an arm's config (policy-inputs: `config`), and as a PolicyChoice carries it.
+    { config },
+    { policy: { ...adaptive, config } },
+  ];
+
+  it('an explicit maxAttempts caps the budget of every decline class', () => {
+    for (const over of withConfig({ maxAttempts: 6 }))
+      for (const responseCode of ['51', '05']) {
+        const { plans, reason } = schedule(failedAt, { responseCode }, over);
+        expect(plans.length, responseCode).toBe(6);
+        expect(reason).toBe('attempt budget of 6 used');
+      }
+    // Together with budgetByClass: the smaller one.
+    const both = schedule(
+      failedAt,
+      { responseCode: '51' },
+      { config: { maxAttempts: 4, budgetByClass: { funds: 6 } } },
+    );
+    expect(both.plans.length).toBe(4);
+  });
+
+  it('a partial budgetByClass changes only the classes it names', () => {
+    const plain = (responseCode: string) => schedule(failedAt, { responseCode }).plans.length;
+    for (const over of withConfig({ budgetByClass: { funds: 6 } })) {
+      const funds = schedule(failedAt, { responseCode: '51' }, over);
+      expect(funds.plans.length).toBe(6);
+      expect(funds.reason).toBe('attempt budget of 6 used');
+      // Generic declines keep their default budget (15), not maxAttempts (8).
+      expect(plain('05')).toBeGreaterThan(DEFAULT_RETRY_POLICY.maxAttempts);
+      expect(schedule(failedAt, { responseCode: '05' }, over).plans.length).toBe(plain('05'));
+    }
+  });
+
+  it('without overrides, the budgets by class stand (maxAttempts does not cap them)', () => {
+    expect(schedule(failedAt, { responseCode: '51' }).plans.length).toBeGreaterThan(DEFAULT_RETRY_POLICY.maxAttempts);
   });
 });
 

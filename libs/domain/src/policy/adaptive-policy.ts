@@ -34,7 +34,17 @@ interface Candidate {
   payday: boolean;
 }
 
-export function planAdaptive(input: PlanInput, config: RetryPolicyConfig, learning: boolean): Plan {
+/**
+ * `maxAttempts`: an explicit attempt budget (a variant's `maxAttempts`), capping the budget of every
+ * class; without it each class has its own (`budgetByClass`, `config.maxAttempts` for a class it
+ * does not name).
+ */
+export function planAdaptive(
+  input: PlanInput,
+  config: RetryPolicyConfig,
+  learning: boolean,
+  maxAttempts?: number,
+): Plan {
   const scale = validScale(input.timeScale);
   const anchor = input.startedAt.getTime();
   const toVirtual = (t: number): number => (t <= anchor ? t : anchor + (t - anchor) * scale);
@@ -72,6 +82,7 @@ export function planAdaptive(input: PlanInput, config: RetryPolicyConfig, learni
   if (learnClass === 'never') learnClass = decline.waitClass;
 
   let budget = config.budgetByClass[learnClass] ?? config.maxAttempts;
+  if (maxAttempts !== undefined) budget = Math.min(budget, maxAttempts);
   if (decline.waitClass === 'risky') budget = Math.min(budget, config.maxAttemptsByClass.risky ?? budget);
   const account = input.accountOutcomes;
   if (account && account.approvals === 0 && account.declines >= 3) budget = Math.ceil(budget * 0.6);

@@ -98,6 +98,27 @@ describe('experiment validation', () => {
       { name: 'x', variants: [variant('a'), { ...variant('b'), config: { maxAttempts: '6' } }] },
       'variants[1].config.maxAttempts',
     ],
+    // Settings the variant's policy never reads would silently do nothing: refused.
+    [
+      { name: 'x', variants: [variant('a'), { ...variant('b'), config: { attemptHourUtc: 10 } }] },
+      'variants[1].config.attemptHourUtc',
+    ],
+    [
+      {
+        name: 'x',
+        holdout_share: 0.1,
+        variants: [{ ...variant('a', 1, LEGACY_POLICY_VERSION), config: { budgetByClass: { funds: 6 } } }],
+      },
+      'variants[0].config.budgetByClass',
+    ],
+    [
+      {
+        name: 'x',
+        holdout_share: 0.1,
+        variants: [{ ...variant('a', 1, LEGACY_POLICY_VERSION), config: { paydayBoost: 2 } }],
+      },
+      'variants[0].config.paydayBoost',
+    ],
   ])('refuses %j at %s', (body, field) => {
     const r = parseExperiment(body);
     expect(r.ok).toBe(false);

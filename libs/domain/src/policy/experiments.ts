@@ -39,6 +39,41 @@ export interface ExperimentDefinition {
 
 const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
+/**
+ * The tunables each policy reads (retry-schedule.ts, adaptive-policy.ts): a variant overrides only
+ * these, since a setting its policy never reads would change nothing while looking like a variant.
+ * (`budgetByClass` and the adaptive's scoring are the adaptive policy's; the UTC hour, the gaps by
+ * class and the payday pull are the UTC schedule's.)
+ */
+export const POLICY_TUNABLES: Readonly<Record<string, readonly (keyof RetryPolicyConfig)[]>> = {
+  [LEGACY_POLICY_VERSION]: [
+    'windowDays',
+    'maxAttempts',
+    'maxAttemptsByClass',
+    'attemptHourUtc',
+    'technicalBackoffHours',
+    'genericGapDays',
+    'paydayPullDays',
+    'fundsMinGapHours',
+    'riskyGapDays',
+  ],
+  [POLICY_VERSION]: [
+    'windowDays',
+    'maxAttempts',
+    'maxAttemptsByClass',
+    'budgetByClass',
+    'attemptDeadlineDays',
+    'waitCostPerDay',
+    'minSlotRate',
+    'minGapHours',
+    'paydayBoost',
+    'patternPaydayBoost',
+    'paidHourBoost',
+    'riskyGapDays',
+    'technicalBackoffHours',
+  ],
+};
+
 /** A uniform number in [0, 1) from a stable hash: the sticky draw of one transaction in one experiment. */
 export function stickyDraw(experimentId: string, transactionKey: string): number {
   const h = createHash('sha256').update(`${experimentId}\u0000${transactionKey}`).digest();
@@ -122,7 +157,7 @@ export function parseExperiment(body: unknown): ParsedExperiment {
     if (typeof learning !== 'boolean') return { ok: false, field: f('learning'), detail: 'must be a boolean' };
     const config = raw['config'] ?? {};
     if (!isRecord(config)) return { ok: false, field: f('config'), detail: 'must be an object' };
-    for (const [k, v] of Object.entries(config))
+    for (const [k, v] of Object.entries(config)) {
       if (!validOverride(k, v))
         return {
           ok: false,
@@ -130,6 +165,9 @@ export function parseExperiment(body: unknown): ParsedExperiment {
           field: isNameable(k) ? `${f('config')}.${k}` : `${f('config')} key`,
           detail: 'is not a tunable of the policy or has a wrong type',
         };
+      if (!(POLICY_TUNABLES[version] ?? []).includes(k as keyof RetryPolicyConfig))
+        return { ok: false, field: `${f('config')}.${k}`, detail: `is not read by the policy ${version}` };
+    }
     variants.push({
       name: vName,
       policy_version: version,

@@ -202,6 +202,25 @@ export interface PlanInput {
  * card-network limits; a temporary limit pushes it to the next slot after `notBefore`.
  */
 /**
+ * The defaults with overrides applied in order (a caller's `config`, then the policy choice's): the
+ * per-class records (budgetByClass, maxAttemptsByClass) merge key by key, so a variant that names one
+ * class changes that class only.
+ */
+export function policyConfig(...overrides: (Partial<RetryPolicyConfig> | undefined)[]): RetryPolicyConfig {
+  let config: RetryPolicyConfig = DEFAULT_RETRY_POLICY;
+  for (const o of overrides) {
+    if (!o) continue;
+    config = {
+      ...config,
+      ...o,
+      budgetByClass: { ...config.budgetByClass, ...o.budgetByClass },
+      maxAttemptsByClass: { ...config.maxAttemptsByClass, ...o.maxAttemptsByClass },
+    };
+  }
+  return config;
+}
+
+/**
  * When the transaction's recovery window ends, in real time (RETRY_TIME_SCALE applied): the policy
  * plans nothing after it, so an attempt the network limits push past it is never made.
  */
@@ -209,7 +228,7 @@ export function recoveryWindowEnd(
   input: Pick<PlanInput, 'startedAt' | 'firstFailedAt' | 'timeScale' | 'config' | 'policy'>,
 ): Date {
   const adaptive = input.policy && input.policy.version !== LEGACY_POLICY_VERSION;
-  const config = { ...DEFAULT_RETRY_POLICY, ...input.config, ...(adaptive ? input.policy?.config : {}) };
+  const config = policyConfig(input.config, adaptive ? input.policy?.config : undefined);
   const scale = validScale(input.timeScale);
   const anchor = input.startedAt.getTime();
   const v = (input.firstFailedAt ?? input.startedAt).getTime() + config.windowDays * DAY;
@@ -220,10 +239,12 @@ export function planNextAttempt(input: PlanInput): Plan {
   if (input.policy && input.policy.version !== LEGACY_POLICY_VERSION)
     return planAdaptive(
       input,
-      { ...DEFAULT_RETRY_POLICY, ...input.config, ...input.policy.config },
+      policyConfig(input.config, input.policy.config),
       input.policy.learning,
+      // An explicit maxAttempts (an experiment arm's) caps every class's budget; the default does not.
+      input.policy.config?.maxAttempts ?? input.config?.maxAttempts,
     );
-  const config: RetryPolicyConfig = { ...DEFAULT_RETRY_POLICY, ...input.config };
+  const config = policyConfig(input.config);
   const scale = validScale(input.timeScale);
   const anchor = input.startedAt.getTime();
   const toVirtual = (t: number): number => (t <= anchor ? t : anchor + (t - anchor) * scale);
