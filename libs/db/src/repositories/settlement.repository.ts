@@ -23,22 +23,57 @@ export interface AwaitingSettlementRow {
 
 /** Captured transactions waiting for their processor's settlement, and the move to Settled. */
 export class SettlementRepository {
+  /** The database's clock: a pass starts then (takeForCheck takes rows checked before it). */
+  static async clock(db: Pick<DataSource, 'query'>): Promise<Date> {
+    const [row]: { now: Date }[] = await db.query(`SELECT now() AS now`);
+    return row!.now;
+  }
+
   /**
-   * The `limit` least recently checked Captured transactions (partial index
-   * transactions_awaiting_settlement), marked checked now so the next pass takes others first.
+   * The `limit` least recently checked Captured transactions last checked before `before` (never
+   * checked, or not yet in this pass), marked checked now so the pass and the next take others. Two
+   * ranges of the partial index transactions_awaiting_settlement (never checked, then checked before
+   * `before`), so the pass's last batch does not walk the captures it checked or put back.
    */
-  static async takeForCheck(db: Pick<DataSource, 'query'>, limit: number): Promise<AwaitingSettlementRow[]> {
+  static async takeForCheck(
+    db: Pick<DataSource, 'query'>,
+    limit: number,
+    before: Date,
+  ): Promise<AwaitingSettlementRow[]> {
     const [rows]: [AwaitingSettlementRow[], number] = await db.query(
-      `UPDATE transactions t SET settlement_checked_at = now()
-         FROM (SELECT id FROM transactions WHERE status = 'Captured' AND processor_transaction_id IS NOT NULL
-                ORDER BY settlement_checked_at NULLS FIRST, status_changed_at LIMIT $1
-                FOR UPDATE SKIP LOCKED) due
+      `WITH fresh AS (
+         SELECT id FROM transactions
+          WHERE status = 'Captured' AND processor_transaction_id IS NOT NULL AND settlement_checked_at IS NULL
+          ORDER BY settlement_checked_at NULLS FIRST, status_changed_at LIMIT $1
+          FOR UPDATE SKIP LOCKED
+       ), seen AS (
+         SELECT id FROM transactions
+          WHERE status = 'Captured' AND processor_transaction_id IS NOT NULL AND settlement_checked_at < $2
+          ORDER BY settlement_checked_at NULLS FIRST, status_changed_at LIMIT $1 - (SELECT count(*) FROM fresh)
+          FOR UPDATE SKIP LOCKED
+       )
+       UPDATE transactions t SET settlement_checked_at = now()
+         FROM (SELECT id FROM fresh UNION ALL SELECT id FROM seen) due
         WHERE t.id = due.id
         RETURNING t.id, t.merchant_id, t.division_number, t.processor_transaction_id,
                   t.status_changed_at AS captured_at, t.submitted_ts, ${CAPTURED_BY_SQL}`,
-      [limit],
+      [limit, before],
     );
     return rows;
+  }
+
+  /**
+   * Captures whose processor does not report settlement (the adapter has no `settlementOf`): checked
+   * again in a day, after every capture due before (an adapter that learns it, after a deploy, then
+   * finds them), so they take no place in the passes meanwhile.
+   */
+  static async putBack(db: Pick<DataSource, 'query'>, ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    await db.query(
+      `UPDATE transactions SET settlement_checked_at = now() + interval '1 day'
+        WHERE id = ANY($1::uuid[]) AND status = 'Captured'`,
+      [ids],
+    );
   }
 
   /**
