@@ -45,14 +45,22 @@ async function main(argv: string[]): Promise<void> {
   merchant
     .command('set-webhook')
     .requiredOption('--login <login>')
-    .option('--url <url>', 'new webhook URL (omit to clear)')
+    .option('--url <url>', 'new webhook URL (omitted: the URL is kept)')
     .option('--webhook-url <url>', 'alias of --url')
+    .option('--clear-url', 'remove the webhook URL (pushes then end no_endpoint, undelivered)')
     .option('--rotate-secret', 'also issue a new signing secret (printed once)')
-    .action(async (o: { login: string; url?: string; webhookUrl?: string; rotateSecret?: boolean }) => {
-      const url = o.url ?? o.webhookUrl ?? null;
-      if (url) assertWebhookUrl(url);
-      print(await (await merchants()).setWebhook(o.login, url, o.rotateSecret === true));
-    });
+    .action(
+      async (o: { login: string; url?: string; webhookUrl?: string; clearUrl?: boolean; rotateSecret?: boolean }) => {
+        const url = o.url ?? o.webhookUrl;
+        if (url !== undefined && o.clearUrl) throw new Error('give --url or --clear-url, not both');
+        if (url === undefined && !o.clearUrl && !o.rotateSecret)
+          throw new Error('give --url <url>, --clear-url or --rotate-secret');
+        if (url !== undefined) assertWebhookUrl(url);
+        // No --url and no --clear-url: the URL is kept (a secret rotation alone leaves it in place).
+        const change = o.clearUrl ? null : url;
+        print(await (await merchants()).setWebhook(o.login, change, o.rotateSecret === true));
+      },
+    );
   merchant
     .command('rotate-key')
     .requiredOption('--login <login>')

@@ -122,6 +122,25 @@ describe('webhook delivery', () => {
     );
   });
 
+  it('after `merchant set-webhook --rotate-secret` delivers to the same URL, signed with the new secret', async () => {
+    // A merchant not looked up by the dispatcher yet (its cache would sign with the old secret for 5 s).
+    const m = await createMerchant(receiver.url);
+    const rotated = cli('merchant', 'set-webhook', '--login', m.login, '--rotate-secret');
+    const id = await push(await merchantRow(m.login));
+    const got = await waitFor(() => receiver.received.find((p) => p.body.header['message_id'] === id), {
+      timeoutMs: 15_000,
+      what: 'the push after the rotation',
+    }).catch(async (err: Error) => {
+      const { status, last_error } = await message(id);
+      throw new Error(`${err.message} (the message is ${status}: ${last_error})`);
+    });
+    const headers = got.headers as Record<string, string>;
+    expect(() => new Webhook(rotated.webhook_secret).verify(got.raw, headers)).not.toThrow();
+    expect(() => new Webhook(m.webhook_secret).verify(got.raw, headers)).toThrow();
+    expect(rotated.webhook_url).toBe(receiver.url);
+    await waitFor(async () => (await message(id)).status === 'delivered', { what: 'delivered status' });
+  });
+
   it('delivers a message once when several jobs name it at the same time', async () => {
     // Duplicate jobs (a stalled job run again, two sweepers racing) land in the same claim batch:
     // the grouped claim hands each message to one job only.

@@ -77,10 +77,13 @@ export class MerchantsRepository {
     });
   }
 
-  /** Sets the webhook URL; with rotateSecret a new signing secret is made and returned once. */
-  async setWebhook(login: string, url: string | null, rotateSecret = false): Promise<MerchantCredentials> {
+  /**
+   * Sets the webhook URL (null removes it, undefined keeps it); with rotateSecret a new signing secret
+   * is made and returned once. Returns the URL in force.
+   */
+  async setWebhook(login: string, url: string | null | undefined, rotateSecret = false): Promise<MerchantCredentials> {
     const merchant = await this.require(login);
-    const patch: Partial<MerchantEntity> = { webhookUrl: url };
+    const patch: Partial<MerchantEntity> = url === undefined ? {} : { webhookUrl: url };
     let secret: string | undefined;
     if (rotateSecret) {
       secret = newWebhookSecret();
@@ -88,11 +91,11 @@ export class MerchantsRepository {
       patch.webhookSecretEnc = sealed.value;
       patch.webhookSecretKeyId = sealed.keyId;
     }
-    await this.db.getRepository(MerchantEntity).update({ id: merchant.id }, patch);
+    if (Object.keys(patch).length > 0) await this.db.getRepository(MerchantEntity).update({ id: merchant.id }, patch);
     return {
       merchant_vid: merchant.merchantVid,
       login,
-      webhook_url: url,
+      webhook_url: url === undefined ? merchant.webhookUrl : url,
       ...(secret ? { webhook_secret: secret } : {}),
     };
   }
