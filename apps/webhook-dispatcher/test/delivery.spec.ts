@@ -221,6 +221,28 @@ describe('webhook delivery', () => {
     await waitFor(() => receiver.received.filter((p) => p.body.header['message_id'] === single).length === 2);
   });
 
+  it('replays by id a push that found no webhook URL, once the merchant has one; --dead leaves it alone', async () => {
+    const m = await createMerchant(null);
+    const id = await push(await merchantRow(m.login));
+    await waitFor(async () => (await message(id)).status === 'no_endpoint', { what: 'no_endpoint' });
+    // --dead replays pushes whose receiver failed them, not those that never had one (README).
+    const dead = cli('webhooks', 'replay', '--dead', '--since', new Date(Date.now() - 60_000).toISOString());
+    expect(dead.message_ids).not.toContain(id);
+    expect((await message(id)).status).toBe('no_endpoint');
+    // The operator sets the URL and replays the push right away.
+    cli('merchant', 'set-webhook', '--login', m.login, '--url', receiver.url);
+    expect(cli('webhooks', 'replay', id)).toEqual({ replayed: 1, message_ids: [id] });
+    const got = await waitFor(() => receiver.received.find((p) => p.body.header['message_id'] === id), {
+      timeoutMs: 15_000,
+      what: 'the replayed push',
+    }).catch(async (err: Error) => {
+      const { status, last_error } = await message(id);
+      throw new Error(`${err.message} (the message is ${status}: ${last_error})`);
+    });
+    expect(() => new Webhook(m.webhook_secret).verify(got.raw, got.headers as Record<string, string>)).not.toThrow();
+    await waitFor(async () => (await message(id)).status === 'delivered', { what: 'delivered status' });
+  });
+
   it('delivers every replay of the same message, each once', async () => {
     const id = await push(await merchantRow(merchant.login));
     const count = () => receiver.received.filter((p) => p.body.header['message_id'] === id).length;

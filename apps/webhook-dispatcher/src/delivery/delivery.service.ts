@@ -77,7 +77,12 @@ export class DeliveryService {
     outboxId: string | null = null,
     onSent: () => void = () => undefined,
   ): Promise<DeliveryResult> {
-    const merchant = await this.merchant(claimed.merchant_id);
+    const claimedBy = Date.now();
+    let merchant = await this.merchant(claimed.merchant_id);
+    // No URL ends the push `no_endpoint`, and nothing retries that: a merchant cached without one is
+    // looked up again, by a lookup started after this claim (the URL may have been set a moment ago,
+    // and the push replayed since), before the push is given up.
+    if (!merchant?.merchant.webhookUrl) merchant = await this.merchant(claimed.merchant_id, claimedBy);
     if (!merchant?.merchant.webhookUrl) {
       onSent();
       await this.record({
@@ -168,11 +173,12 @@ export class DeliveryService {
 
   /**
    * Merchants change rarely; a few seconds of caching spares a query and a secret decryption per
-   * delivery. The signer holds the decrypted secret in memory only.
+   * delivery. The signer holds the decrypted secret in memory only. `notBefore`: only a lookup
+   * started at or after that time will do.
    */
-  private merchant(id: string): Promise<CachedMerchant | null> {
+  private merchant(id: string, notBefore = Date.now() - 5000): Promise<CachedMerchant | null> {
     const hit = this.merchantCache.get(id);
-    if (hit && Date.now() - hit.at < 5000) return hit.value;
+    if (hit && hit.at >= notBefore) return hit.value;
     // The lookup itself is cached: a pipe's worth of deliveries starting at once share one query.
     const value = this.merchants.findById(id).then((merchant) => {
       const secret = merchant ? this.merchants.webhookSecret(merchant) : null;
