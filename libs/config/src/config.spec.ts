@@ -33,6 +33,8 @@ describe('configuration', () => {
     ['RETRY_TIME_SCALE', 'fast'],
     ['REFUND_BATCH_CRON', 'daily'],
     ['WEBHOOK_RETRY_SCHEDULE', '5s,soon'],
+    ['WEBHOOK_RETRY_SCHEDULE', '5s,21d'],
+    ['WEBHOOK_RETRY_SCHEDULE', '500h'],
     ['WEBHOOK_ALLOW_PRIVATE', 'perhaps'],
     ['CARD_DATA_KEY', 'nokeyid'],
     ['CARD_DATA_KEY', 'k1:c2hvcnQ='],
@@ -45,6 +47,15 @@ describe('configuration', () => {
   ])('stops on a bad %s naming the variable', (name, value) => {
     expect(() => loadConfig('intake-api', { [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig('intake-api', { [name]: value })).toThrow(name);
+  });
+
+  it('takes WEBHOOK_RETRY_SCHEDULE steps up to 20 days, whose jittered delay a delivery record holds', () => {
+    expect(loadConfig('webhook-dispatcher', { WEBHOOK_RETRY_SCHEDULE: '5s,20d' }).webhookRetryScheduleMs).toEqual([
+      5000, 1_728_000_000,
+    ]);
+    expect(() => loadConfig('webhook-dispatcher', { WEBHOOK_RETRY_SCHEDULE: '5s,20.8d' })).toThrow(
+      /WEBHOOK_RETRY_SCHEDULE .*"20.8d".*20d/,
+    );
   });
 
   it.each(['61 * * * *', '* * 31 2 *', '0 0 30 2 *', '0 2 * * * * *', '*/0 * * * *'])(

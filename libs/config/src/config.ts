@@ -127,6 +127,13 @@ export function parseDuration(text: string): number | null {
 }
 
 export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,10h';
+/**
+ * The longest step of WEBHOOK_RETRY_SCHEDULE: the dispatcher adds up to 20% jitter and records the
+ * delay in milliseconds as a Postgres int (at most 2^31-1 ms, 24.8 days); 20 days x 1.2 = 24 days fits.
+ * A longer step made the grouped record of a whole batch of attempts fail, and pushes their
+ * receivers had accepted were sent again after the lease.
+ */
+export const MAX_WEBHOOK_RETRY_STEP = '20d';
 
 // ---- Validators: each turns the raw text into a typed value or throws the detail of the message
 // ("Invalid configuration: <VARIABLE> <detail>").
@@ -183,10 +190,13 @@ function durationAtLeast(minMs: number): (value: string) => number {
   };
 }
 
-function durationList(value: string): number[] {
+/** WEBHOOK_RETRY_SCHEDULE: durations, each at most MAX_WEBHOOK_RETRY_STEP. */
+function retrySchedule(value: string): number[] {
+  const max = parseDuration(MAX_WEBHOOK_RETRY_STEP)!;
   return value.split(',').map((part) => {
     const ms = parseDuration(part);
     if (ms === null) throw new Error(`has an invalid duration "${part.trim()}"`);
+    if (ms > max) throw new Error(`has a step "${part.trim()}" longer than the maximum ${MAX_WEBHOOK_RETRY_STEP}`);
     return ms;
   });
 }
@@ -359,7 +369,7 @@ export function configSchema(app: AppName) {
     }),
     REFUND_BATCH_CRON: variable({ parse: cron, default: '0 2 * * *', desc: 'refund batch schedule (UTC)' }),
     WEBHOOK_RETRY_SCHEDULE: variable({
-      parse: durationList,
+      parse: retrySchedule,
       default: DEFAULT_WEBHOOK_RETRY_SCHEDULE,
       desc: 'push delivery retry delays',
     }),
