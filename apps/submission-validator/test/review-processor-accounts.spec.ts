@@ -133,6 +133,28 @@ describe('post-submission review with merchants processor accounts', () => {
     ]);
   });
 
+  it('a network token sent without its BIN is reviewed under its own network (its number says it), so the network rules apply', async () => {
+    const merchant = await createMerchant();
+    const db = await testDb();
+    const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+    await new ProcessorAccountsRepository(db, loadConfig('cli').cardKeys).set(merchantId, '', 'stripe', {
+      secret_key: 'sk_test_review_network',
+    });
+    const t = txn({
+      payment_method: { id: '5555555555554444', is_tokenized: true },
+      is_network_token: 1,
+      cryptogram: 'AgAAAAAABk4DWZ4C28yUQAAAAAA=',
+      eci_indicator: '05',
+    });
+    delete (t['payment_method'] as Record<string, unknown>)['credit_card'];
+    expect((await new ApiClient(api.url, merchant.api_key).submit([t])).status).toBe(200);
+    await waitFor(async () => (await reviewed(t['id'] as string)).length > 0, { what: 'review done' });
+    const [r] = await db.query(`SELECT review_status, card_network FROM transactions WHERE merchant_txn_id = $1`, [
+      t['id'],
+    ]);
+    expect(r).toEqual({ review_status: 'passed', card_network: 'mastercard' });
+  });
+
   it("a token id as long as the account's processor takes (Stripe: 255) is reviewed and remembered, not stuck", async () => {
     const merchant = await createMerchant();
     const db = await testDb();

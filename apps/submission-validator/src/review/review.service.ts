@@ -242,6 +242,9 @@ export class ReviewService {
       const r = fits && !checked ? await processor.detokenize(token) : null;
       if (checked && !checked.ok) errors.push({ code: RetCode.RET011, message: RetMessage.token });
       else if (checked) {
+        // A network token's number (the DPAN) begins like its network's cards: the network rules
+        // (Mastercard's, Visa's) bind it from the first plan on, even when no BIN was sent.
+        if (row.is_network_token === 1) row.card_network ??= cardBrand(token);
         // No card number to fingerprint: the saved payment method stands for its card.
         card = {
           kind: 'token',
@@ -252,7 +255,7 @@ export class ReviewService {
           ),
           bin: null,
           last4: null,
-          network: null,
+          network: row.is_network_token === 1 ? row.card_network : null,
           paymentMethod: row.payment_method,
         };
       } else if (r && !r.ok) errors.push({ code: RetCode.RET011, message: RetMessage.token });
