@@ -41,6 +41,7 @@ import { EndedPushRetention1799700000000 } from './migrations/1799700000000-Ende
 import { RefundIdempotencyKeys1799800000000 } from './migrations/1799800000000-RefundIdempotencyKeys';
 import { OriginalDeclines1799900000000 } from './migrations/1799900000000-OriginalDeclines';
 import { OriginalDeclineCodes1799950000000 } from './migrations/1799950000000-OriginalDeclineCodes';
+import { FairPushClaims1799960000000 } from './migrations/1799960000000-FairPushClaims';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -83,6 +84,7 @@ export const MIGRATIONS = [
   RefundIdempotencyKeys1799800000000,
   OriginalDeclines1799900000000,
   OriginalDeclineCodes1799950000000,
+  FairPushClaims1799960000000,
 ];
 
 export interface PoolTuning {

@@ -3,20 +3,33 @@ import { WebhookMessagesRepository, type ClaimedWebhookMessage } from '@retain/d
 import { QUEUES } from '@retain/queues';
 import { DeliveryService, LEASE_SECONDS } from './delivery.service';
 
-/** Deliveries in flight per dispatcher: the webhook.deliver queue's worker concurrency. */
-const IN_FLIGHT = QUEUES['webhook.deliver'].concurrency;
+/**
+ * Deliveries one merchant may have in flight in one dispatcher: a whole pipe (the webhook.deliver
+ * queue's worker concurrency), so a merchant alone is sent as fast as ever.
+ */
+const PER_MERCHANT = QUEUES['webhook.deliver'].concurrency;
+/**
+ * Deliveries in flight per dispatcher, all merchants together: two pipes, so a merchant whose
+ * receiver hangs (each of its deliveries holding a slot until the 10 s timeout) leaves at least a
+ * pipe's worth of slots to the others.
+ */
+const IN_FLIGHT = 2 * PER_MERCHANT;
 /** Messages claimed per statement: a whole pipe's worth, so a claim is not one statement per freed slot. */
-const CLAIM = IN_FLIGHT;
+const CLAIM = PER_MERCHANT;
 /** Deliveries whose record has not committed yet, at most (memory and lease bound). */
-const MAX_UNRECORDED = 4 * IN_FLIGHT;
+const MAX_UNRECORDED = 4 * PER_MERCHANT;
 
 /**
  * The dispatcher's pump (issue 14): pushes are rows in Postgres, so they are claimed from there in
- * batches (one UPDATE ... SKIP LOCKED for up to IN_FLIGHT, leased like a single claim) into a local
- * buffer, and delivered from it with up to IN_FLIGHT HTTP exchanges in the air; a slot frees when
- * its exchange is over (its record commits in a later group) and takes the next buffered message.
- * The buffer is refilled when it runs empty while the last claim came back full, so one claim
- * statement serves a pipe's worth of deliveries instead of the one or two slots that just freed.
+ * batches (one UPDATE ... SKIP LOCKED for up to CLAIM per kind, leased like a single claim) into a
+ * local buffer, and delivered from it with up to IN_FLIGHT HTTP exchanges in the air; a slot frees
+ * when its exchange is over (its record commits in a later group) and takes the next buffered message.
+ * The buffer is refilled when nothing in it can start, so one claim statement serves a pipe's worth of
+ * deliveries instead of the one or two slots that just freed.
+ * Fairness between merchants: a claim shares its rows out between the merchants with work due (one
+ * merchant's backlog cannot keep another's pushes out of it), and a merchant has at most PER_MERCHANT
+ * deliveries in flight here: its further buffered messages wait for its own slots, and the next claim
+ * leaves it out, so the others' pushes go out on the remaining slots.
  * At shutdown, buffered messages never started are released (lease and attempt count undone).
  * BullMQ's `webhook.deliver` jobs and the retry tick only wake it: a job carries no work a row
  * does not hold, so a lost or duplicated job changes nothing, and one row is claimed by one worker.
@@ -26,14 +39,24 @@ export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
   private readonly logger = new Logger(DeliveryPump.name);
   /** HTTP exchanges in the air (the slots). */
   private inFlight = 0;
+  /** HTTP exchanges in the air per merchant (merchants with none are not kept). */
+  private readonly inFlightOf = new Map<string, number>();
   /** Deliveries not recorded yet (their HTTP exchange may be over): shutdown waits for these. */
   private unrecorded = 0;
   /** Claimed (leased to this worker) and not started yet. */
   private buffered: ClaimedWebhookMessage[] = [];
   private claiming = false;
   private again = false;
-  /** The last claim was full: more may be due, so a freed slot claims again. */
-  private more = false;
+  /** A job or the tick woke the pump since its last claim: new pushes may be due. */
+  private woken = false;
+  /**
+   * Merchants that may have more due than the last claim gave them (they got their whole share of it,
+   * or were left out of it with their slots all taken): when one's slot frees and nothing of it is
+   * buffered, the pump claims again.
+   */
+  private unclaimed = new Set<string>();
+  /** One of `unclaimed` has a free slot and nothing buffered: claim again. */
+  private claimable = false;
   private stopped = false;
   private idle: (() => void) | null = null;
 
@@ -42,8 +65,13 @@ export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
     private readonly delivery: DeliveryService,
   ) {}
 
-  /** Claims and starts due deliveries until the slots are full or nothing more is due. */
+  /** Claims and starts due deliveries until the slots are full or nothing more is due (a job, the tick). */
   wake(): void {
+    this.woken = true;
+    this.run();
+  }
+
+  private run(): void {
     if (this.stopped) return;
     if (this.claiming) {
       this.again = true;
@@ -60,17 +88,30 @@ export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
       do {
         this.again = false;
         while (!this.stopped && this.inFlight < IN_FLIGHT && this.unrecorded < MAX_UNRECORDED) {
-          if (this.buffered.length === 0) {
-            const rows = await this.messages.claimNextDue(CLAIM, LEASE_SECONDS);
-            this.more = rows.length >= CLAIM;
-            if (this.stopped) {
-              await this.messages.releaseClaimed(rows.map((r) => r.message_id));
-              break;
-            }
-            this.buffered = rows;
-            if (rows.length === 0) break;
+          const next = this.buffered.findIndex((r) => (this.inFlightOf.get(r.merchant_id) ?? 0) < PER_MERCHANT);
+          if (next >= 0) {
+            this.start(this.buffered.splice(next, 1)[0]!);
+            continue;
           }
-          this.start(this.buffered.shift()!);
+          // Nothing buffered can start: claim (if anything may be due), leaving out the merchants
+          // whose slots are all taken.
+          if (!this.woken && !this.claimable) break;
+          this.woken = false;
+          this.claimable = false;
+          const full = [...this.inFlightOf].filter(([, n]) => n >= PER_MERCHANT).map(([merchantId]) => merchantId);
+          const { rows, share } = await this.messages.claimNextDue(CLAIM, LEASE_SECONDS, full);
+          const got = new Map<string, number>();
+          for (const r of rows) got.set(r.merchant_id, (got.get(r.merchant_id) ?? 0) + 1);
+          this.unclaimed = new Set([
+            ...full,
+            ...[...got].filter(([, n]) => n >= share).map(([merchantId]) => merchantId),
+          ]);
+          if (this.stopped) {
+            await this.messages.releaseClaimed(rows.map((r) => r.message_id));
+            break;
+          }
+          this.buffered.push(...interleaved(rows));
+          if (rows.length === 0) break;
         }
       } while (this.again && !this.stopped);
     } catch (err) {
@@ -81,13 +122,22 @@ export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
 
   private start(row: ClaimedWebhookMessage): void {
     this.inFlight++;
+    this.inFlightOf.set(row.merchant_id, (this.inFlightOf.get(row.merchant_id) ?? 0) + 1);
     this.unrecorded++;
     let sent = false;
     const freeSlot = (): void => {
       if (sent) return;
       sent = true;
       this.inFlight--;
-      if (this.buffered.length > 0 || this.more || this.again) this.wake();
+      const left = this.inFlightOf.get(row.merchant_id)! - 1;
+      if (left > 0) this.inFlightOf.set(row.merchant_id, left);
+      else this.inFlightOf.delete(row.merchant_id);
+      if (this.unclaimed.has(row.merchant_id) && !this.buffered.some((r) => r.merchant_id === row.merchant_id)) {
+        this.unclaimed.delete(row.merchant_id);
+        this.claimable = true;
+      }
+      // A wake that came while every slot was taken claims now (it used to wait for the next tick).
+      if (this.buffered.length > 0 || this.claimable || this.woken || this.again) this.run();
     };
     void this.delivery
       .deliverClaimed(row, null, freeSlot)
@@ -122,4 +172,19 @@ export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
       new Promise<void>((resolve) => setTimeout(resolve, 15_000).unref()),
     ]);
   }
+}
+
+/** The claimed rows merchant by merchant in turn (each merchant's in the claim's order), so slots are taken in turn. */
+function interleaved(rows: ClaimedWebhookMessage[]): ClaimedWebhookMessage[] {
+  const byMerchant = new Map<string, ClaimedWebhookMessage[]>();
+  for (const r of rows) {
+    const list = byMerchant.get(r.merchant_id);
+    if (list) list.push(r);
+    else byMerchant.set(r.merchant_id, [r]);
+  }
+  if (byMerchant.size <= 1) return rows;
+  const lists = [...byMerchant.values()];
+  const out: ClaimedWebhookMessage[] = [];
+  for (let i = 0; out.length < rows.length; i++) for (const list of lists) if (i < list.length) out.push(list[i]!);
+  return out;
 }

@@ -22,6 +22,49 @@ export interface WebhookAttemptRecord {
 }
 
 /**
+ * The pump's claim ($1 limit, $2 lease seconds, $3 merchants left out). A merchant's backlog cannot
+ * hide the others' pushes behind it: merchants with pending messages are found by a skip scan of
+ * webhook_messages_pending_merchant (one probe per merchant, however long its backlog), each one's
+ * oldest due work by two probes, and its share taken from its own range of the per-merchant indexes.
+ * The number of rows locked is the number claimed (no more than twice `limit`, as before).
+ */
+export const CLAIM_NEXT_DUE_SQL = `WITH RECURSIVE busy AS (
+    (SELECT merchant_id FROM webhook_messages WHERE status = 'pending' ORDER BY merchant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT w.merchant_id FROM webhook_messages w
+             WHERE w.status = 'pending' AND w.merchant_id > busy.merchant_id ORDER BY w.merchant_id LIMIT 1)
+      FROM busy WHERE busy.merchant_id IS NOT NULL
+  ), heads AS (
+    SELECT b.merchant_id, LEAST(f.at, d.at) AS waiting_since
+      FROM busy b
+      LEFT JOIN LATERAL (SELECT w.created_at AS at FROM webhook_messages w
+                          WHERE w.merchant_id = b.merchant_id AND w.status = 'pending' AND w.next_attempt_at IS NULL
+                          ORDER BY w.created_at LIMIT 1) f ON true
+      LEFT JOIN LATERAL (SELECT w.next_attempt_at AS at FROM webhook_messages w
+                          WHERE w.merchant_id = b.merchant_id AND w.status = 'pending' AND w.next_attempt_at <= now()
+                          ORDER BY w.next_attempt_at LIMIT 1) d ON true
+     WHERE b.merchant_id IS NOT NULL AND b.merchant_id <> ALL($3::uuid[]) AND (f.at IS NOT NULL OR d.at IS NOT NULL)
+     ORDER BY waiting_since LIMIT $1::int
+  ), share AS (
+    SELECT ceil($1::int / greatest(count(*), 1)::numeric)::int AS k FROM heads
+  ), fresh AS (
+    SELECT x.id FROM heads h CROSS JOIN share s CROSS JOIN LATERAL (
+      SELECT w.id FROM webhook_messages w
+       WHERE w.merchant_id = h.merchant_id AND w.status = 'pending' AND w.next_attempt_at IS NULL
+       ORDER BY w.created_at LIMIT s.k FOR UPDATE SKIP LOCKED) x
+  ), due AS (
+    SELECT x.id FROM heads h CROSS JOIN share s CROSS JOIN LATERAL (
+      SELECT w.id FROM webhook_messages w
+       WHERE w.merchant_id = h.merchant_id AND w.status = 'pending' AND w.next_attempt_at <= now()
+       ORDER BY w.next_attempt_at LIMIT s.k FOR UPDATE SKIP LOCKED) x
+  )
+  UPDATE webhook_messages m SET attempt_count = m.attempt_count + 1,
+         next_attempt_at = now() + ($2::int * interval '1 second'), updated_at = now()
+    FROM share
+   WHERE m.id IN (SELECT id FROM fresh UNION ALL SELECT id FROM due)
+   RETURNING m.message_id, m.merchant_id, m.body, m.attempt_count, share.k AS share`;
+
+/**
  * Push messages (webhook_messages) and their delivery log (webhook_deliveries). The dispatcher's
  * methods are id-scoped by design: a delivery job carries only the message id, and the claim hands
  * back the message's merchant id, which the caller carries from there. The retry tick and the
@@ -32,26 +75,28 @@ export class WebhookMessagesRepository {
   constructor(private readonly db: DataSource) {}
 
   /**
-   * Claims the next due attempts of any merchant (the dispatcher's pump): new messages first (no
-   * attempt yet), then retries whose time has come, each leased for `leaseSeconds` and its attempt
-   * counted, in one statement. SKIP LOCKED: dispatchers claiming at once take different messages.
+   * Claims the next due attempts (the dispatcher's pump), shared out between merchants, each leased
+   * for `leaseSeconds` and its attempt counted, in one statement (CLAIM_NEXT_DUE_SQL): up to `limit`
+   * merchants with work due, the longest waiting first, and of each its oldest new messages and its
+   * retries whose time has come, up to an equal share of `limit` of each kind (all of it for a
+   * merchant alone). A merchant in `exclude` (its deliveries in flight at the caller's limit) gets
+   * nothing. `share`: each merchant's share; one that got as many may have more due.
+   * SKIP LOCKED: dispatchers claiming at once take different messages.
    */
-  async claimNextDue(limit: number, leaseSeconds: number): Promise<ClaimedWebhookMessage[]> {
-    const [rows]: [ClaimedWebhookMessage[], number] = await this.db.query(
-      `WITH fresh AS (
-         SELECT id FROM webhook_messages WHERE status = 'pending' AND next_attempt_at IS NULL
-          ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED
-       ), due AS (
-         SELECT id FROM webhook_messages WHERE status = 'pending' AND next_attempt_at <= now()
-          ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
-       )
-       UPDATE webhook_messages SET attempt_count = attempt_count + 1,
-              next_attempt_at = now() + ($2::int * interval '1 second'), updated_at = now()
-        WHERE id IN (SELECT id FROM fresh UNION ALL SELECT id FROM due)
-        RETURNING message_id, merchant_id, body, attempt_count`,
-      [limit, leaseSeconds],
-    );
-    return rows;
+  async claimNextDue(
+    limit: number,
+    leaseSeconds: number,
+    exclude: readonly string[] = [],
+  ): Promise<{ rows: ClaimedWebhookMessage[]; share: number }> {
+    const [rows]: [(ClaimedWebhookMessage & { share: number })[], number] = await this.db.query(CLAIM_NEXT_DUE_SQL, [
+      limit,
+      leaseSeconds,
+      exclude,
+    ]);
+    return {
+      rows: rows.map(({ share: _share, ...row }) => row),
+      share: rows[0]?.share ?? limit,
+    };
   }
 
   /**
