@@ -42,6 +42,8 @@ import { RefundIdempotencyKeys1799800000000 } from './migrations/1799800000000-R
 import { OriginalDeclines1799900000000 } from './migrations/1799900000000-OriginalDeclines';
 import { OriginalDeclineCodes1799950000000 } from './migrations/1799950000000-OriginalDeclineCodes';
 import { FairPushClaims1799960000000 } from './migrations/1799960000000-FairPushClaims';
+import { BreakdownKeyColumns1800100000000 } from './migrations/1800100000000-BreakdownKeyColumns';
+import { FixedBreakdownKeys1800100000100 } from './migrations/1800100000100-FixedBreakdownKeys';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -85,6 +87,8 @@ export const MIGRATIONS = [
   OriginalDeclines1799900000000,
   OriginalDeclineCodes1799950000000,
   FairPushClaims1799960000000,
+  BreakdownKeyColumns1800100000000,
+  FixedBreakdownKeys1800100000100,
 ];
 
 export interface PoolTuning {

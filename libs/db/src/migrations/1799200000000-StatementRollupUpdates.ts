@@ -70,7 +70,7 @@ const attemptUpdate = `
    GROUP BY 1, 2, 3, 4, 5
   HAVING ${nonZero(ATTEMPT_COUNTERS, 'g.')};`;
 
-const UPDATES = { transactions: txnUpdate, attempts: attemptUpdate };
+export const UPDATES = { transactions: txnUpdate, attempts: attemptUpdate };
 
 /**
  * The rollup's UPDATE triggers on transactions and attempts become statement triggers again, grouped

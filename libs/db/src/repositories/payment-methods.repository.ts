@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import { AttemptEntity, TransactionEntity, type StoredPaymentMethod } from '../entities';
+import { fixCardKeys } from '../migrations/1800100000100-FixedBreakdownKeys';
 
 /** Something that runs SQL: the DataSource outside a transaction, an EntityManager inside one. */
 type Sql = Pick<EntityManager, 'query'> | Pick<DataSource, 'query'>;
@@ -273,7 +274,9 @@ export class PaymentMethodsRepository {
   /**
    * The transaction charges this payment method from now on: its card columns become the payment
    * method's (the attempts read them). The clear cryptogram the intake stored is dropped: from now
-   * on it exists only sealed in the payment method.
+   * on it exists only sealed in the payment method. The analytics card keys stay those of the card
+   * the transaction had before (fixed now if the review had not fixed them yet: migration
+   * FixedBreakdownKeys), so its figures stay under the card it failed on.
    */
   static async adopt(m: EntityManager, merchantId: string, transactionId: string, pmId: string): Promise<void> {
     await m.query(
@@ -282,7 +285,8 @@ export class PaymentMethodsRepository {
          card_bin = p.card_bin, card_last4 = p.card_last4, card_network = p.card_network,
          account_hash = p.account_hash, expiration_date = p.expiration_date, is_network_token = p.is_network_token,
          cryptogram = NULL, eci_indicator = p.eci_indicator, payment_method = p.payment_method,
-         account_updated = p.account_updated, account_update_jwe = p.account_update_jwe, updated_at = now()
+         account_updated = p.account_updated, account_update_jwe = p.account_update_jwe, updated_at = now(),
+         ${fixCardKeys('t')}
        FROM payment_methods p
        WHERE t.id = $1 AND t.merchant_id = $2 AND p.id = $3 AND p.merchant_id = $2`,
       [transactionId, merchantId, pmId],

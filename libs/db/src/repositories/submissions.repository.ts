@@ -4,6 +4,7 @@ import type { PoolClient } from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import type { DataSource, EntityManager } from 'typeorm';
 import { TransactionEntity, type StoredPaymentMethod } from '../entities';
+import { fixCardKeys, fixClassKey } from '../migrations/1800100000100-FixedBreakdownKeys';
 
 /** Something that runs SQL: the DataSource outside a transaction, an EntityManager inside one. */
 type Sql = Pick<EntityManager, 'query'> | Pick<DataSource, 'query'>;
@@ -403,10 +404,14 @@ export class SubmissionsRepository {
     return locked.map((r) => r.id);
   }
 
-  /** The review rejected the transaction: no attempt, and the JWE is dropped. */
+  /**
+   * The review rejected the transaction: no attempt, and the JWE is dropped. Its analytics breakdown
+   * keys are fixed (migration FixedBreakdownKeys), as for a passed one.
+   */
   async rejectReview(m: EntityManager, merchantId: string, transactionId: string): Promise<void> {
     await m.query(
-      `UPDATE transactions SET review_status = 'rejected', next_attempt_at = NULL, card_jwe = NULL, updated_at = now()
+      `UPDATE transactions SET review_status = 'rejected', next_attempt_at = NULL, card_jwe = NULL, updated_at = now(),
+         ${fixCardKeys('transactions')}, ${fixClassKey('transactions', 'transactions.auth_code_description')}
         WHERE id = $1 AND merchant_id = $2`,
       [transactionId, merchantId],
     );
@@ -465,7 +470,11 @@ export class SubmissionsRepository {
     );
   }
 
-  /** Passed, first attempt due at `at` (unless a stop arrived meanwhile). */
+  /**
+   * Passed, first attempt due at `at` (unless a stop arrived meanwhile). Fixes the analytics breakdown
+   * keys (migration FixedBreakdownKeys): the class written here, the card and address reviewed (or
+   * fixed already when the review adopted another payment method).
+   */
   async passWithFirstAttempt(
     m: EntityManager,
     merchantId: string,
@@ -476,7 +485,8 @@ export class SubmissionsRepository {
   ): Promise<void> {
     await m.query(
       `UPDATE transactions SET review_status = 'passed', updated_at = now(), auth_code_description = $3,
-         next_attempt_at = CASE WHEN stop_requested_at IS NULL THEN $2::timestamptz END, next_attempt_plan = $5
+         next_attempt_at = CASE WHEN stop_requested_at IS NULL THEN $2::timestamptz END, next_attempt_plan = $5,
+         ${fixCardKeys('transactions')}, ${fixClassKey('transactions', '$3::varchar')}
        WHERE id = $1 AND merchant_id = $4`,
       [transactionId, at, authCodeDescription, merchantId, plan === null ? null : JSON.stringify(plan)],
     );
@@ -485,7 +495,9 @@ export class SubmissionsRepository {
   /**
    * Passed, but the original decline is never retried: `status` (Cancelled) with no attempt, unless
    * a stop arrived meanwhile. The review_status write and the status write stay two statements (as
-   * the review has always done). True when the status was set.
+   * the review has always done); the first fixes the analytics breakdown keys, the class the second
+   * writes included (the caller holds the row lock: no stop arrives between them). True when the
+   * status was set.
    */
   async passWithoutAttempts(
     m: EntityManager,
@@ -496,7 +508,9 @@ export class SubmissionsRepository {
     naiveNetworkFeesMinor: number | null = null,
   ): Promise<boolean> {
     await m.query(
-      `UPDATE transactions SET review_status = 'passed', updated_at = now() WHERE id = $1 AND merchant_id = $2`,
+      `UPDATE transactions SET review_status = 'passed', updated_at = now(), ${fixCardKeys('transactions')},
+         ${fixClassKey('transactions', `CASE WHEN stop_requested_at IS NULL THEN 'Hard Failure' ELSE auth_code_description END`)}
+       WHERE id = $1 AND merchant_id = $2`,
       [transactionId, merchantId],
     );
     // TypeORM answers an UPDATE with [rows, affected].
