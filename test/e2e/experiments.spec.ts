@@ -233,6 +233,17 @@ describe('policy experiments through the real apps', () => {
   );
 
   /** The merchant's results of one experiment, per arm. */
+  /** A new merchant with an experiment holding out half its transactions against one variant. */
+  const halfHeldOut = async (name: string, variant: string, policyVersion: string) => {
+    const m = await createMerchant();
+    const client = new ApiClient(apps[0]!.url, m.api_key);
+    const created = await client.request('POST', '/v1/retain/experiments', {
+      name,
+      holdout_share: 0.5,
+      variants: [{ name: variant, policy_version: policyVersion }],
+    });
+    return { m, client, created };
+  };
   const resultsOf = async (client: ApiClient, id: string) =>
     (
       (await client.request('GET', `/v1/retain/experiments/${id}`)).json as {
@@ -266,13 +277,7 @@ describe('policy experiments through the real apps', () => {
     "the holdout keeps the experiment's holdout_policy, whatever RETRY_POLICY says later",
     { timeout: 90_000 },
     async () => {
-      const m = await createMerchant();
-      const client = new ApiClient(apps[0]!.url, m.api_key);
-      const created = await client.request('POST', '/v1/retain/experiments', {
-        name: 'holdout stays',
-        holdout_share: 0.5,
-        variants: [{ name: 'heuristics', policy_version: LEGACY_POLICY_VERSION }],
-      });
+      const { m, client, created } = await halfHeldOut('holdout stays', 'heuristics', LEGACY_POLICY_VERSION);
       expect(created.status).toBe(201);
       const exp = created.json as { id: string; holdout_share: number; variants: never; holdout_policy: string };
       expect(exp.holdout_policy).toBe(POLICY_VERSION);
@@ -299,13 +304,7 @@ describe('policy experiments through the real apps', () => {
   );
 
   it('results count a partial authorization at the captured part', { timeout: 90_000 }, async () => {
-    const m = await createMerchant();
-    const client = new ApiClient(apps[0]!.url, m.api_key);
-    const created = await client.request('POST', '/v1/retain/experiments', {
-      name: 'partial',
-      holdout_share: 0.5,
-      variants: [{ name: 'adaptive', policy_version: POLICY_VERSION }],
-    });
+    const { m, client, created } = await halfHeldOut('partial', 'adaptive', POLICY_VERSION);
     const exp = created.json as { id: string };
     const txns = Array.from({ length: 4 }, () => txn({ amount: 20 }, SANDBOX_PARTIAL_CARD));
     expect((await client.submit(txns)).status).toBe(200);
@@ -321,13 +320,7 @@ describe('policy experiments through the real apps', () => {
   });
 
   it('results leave out transactions the review rejected (never in flight)', { timeout: 90_000 }, async () => {
-    const m = await createMerchant();
-    const client = new ApiClient(apps[0]!.url, m.api_key);
-    const created = await client.request('POST', '/v1/retain/experiments', {
-      name: 'rejected',
-      holdout_share: 0.5,
-      variants: [{ name: 'adaptive', policy_version: POLICY_VERSION }],
-    });
+    const { m, client, created } = await halfHeldOut('rejected', 'adaptive', POLICY_VERSION);
     const exp = created.json as { id: string };
     const rejected = txn({
       payment_method: { id: UNKNOWN_TOKEN, is_tokenized: true, credit_card: { account: '400000' } },

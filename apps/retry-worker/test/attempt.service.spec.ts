@@ -213,6 +213,21 @@ describe('attempt service: every branch of prepare and record', () => {
       });
   };
 
+  /**
+   * A transaction on card A (payment method A) whose account also has card B saved (payment method B,
+   * from an earlier captured transaction of the same account).
+   */
+  const twoCardAccount = async (merchant: string, cardA: string, cardB: string) => {
+    const t = await insertTransactionRow(db, merchant, { card: cardA });
+    const earlier = await insertTransactionRow(db, merchant, { card: cardB, status: 'Captured' });
+    const [{ account_id: account }] = await db.query(`SELECT account_id FROM transactions WHERE id = $1`, [t.id]);
+    await db.query(`UPDATE transactions SET account_id = $2 WHERE id = $1`, [earlier.id, account]);
+    const pmA = (await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchant, t.id)))!;
+    const pmB = (await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchant, earlier.id)))!;
+    await db.query(`UPDATE transactions SET payment_method_ref = $2 WHERE id = $1`, [t.id, pmA]);
+    return { t, account: account as string, pmA, pmB };
+  };
+
   it('network limit, temporary: no attempt, the transaction waits until the window allows one', async () => {
     const t = await insertTransactionRow(db, merchantId, { card: '4000000000000002' });
     // The budget frees 25 days from now, inside t's recovery window (submitted a day ago: 29 days left).
@@ -260,13 +275,7 @@ describe('attempt service: every branch of prepare and record', () => {
   });
 
   it('a card blocked for good gives way to the account’s other card allowed only later: adopted, the transaction waits for it', async () => {
-    const t = await insertTransactionRow(db, merchantId, { card: '4100000000000019' });
-    const earlier = await insertTransactionRow(db, merchantId, { card: '4000000000000036', status: 'Captured' });
-    const [{ account_id: account }] = await db.query(`SELECT account_id FROM transactions WHERE id = $1`, [t.id]);
-    await db.query(`UPDATE transactions SET account_id = $2 WHERE id = $1`, [earlier.id, account]);
-    const pmA = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
-    const pmB = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, earlier.id));
-    await db.query(`UPDATE transactions SET payment_method_ref = $2 WHERE id = $1`, [t.id, pmA]);
+    const { t, pmB } = await twoCardAccount(merchantId, '4100000000000019', '4000000000000036');
     // Card A: a 41 on it (never again). Card B: its Visa budget used up, free again in 25 days (t's window: 29).
     const blocker = await insertTransactionRow(db, merchantId, { card: '4100000000000019', status: 'Cancelled' });
     await insertAttemptRow(db, blocker, {
@@ -289,13 +298,7 @@ describe('attempt service: every branch of prepare and record', () => {
 
   it('the account’s other card is charged only under its own card lock: while another limit check holds it, the attempt waits', async () => {
     const merchantId = await insertMerchantRow(db);
-    const t = await insertTransactionRow(db, merchantId, { card: '4100000000000019' });
-    const earlier = await insertTransactionRow(db, merchantId, { card: '4111111111111111', status: 'Captured' });
-    const [{ account_id: account }] = await db.query(`SELECT account_id FROM transactions WHERE id = $1`, [t.id]);
-    await db.query(`UPDATE transactions SET account_id = $2 WHERE id = $1`, [earlier.id, account]);
-    const pmA = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
-    const pmB = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, earlier.id));
-    await db.query(`UPDATE transactions SET payment_method_ref = $2 WHERE id = $1`, [t.id, pmA]);
+    const { t, pmB } = await twoCardAccount(merchantId, '4100000000000019', '4111111111111111');
     // Card A blocked for good (a 41 on it); card B allowed now.
     const blocker = await insertTransactionRow(db, merchantId, { card: '4100000000000019', status: 'Cancelled' });
     await insertAttemptRow(db, blocker, {
@@ -326,13 +329,7 @@ describe('attempt service: every branch of prepare and record', () => {
   });
 
   it('an ended payment method whose account’s next card frees only after the recovery window: Cancelled, never charged after it', async () => {
-    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000085' });
-    const earlier = await insertTransactionRow(db, merchantId, { card: '4000000000000093', status: 'Captured' });
-    const [{ account_id: account }] = await db.query(`SELECT account_id FROM transactions WHERE id = $1`, [t.id]);
-    await db.query(`UPDATE transactions SET account_id = $2 WHERE id = $1`, [earlier.id, account]);
-    const pmA = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
-    await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, earlier.id));
-    await db.query(`UPDATE transactions SET payment_method_ref = $2 WHERE id = $1`, [t.id, pmA]);
+    const { t, account, pmA } = await twoCardAccount(merchantId, '4000000000000085', '4000000000000093');
     // Card A's payment method ended (closed); card B's Visa budget frees in 30 days, t's window ends in 29.
     await db.query(`UPDATE payment_methods SET ended_at = now(), ended_reason = 'account closed' WHERE id = $1`, [pmA]);
     await useUpVisaBudget('4000000000000093', 0);
@@ -343,7 +340,7 @@ describe('attempt service: every branch of prepare and record', () => {
           merchantId,
           accountId: account,
           transactionId: t.id,
-          except: [pmA!],
+          except: [pmA],
           now: new Date(),
           until: new Date(Date.now() + days * 86_400_000),
           amountMinor: 1999n,
@@ -364,16 +361,11 @@ describe('attempt service: every branch of prepare and record', () => {
   it('a card ended by a hard decline gives way to the account’s next card within the transaction’s own budget (adaptive: 18 for insufficient funds)', async () => {
     // Its own merchant: card A's history here is its own attempts only (other tests decline 41 on it).
     const merchantId = await insertMerchantRow(db);
-    const t = await insertTransactionRow(db, merchantId, { card: '4100000000000019' });
-    const earlier = await insertTransactionRow(db, merchantId, { card: '4000000000000101', status: 'Captured' });
-    const [{ account_id: account }] = await db.query(`SELECT account_id FROM transactions WHERE id = $1`, [t.id]);
-    await db.query(`UPDATE transactions SET account_id = $2 WHERE id = $1`, [earlier.id, account]);
-    const pmA = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
-    const pmB = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, earlier.id));
-    await db.query(
-      `UPDATE transactions SET payment_method_ref = $2, policy_version = $3, auth_code = '51' WHERE id = $1`,
-      [t.id, pmA, POLICY_VERSION],
-    );
+    const { t, pmB } = await twoCardAccount(merchantId, '4100000000000019', '4000000000000101');
+    await db.query(`UPDATE transactions SET policy_version = $2, auth_code = '51' WHERE id = $1`, [
+      t.id,
+      POLICY_VERSION,
+    ]);
     // Eight attempts declined 51 (the legacy budget), then the ninth on card A answers 41: card A ends.
     const at = new Date(Date.now() - 3_600_000);
     for (let n = 1; n <= 8; n++)
