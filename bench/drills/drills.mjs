@@ -474,7 +474,15 @@ function judge(s) {
     if (Number(r.refunded_minor) > Number(r.captured_minor)) f.overRefund++;
   }
   let dupDeliveries = 0;
-  for (const [mid, n] of delivered) dupDeliveries += Math.max(0, n - 1 - (replays.get(mid) ?? 0));
+  for (const [mid, n] of delivered) {
+    const extra = Math.max(0, n - 1 - (replays.get(mid) ?? 0));
+    dupDeliveries += extra;
+    if (extra > 0) {
+      // When each copy arrived, to place it among the drills' phases (printed with their times).
+      const times = s.pushes.filter((p) => p.messageId === mid).map((p) => new Date(p.at).toISOString().slice(11, 23));
+      examples.push(`${mid}: received ${n} times, at ${times.join(', ')}`);
+    }
+  }
   let dupAnnouncements = 0;
   for (const [k, set] of distinct) if (!k.startsWith('null|') && set.size > 1) dupAnnouncements += set.size - 1;
   const undelivered = s.messages.filter((m) => m.status !== 'delivered').length;

@@ -338,6 +338,36 @@ describe('webhook delivery', () => {
     }
   });
 
+  it('records a delivery once Postgres takes it again: a push whose record failed is not sent a second time after its lease', async () => {
+    // Seen in bench/drills: pushes delivered just as Postgres went down were sent again 60 s later.
+    const db = await testDb();
+    await db.query(
+      `CREATE FUNCTION test_records_fail() RETURNS trigger LANGUAGE plpgsql AS
+         $$ BEGIN RAISE EXCEPTION 'the database is unavailable (test)'; END $$`,
+    );
+    await db.query(
+      `CREATE TRIGGER test_records_fail BEFORE INSERT ON webhook_deliveries FOR EACH ROW
+         EXECUTE FUNCTION test_records_fail()`,
+    );
+    let id = '';
+    try {
+      id = await push(await merchantRow(merchant.login), 'o'.repeat(40));
+      await waitFor(() => receiver.received.find((p) => p.body.header['message_id'] === id), { what: 'the push' });
+      // Its record fails for a while (as while Postgres is down).
+      await new Promise((r) => setTimeout(r, 2_000));
+    } finally {
+      await db.query(`DROP TRIGGER test_records_fail ON webhook_deliveries`);
+      await db.query(`DROP FUNCTION test_records_fail()`);
+    }
+    await waitFor(async () => (await message(id)).status === 'delivered', {
+      what: 'recorded delivered once the database took it (the lease is 60 s)',
+      timeoutMs: 20_000,
+    });
+    expect(receiver.received.filter((p) => p.body.header['message_id'] === id)).toHaveLength(1);
+    const [log] = await db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE message_id = $1`, [id]);
+    expect(log.n).toBe(1);
+  });
+
   it('loses nothing when Redis is flushed between announcement and delivery', async () => {
     await dispatcher.stop();
     const merchantId = await merchantRow(merchant.login);

@@ -16,6 +16,11 @@ import { literalAddressAllowed, webhookAgents } from './address-guard';
 
 /** How long a claimed attempt is leased before a tick may hand the message out again. */
 export const LEASE_SECONDS = 60;
+/**
+ * How long a delivery's record is tried again while Postgres refuses it (an outage), from the
+ * delivery's start: well inside the lease, so the push is not claimed and sent again meanwhile.
+ */
+const RECORD_RETRY_MS = 25_000;
 const JITTER = 0.2;
 /**
  * A receiver's answer is its status; its body is read and dropped, up to this much (then the
@@ -68,6 +73,23 @@ export class DeliveryService {
   });
 
   /**
+   * Records an attempt, tried again while Postgres refuses it: a push its receiver already has would
+   * otherwise stay leased, unrecorded, and be sent again once the lease ran out. Given up after
+   * RECORD_RETRY_MS from `since` (then it is sent again: at least once, as before).
+   */
+  private async recordDurably(attempt: WebhookAttemptRecord, since: number): Promise<void> {
+    for (let wait = 250; ; wait = Math.min(2 * wait, 2_000)) {
+      try {
+        return await this.record(attempt);
+      } catch (err) {
+        if (Date.now() + wait > since + RECORD_RETRY_MS) throw err;
+        this.logger.warn({ err: (err as Error).message }, 'recording a delivery failed: trying again');
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
+  }
+
+  /**
    * One attempt of a message this worker's pump has claimed (leased to it). `onSent` is called once
    * the HTTP exchange is over, before the result is recorded: the pump's next request need not wait
    * for this one's group commit (the lease keeps the message this worker's until it is recorded).
@@ -85,15 +107,18 @@ export class DeliveryService {
     if (!merchant?.merchant.webhookUrl) merchant = await this.merchant(claimed.merchant_id, claimedBy);
     if (!merchant?.merchant.webhookUrl) {
       onSent();
-      await this.record({
-        message_id: claimed.message_id,
-        outbox_id: outboxId,
-        log: null,
-        status: 'no_endpoint',
-        status_code: null,
-        delay_ms: null,
-        last_error: 'merchant has no webhook URL',
-      });
+      await this.recordDurably(
+        {
+          message_id: claimed.message_id,
+          outbox_id: outboxId,
+          log: null,
+          status: 'no_endpoint',
+          status_code: null,
+          delay_ms: null,
+          last_error: 'merchant has no webhook URL',
+        },
+        claimedBy,
+      );
       return 'no_endpoint';
     }
     const url = merchant.merchant.webhookUrl;
@@ -141,15 +166,18 @@ export class DeliveryService {
           : `${Math.floor(statusCode / 100)}xx`;
     this.metrics.webhookDeliveries.inc({ result: resultLabel });
     const outcome = (status: WebhookAttemptRecord['status'], lastError: string | null, delayMs: number | null = null) =>
-      this.record({
-        message_id: claimed.message_id,
-        outbox_id: outboxId,
-        log,
-        status,
-        status_code: statusCode,
-        delay_ms: delayMs,
-        last_error: lastError,
-      });
+      this.recordDurably(
+        {
+          message_id: claimed.message_id,
+          outbox_id: outboxId,
+          log,
+          status,
+          status_code: statusCode,
+          delay_ms: delayMs,
+          last_error: lastError,
+        },
+        claimedBy,
+      );
 
     if (statusCode !== null && statusCode >= 200 && statusCode < 300) {
       await outcome('delivered', null);
