@@ -213,6 +213,18 @@ describe('attempt service: every branch of prepare and record', () => {
       });
   };
 
+  /** A 41 (lost card) on `card` at `merchant`, from another transaction: the card is blocked there for good. */
+  const hardDeclined = async (merchant: string, card: string) => {
+    const other = await insertTransactionRow(db, merchant, { card, status: 'Cancelled' });
+    await insertAttemptRow(db, other, {
+      state: 'declined',
+      preparedAt: new Date(),
+      processedAt: new Date(),
+      responseCode: '41',
+      authCodeDescription: 'Hard Failure',
+    });
+  };
+
   /**
    * A transaction on card A (payment method A) whose account also has card B saved (payment method B,
    * from an earlier captured transaction of the same account).
@@ -259,14 +271,7 @@ describe('attempt service: every branch of prepare and record', () => {
 
   it('network limit, permanent: a card blocked by a hard decline is Cancelled without an attempt', async () => {
     const t = await insertTransactionRow(db, merchantId, { card: '4100000000000019' });
-    const other = await insertTransactionRow(db, merchantId, { card: '4100000000000019', status: 'Cancelled' });
-    await insertAttemptRow(db, other, {
-      state: 'declined',
-      preparedAt: new Date(),
-      processedAt: new Date(),
-      responseCode: '41',
-      authCodeDescription: 'Hard Failure',
-    });
+    await hardDeclined(merchantId, '4100000000000019');
     const a = await insertAttemptRow(db, t);
     expect(await attempts.run(a.id)).toBe('nothing to do');
     expect(await attemptRows(t.id)).toEqual([]);
@@ -277,14 +282,7 @@ describe('attempt service: every branch of prepare and record', () => {
   it('a card blocked for good gives way to the account’s other card allowed only later: adopted, the transaction waits for it', async () => {
     const { t, pmB } = await twoCardAccount(merchantId, '4100000000000019', '4000000000000036');
     // Card A: a 41 on it (never again). Card B: its Visa budget used up, free again in 25 days (t's window: 29).
-    const blocker = await insertTransactionRow(db, merchantId, { card: '4100000000000019', status: 'Cancelled' });
-    await insertAttemptRow(db, blocker, {
-      state: 'declined',
-      preparedAt: new Date(),
-      processedAt: new Date(),
-      responseCode: '41',
-      authCodeDescription: 'Hard Failure',
-    });
+    await hardDeclined(merchantId, '4100000000000019');
     await useUpVisaBudget('4000000000000036', 5);
     const a = await insertAttemptRow(db, t);
     expect(await attempts.run(a.id)).toBe('nothing to do');
@@ -300,14 +298,7 @@ describe('attempt service: every branch of prepare and record', () => {
     const merchantId = await insertMerchantRow(db);
     const { t, pmB } = await twoCardAccount(merchantId, '4100000000000019', '4111111111111111');
     // Card A blocked for good (a 41 on it); card B allowed now.
-    const blocker = await insertTransactionRow(db, merchantId, { card: '4100000000000019', status: 'Cancelled' });
-    await insertAttemptRow(db, blocker, {
-      state: 'declined',
-      preparedAt: new Date(),
-      processedAt: new Date(),
-      responseCode: '41',
-      authCodeDescription: 'Hard Failure',
-    });
+    await hardDeclined(merchantId, '4100000000000019');
     // Another worker is checking card B's limits (another customer of this merchant with that card).
     const [{ card_hmac: hmacB }] = await db.query(`SELECT card_hmac FROM payment_methods WHERE id = $1`, [pmB]);
     const other = db.createQueryRunner();
