@@ -757,7 +757,8 @@ export class AttemptService {
     let plan = this.nextPlan(txn, attempt, result, policyInputs, history, now);
     // decisions §15: a card that can no longer be retried ends that card, not the transaction.
     if (plan.kind === 'stop')
-      plan = (await this.paymentMethods.fallbackPlan(m, txn, attempt, declined ? result : null, now)) ?? plan;
+      plan =
+        (await this.paymentMethods.fallbackPlan(m, txn, attempt, declined ? result : null, now, policyInputs)) ?? plan;
     if (plan.kind === 'retry') {
       await setFields(m, TransactionEntity, txn, rescheduledTransactionFields(txn, attempt, plan, now));
       return none;

@@ -15,8 +15,10 @@ import {
   endsPaymentMethod,
   open,
   planNextAttempt,
+  recoveryWindowEnd,
   updaterMayCure,
   type Plan,
+  type PlanInput,
 } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import {
@@ -121,10 +123,13 @@ export class PaymentMethodsService {
     attempt: AttemptEntity,
     result: ChargeResult | null,
     now: Date,
+    /** The transaction's policy inputs (policyInputsFor), as the caller planned with them. */
+    inputs: Partial<PlanInput>,
   ): Promise<Plan | null> {
     if (!txn.paymentMethodRef) return null;
     // The transaction's own budget and window, whichever card: the ended card's expiry ends nothing.
-    if ((await this.freshCardPlan(m, txn, attempt, now, true)).kind !== 'retry') return null;
+    const anyCard = inputs.card ? { ...inputs, card: { ...inputs.card, renewable: true } } : inputs;
+    if (this.freshCardPlan(txn, attempt, anyCard, now).kind !== 'retry') return null;
     const ref = txn.paymentMethodRef;
     if (result?.outcome === 'declined') {
       const c = classifyDecline({
@@ -143,7 +148,12 @@ export class PaymentMethodsService {
       if (check.allowed) target = { id: current.id, at: now };
     }
     if (!target) {
-      const next = await this.next(m, txn, now, await this.windowEnd(m, txn));
+      const windowEnd = recoveryWindowEnd({
+        ...inputs,
+        startedAt: txn.submittedTs,
+        timeScale: this.config.retryTimeScale,
+      });
+      const next = await this.next(m, txn, now, windowEnd);
       if (next) target = { id: next.pm.id, at: next.at };
     }
     if (!target) return null;
@@ -154,26 +164,19 @@ export class PaymentMethodsService {
       (await PaymentMethodsRepository.get(m, txn.merchantId, target.id))!,
     );
     await reloadTransaction(m, txn);
-    const plan = await this.freshCardPlan(m, txn, attempt, target.at > now ? target.at : now, false);
+    // Planned with the adopted card's own inputs (its expiry, BIN).
+    const adopted = await policyInputsFor(m, txn.merchantId, txn.id, this.updaterOn);
+    const plan = this.freshCardPlan(txn, attempt, adopted, target.at > now ? target.at : now);
     return plan.kind === 'retry' ? plan : null;
   }
 
   /**
    * The next attempt on a fresh card (retried soon, like a cleared outage), planned by the
-   * transaction's own policy version and arm, so its budget and window bind it. `anyCard`: whatever
-   * the card (its expiry ends nothing), the transaction's own limits only.
+   * transaction's own policy version and arm (its policy inputs), so its budget and window bind it.
    */
-  private async freshCardPlan(
-    m: EntityManager,
-    txn: TransactionEntity,
-    attempt: AttemptEntity,
-    now: Date,
-    anyCard: boolean,
-  ): Promise<Plan> {
-    const inputs = await policyInputsFor(m, txn.merchantId, txn.id, this.updaterOn);
+  private freshCardPlan(txn: TransactionEntity, attempt: AttemptEntity, inputs: Partial<PlanInput>, now: Date): Plan {
     return planNextAttempt({
       ...inputs,
-      ...(anyCard && inputs.card ? { card: { ...inputs.card, renewable: true } } : {}),
       attemptsMade: attempt.retryNumber,
       startedAt: txn.submittedTs,
       now,
