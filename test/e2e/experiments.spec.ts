@@ -32,6 +32,19 @@ const cli = (...args: string[]): any => {
 // Issue 11: a merchant runs retry-policy variants side by side; each transaction is assigned an arm
 // at intake (sticky, with a holdout on the default policy), plans with its arm's policy version,
 // and the per-arm results come back with intervals through the API and the CLI.
+/** One arm's results in GET /v1/retain/experiments/{id}. */
+interface ArmResult {
+  arm: string;
+  transactions: number;
+  in_flight: number;
+  recovered_count: number;
+  recovered_amount: number;
+  attempts: number;
+  recovery_rate: { value: number; low: number; high: number };
+  recovered_per_transaction: { value: number; low: number; high: number };
+  vs_holdout: unknown;
+}
+
 describe('policy experiments through the real apps', () => {
   // Its own database and queues: a time-scaled recovery window has no room for other files' backlog.
   usePrivateDatabase('exp');
@@ -151,19 +164,7 @@ describe('policy experiments through the real apps', () => {
       expect(arms.size).toBeGreaterThanOrEqual(2);
 
       // Per-arm results equal the rows.
-      const result = (await api.request('GET', `/v1/retain/experiments/${exp.id}`)).json as {
-        results: {
-          arm: string;
-          transactions: number;
-          in_flight: number;
-          recovered_count: number;
-          recovered_amount: number;
-          attempts: number;
-          recovery_rate: { value: number; low: number; high: number };
-          recovered_per_transaction: { value: number; low: number; high: number };
-          vs_holdout: unknown;
-        }[];
-      };
+      const result = (await api.request('GET', `/v1/retain/experiments/${exp.id}`)).json as { results: ArmResult[] };
       const rows: { arm: string; n: number; recovered: number; attempts: number }[] = await db.query(
         `SELECT t.experiment_arm AS arm, count(*)::int AS n,
                 count(*) FILTER (WHERE EXISTS (SELECT 1 FROM attempts a WHERE a.transaction_id = t.id AND a.state = 'captured'))::int AS recovered,
@@ -245,17 +246,7 @@ describe('policy experiments through the real apps', () => {
     return { m, client, created };
   };
   const resultsOf = async (client: ApiClient, id: string) =>
-    (
-      (await client.request('GET', `/v1/retain/experiments/${id}`)).json as {
-        results: {
-          arm: string;
-          transactions: number;
-          in_flight: number;
-          recovered_count: number;
-          recovered_amount: number;
-        }[];
-      }
-    ).results;
+    ((await client.request('GET', `/v1/retain/experiments/${id}`)).json as { results: ArmResult[] }).results;
   /** Waits until none of these transactions is still being recovered or reviewed. */
   const settled = async (login: string, ids: string[]) => {
     const db = await testDb();
