@@ -290,6 +290,22 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
     );
   });
 
+  it("stripe: a saved payment method's network is learned from Stripe's answer: after its Mastercard MAC 03, another subscription on it is never charged", async () => {
+    // Sent without a BIN, a pm_… has no network at review; Stripe's decline names the card's brand.
+    const w = wires.find((x) => x.name === 'stripe')!;
+    const pm = w.mac03();
+    const [first, ...firstTries] = await submit(w, tokenTxn(pm));
+    expect(first.status).toBe('Cancelled');
+    expect(firstTries.map((a: any) => [a.auth_code, a.status])).toEqual([['05', 'Failed']]);
+    // MAC 03 (revocation of all authorizations) stops every attempt on that card, for good.
+    const [second, ...secondTries] = await submit(w, tokenTxn(`cus_M${n}|${pm}`));
+    expect(second.status).toBe('Cancelled');
+    expect(secondTries).toHaveLength(0);
+    expect(stripe.received('POST', '/v1/payment_intents').filter((r) => r.body['payment_method'] === pm)).toHaveLength(
+      1,
+    );
+  });
+
   for (const name of ['stripe', 'adyen'] as const) {
     const wire = () => wires.find((w) => w.name === name)!;
 

@@ -164,6 +164,9 @@ function notCapturedAttemptFields(
       merchantAdviceCode: declined ? (result.merchantAdviceCode ?? null) : null,
       authCodeDescription: classification?.description ?? AuthCodeDescription.Soft,
       processorTransactionId: declined ? result.processorTransactionId : null,
+      // The processor named the card's brand: a card of no known network (a saved payment method
+      // sent without its BIN) is bound by that network's rules from now on (its card history).
+      ...(declined && !attempt.cardNetwork && result.network !== 'other' ? { cardNetwork: result.network } : {}),
       message: result.message,
       // Settled as not charged: the late-capture watch keeps looking it up for the processor's window.
       lookupAfter: declined ? null : now,
@@ -1028,6 +1031,7 @@ export class AttemptService {
         responseCode: fields.responseCode ?? null,
         merchantAdviceCode: fields.merchantAdviceCode ?? null,
         cardDataVersion: attempt.cardDataVersion,
+        network: fields.cardNetwork ?? attempt.cardNetwork,
       };
       const history: CardAttempt[] = txn.cardHmac
         ? [

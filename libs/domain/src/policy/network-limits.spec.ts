@@ -262,6 +262,18 @@ describe('Mastercard', () => {
       permanently: true,
     });
   });
+  it("a card of no known network is bound by the network its processor named in a decline (a saved payment method's brand)", () => {
+    const h = attempts(1, 0, { responseCode: '05', merchantAdviceCode: '21', network: 'mastercard' });
+    expect(checkNetworkLimits(null, h, at(DAY), 1000n)).toMatchObject({ allowed: false, permanently: true });
+    // Mastercard's 10 a day, not the other networks' 20 in 30 days.
+    const day = attempts(10, 60_000, { network: 'mastercard' });
+    expect(temporary(checkNetworkLimits(null, day, at(HOUR), 1000n))).toEqual(at(15 * HOUR));
+    // A network the card is known by stays its own; an unnamed brand ('other') teaches nothing.
+    expect(checkNetworkLimits('visa', h, at(DAY), 1000n).allowed).toBe(true);
+    expect(
+      checkNetworkLimits(null, attempts(1, 0, { merchantAdviceCode: '21', network: 'other' }), at(DAY), 1000n).allowed,
+    ).toBe(true);
+  });
   it('other networks: none after a hard decline, whatever new expiry date', () => {
     const h = attempts(1, 0, { responseCode: '41', cardDataVersion: 'a' });
     expect(checkNetworkLimits({ network: 'amex', cardDataVersion: 'b' }, h, at(DAY), 1000n)).toMatchObject({

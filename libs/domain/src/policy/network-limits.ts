@@ -34,6 +34,11 @@ export interface CardAttempt {
    * (a block, a MAC 24-30 delay) but is not counted toward the limits, which count reattempts.
    */
   original?: boolean;
+  /**
+   * The card's network as the processor named it when this attempt was declined (its card brand):
+   * a card known only by a processor's saved payment method id (no BIN) has no network until then.
+   */
+  network?: Network | string | null;
 }
 
 export type Initiator = 'merchant' | 'customer';
@@ -72,11 +77,11 @@ export function checkNetworkLimits(
   options: LimitOptions = {},
 ): LimitCheck {
   const ref: CardRef = typeof card === 'object' && card !== null ? card : { network: card };
-  const network = normalizeNetwork(ref.network);
   const scale = validScale(options.timeScale);
   const rules = pickRules(options.rules, at);
   const t = at.getTime();
   const past = history.filter((h) => h.at.getTime() <= t).sort((a, b) => a.at.getTime() - b.at.getTime());
+  const network = normalizeNetwork(ref.network ?? learnedNetwork(past));
 
   const block = cardBlock(network, past, ref.cardDataVersion ?? null);
   if (block) return { allowed: false, permanently: true, rule: block };
@@ -161,6 +166,18 @@ export function checkNetworkLimits(
     notBefore: new Date(latest.notBefore),
     rule: waits.map((w) => w.rule).join('; '),
   };
+}
+
+/**
+ * A card of no known network takes the one its processor named in its latest decline (a saved
+ * payment method's brand): its network's rules bind it from then on, its other subscriptions' too.
+ */
+function learnedNetwork(past: readonly CardAttempt[]): string | null {
+  for (let i = past.length - 1; i >= 0; i--) {
+    const n = past[i]!.network;
+    if (n && normalizeNetwork(n) !== 'other') return n;
+  }
+  return null;
 }
 
 /**
