@@ -230,6 +230,11 @@ describe('payment methods of an account, account updater, network tokens (end to
       expect(attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])).toEqual([
         ['00', renewed],
       ]);
+      // Planned, and explained, by the transaction's own policy like every attempt (README, the retry policy).
+      expect(attempts[0].retry_plan).toMatchObject({
+        rule: expect.any(String),
+        policy_version: attempts[0].metadata['retain:policy_version'],
+      });
       expect(t.payment_method.credit_card).toMatchObject({ expiration_date: renewed, account_updated: true });
       const [row] = await (
         await testDb()
@@ -382,6 +387,10 @@ describe('payment methods of an account, account updater, network tokens (end to
     const [t, ...attempts] = await untilFinal(plainApi, id);
     expect(t.status).toBe('Captured');
     expect(attempts.map((a) => [a.auth_code, a.payment_method.id])).toEqual([['00', backup]]);
+    expect(attempts[0].retry_plan).toMatchObject({
+      rule: expect.any(String),
+      policy_version: attempts[0].metadata['retain:policy_version'],
+    });
   });
 
   it('a network token is charged with its cryptogram and ECI as the card of its last 4 digits', async () => {

@@ -6,9 +6,12 @@ import {
   open,
   openText,
   parseSealedText,
+  planNextAttempt,
   seal,
   type DataKey,
   type LimitCheck,
+  type Plan,
+  type PlanInput,
 } from '@retain/domain';
 import type { EntityManager } from 'typeorm';
 
@@ -25,6 +28,33 @@ export function cardExpired(expiration: string | null | undefined, now: Date): b
   if (!expiration || !/^\d{6}$/.test(expiration)) return false;
   const month = now.getUTCFullYear() * 100 + now.getUTCMonth() + 1;
   return Number(expiration) < month;
+}
+
+/**
+ * The next attempt on a fresh card (an adopted payment method, or a card kept for the account
+ * updater): retried soon, like a cleared outage, and planned by the transaction's own policy version
+ * and arm (its policy inputs, read with this card), so its budget and window bind it and the plan
+ * explains itself like any other. The review's fallbacks and the retry worker's share it.
+ */
+export function freshCardPlan(
+  txn: Pick<TransactionEntity, 'submittedTs' | 'cardNetwork' | 'amountMinor' | 'expirationDate'>,
+  attemptsMade: number,
+  inputs: Partial<PlanInput>,
+  now: Date,
+  timeScale: number,
+): Plan {
+  return planNextAttempt({
+    ...inputs,
+    attemptsMade,
+    startedAt: txn.submittedTs,
+    now,
+    lastDecline: { technical: true },
+    network: txn.cardNetwork,
+    amountMinor: BigInt(txn.amountMinor),
+    cardHistory: [],
+    cardDataVersion: cardDataVersion(txn.expirationDate),
+    timeScale,
+  });
 }
 
 /**

@@ -14,7 +14,6 @@ import {
   classifyDecline,
   endsPaymentMethod,
   open,
-  planNextAttempt,
   recoveryWindowEnd,
   updaterMayCure,
   type Plan,
@@ -33,6 +32,7 @@ import {
   adoptPaymentMethod,
   cardExpired,
   cryptogramOf,
+  freshCardPlan,
   limitsOf,
   nextPaymentMethod,
   paymentMethodChanged,
@@ -129,7 +129,7 @@ export class PaymentMethodsService {
     if (!txn.paymentMethodRef) return null;
     // The transaction's own budget and window, whichever card: the ended card's expiry ends nothing.
     const anyCard = inputs.card ? { ...inputs, card: { ...inputs.card, renewable: true } } : inputs;
-    if (this.freshCardPlan(txn, attempt, anyCard, now).kind !== 'retry') return null;
+    if (freshCardPlan(txn, attempt.retryNumber, anyCard, now, this.config.retryTimeScale).kind !== 'retry') return null;
     const ref = txn.paymentMethodRef;
     if (result?.outcome === 'declined') {
       const c = classifyDecline({
@@ -166,27 +166,14 @@ export class PaymentMethodsService {
     await reloadTransaction(m, txn);
     // Planned with the adopted card's own inputs (its expiry, BIN).
     const adopted = await policyInputsFor(m, txn.merchantId, txn.id, this.updaterOn);
-    const plan = this.freshCardPlan(txn, attempt, adopted, target.at > now ? target.at : now);
+    const plan = freshCardPlan(
+      txn,
+      attempt.retryNumber,
+      adopted,
+      target.at > now ? target.at : now,
+      this.config.retryTimeScale,
+    );
     return plan.kind === 'retry' ? plan : null;
-  }
-
-  /**
-   * The next attempt on a fresh card (retried soon, like a cleared outage), planned by the
-   * transaction's own policy version and arm (its policy inputs), so its budget and window bind it.
-   */
-  private freshCardPlan(txn: TransactionEntity, attempt: AttemptEntity, inputs: Partial<PlanInput>, now: Date): Plan {
-    return planNextAttempt({
-      ...inputs,
-      attemptsMade: attempt.retryNumber,
-      startedAt: txn.submittedTs,
-      now,
-      lastDecline: { technical: true },
-      network: txn.cardNetwork,
-      amountMinor: BigInt(txn.amountMinor),
-      cardHistory: [],
-      cardDataVersion: cardDataVersion(txn.expirationDate),
-      timeScale: this.config.retryTimeScale,
-    });
   }
 
   /**

@@ -25,7 +25,6 @@ import {
   maskCardNumber,
   naiveScheduleFees,
   originalDeclineBindsCard,
-  planNextAttempt,
   recoveryWindowEnd,
   updaterMayCure,
   validCardNumber,
@@ -33,11 +32,13 @@ import {
   type CardColumns,
   type CardFingerprint,
   type ErrorEntry,
+  type Plan,
 } from '@retain/domain';
 import { RETAIN_CONFIG, accountUpdaterConnected } from '@retain/platform';
 import {
   adoptPaymentMethod,
   announceTransaction,
+  freshCardPlan,
   nextPaymentMethod,
   policyInputsFor,
   rememberPaymentMethod,
@@ -354,7 +355,7 @@ export class ReviewService {
     reason: string,
     endIt: boolean,
     windowEnd: Date,
-  ): Promise<Date | null> {
+  ): Promise<(Plan & { kind: 'retry' }) | null> {
     const txn = await this.submissions.transaction(m, merchantId, row.id);
     // Only a decline that binds the card for good ends it (as in the retry worker); a data-quality
     // block leaves it to the network rules (new data lifts it) and to the account updater.
@@ -372,8 +373,18 @@ export class ReviewService {
     });
     if (!next) return null;
     await adoptPaymentMethod(m, merchantId, row.id, next.pm);
+    // Its first attempt as the retry worker's fallback plans one: from when the limits allow it.
+    const plan = await this.freshCardPlan(m, merchantId, row, next.at);
+    if (plan.kind !== 'retry') return null;
     this.logger.log({ reason }, 'submitted payment method cannot be retried: the account has another');
-    return next.at;
+    return plan;
+  }
+
+  /** freshCardPlan of the transaction's card as stored now (after an adoption), with its policy inputs. */
+  private async freshCardPlan(m: EntityManager, merchantId: string, row: PendingRow, now: Date): Promise<Plan> {
+    const txn = await this.submissions.transaction(m, merchantId, row.id);
+    const inputs = await policyInputsFor(m, merchantId, row.id, accountUpdaterConnected(this.config));
+    return freshCardPlan(txn, 0, inputs, now, this.config.retryTimeScale);
   }
 
   /**
@@ -428,18 +439,10 @@ export class ReviewService {
     // The card is kept and its first attempt planned like a cleared outage; the retry worker asks
     // the updater before it (once per card data version) and charges only new data.
     if (pmRef && bound && updaterMayCure(original) && (await this.updaterMayRenew(m, merchantId, row))) {
-      const first = planNextAttempt({
-        attemptsMade: 0,
-        startedAt: new Date(row.submitted_ts),
-        now: new Date(),
-        lastDecline: { technical: true },
-        network: row.card_network,
-        amountMinor: BigInt(row.amount_minor),
-        cardHistory: [],
-        timeScale: this.config.retryTimeScale,
-      });
+      const first = await this.freshCardPlan(m, merchantId, row, new Date());
       if (first.kind === 'retry') {
-        await this.submissions.passWithFirstAttempt(m, merchantId, row.id, first.at, original.description);
+        const explanation = storedExplanation(first.explain, policyInputs.policy?.version);
+        await this.submissions.passWithFirstAttempt(m, merchantId, row.id, first.at, original.description, explanation);
         this.logger.log({ reason: plan.reason }, 'data-quality original decline: the account updater first');
         return [];
       }
@@ -460,7 +463,15 @@ export class ReviewService {
         )
       : null;
     if (fallback) {
-      await this.submissions.passWithFirstAttempt(m, merchantId, row.id, fallback, original.description);
+      const explanation = storedExplanation(fallback.explain, policyInputs.policy?.version);
+      await this.submissions.passWithFirstAttempt(
+        m,
+        merchantId,
+        row.id,
+        fallback.at,
+        original.description,
+        explanation,
+      );
       return [];
     }
     // No attempt, so no fee paid; a naive daily schedule would have retried it anyway (network-rules.md).
