@@ -306,6 +306,18 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
     );
   });
 
+  it('stripe: a saved payment method sent without a BIN, with Mastercard advice code 03, is never charged (decisions §16: obeyed from the first attempt)', async () => {
+    const w = wires.find((x) => x.name === 'stripe')!;
+    const pm = `pm_advice${++n}`;
+    stripe.script(pm, 'succeeded');
+    const [t, ...tries] = await submit(w, tokenTxn(pm, { auth_code: '05', network_advice_code: '03' }));
+    expect(t.status).toBe('Cancelled');
+    expect(tries).toHaveLength(0);
+    expect(stripe.received('POST', '/v1/payment_intents').filter((r) => r.body['payment_method'] === pm)).toHaveLength(
+      0,
+    );
+  });
+
   for (const name of ['stripe', 'adyen'] as const) {
     const wire = () => wires.find((w) => w.name === name)!;
 

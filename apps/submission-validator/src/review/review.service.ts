@@ -246,6 +246,10 @@ export class ReviewService {
         // A network token's number (the DPAN) begins like its network's cards: the network rules
         // (Mastercard's, Visa's) bind it from the first plan on, even when no BIN was sent.
         if (row.is_network_token === 1) row.card_network ??= cardBrand(token);
+        // decisions §16: network_advice_code is the Mastercard Merchant Advice Code of the original
+        // decline, so a saved payment method sent with one (and no BIN) is a Mastercard card: the code
+        // binds from the first attempt (MAC 03/21 never, 24-30 not before their delay).
+        else if (row.network_advice_code) row.card_network ??= 'mastercard';
         // No card number to fingerprint: the saved payment method stands for its card.
         card = {
           kind: 'token',
@@ -256,7 +260,7 @@ export class ReviewService {
           ),
           bin: null,
           last4: null,
-          network: row.is_network_token === 1 ? row.card_network : null,
+          network: row.card_network,
           paymentMethod: row.payment_method,
         };
       } else if (r && !r.ok) errors.push({ code: RetCode.RET011, message: RetMessage.token });
