@@ -199,9 +199,22 @@ describe('Mastercard', () => {
       expect(inWindow.length, `window from day ${start}`).toBeLessThanOrEqual(35);
     }
   });
-  it('the same-amount count restarts after an approval', () => {
-    const h = [...attempts(35, 0.75 * DAY), { at: at(27 * DAY), amountMinor: 1000n, outcome: 'approved' as const }];
-    expect(checkNetworkLimits('mastercard', h, at(28 * DAY), 1000n).allowed).toBe(true);
+  it('an approval restarts no Mastercard count: the same-amount one and the day one hold every decline in them', () => {
+    // network-rules.md states the reset on an approval for Visa only; Mastercard's limits count declines.
+    const approved = (ms: number, amountMinor = 1000n): CardAttempt => ({
+      at: at(ms),
+      amountMinor,
+      outcome: 'approved',
+    });
+    const h = [...attempts(35, 0.75 * DAY), approved(27 * DAY)];
+    expect(checkNetworkLimits('mastercard', h, at(28 * DAY), 1000n).allowed).toBe(false);
+    const day = [...attempts(10, HOUR), approved(10 * HOUR, 2000n)];
+    expect(temporary(checkNetworkLimits('mastercard', day, at(11 * HOUR), 1000n))).toEqual(at(15 * HOUR));
+  });
+  it('an approval restarts no count of the other networks (20 declines in 30 days)', () => {
+    const h = [...attempts(20, HOUR), { at: at(20 * HOUR), amountMinor: 1000n, outcome: 'approved' as const }];
+    expect(checkNetworkLimits('amex', h, at(DAY), 1000n).allowed).toBe(false);
+    expect(checkNetworkLimits('visa', h, at(DAY), 1000n).allowed).toBe(true);
   });
   it("the merchant's original decline binds the card but is not counted toward the limits", () => {
     const original = (extra: Partial<CardAttempt>): CardAttempt => ({

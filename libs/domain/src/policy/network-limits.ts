@@ -95,11 +95,12 @@ export function checkNetworkLimits(
       waits.push({ notBefore: inWindow[inWindow.length - max]!.at.getTime() + windowMs, rule });
   };
 
-  // What counts toward the rolling limits: every attempt since the card's latest approval that did
-  // not approve (an approval ends a decline sequence). Processor errors count like declines: a
-  // timeout may well have reached the issuer, and compliance must not hang on our not knowing.
-  // Attempts still in flight count too, whatever was approved since: they may yet decline.
-  const lastApproval = past.reduce((i, h, k) => (h.outcome === 'approved' ? k : i), -1);
+  // What counts toward the limits: every attempt that did not approve. Visa's count restarts on an
+  // approval (network-rules.md: "processors ... reset the count on an approval"); no other network's
+  // does, as the rules state no reset for them. Processor errors count like declines: a timeout may
+  // well have reached the issuer, and compliance must not hang on our not knowing. Attempts still in
+  // flight count too, whatever was approved since: they may yet decline.
+  const lastApproval = network === 'visa' ? past.reduce((i, h, k) => (h.outcome === 'approved' ? k : i), -1) : -1;
   const counted = past.filter(
     (h, k) => !h.original && (h.outcome === 'pending' || (h.outcome !== 'approved' && k > lastApproval)),
   );

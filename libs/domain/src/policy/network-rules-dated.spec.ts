@@ -78,12 +78,13 @@ describe('American Express, Discover and other networks', () => {
       if (!full.allowed && !full.permanently) expect(full.notBefore.getTime()).toBe(start + 30 * DAY);
     });
 
-    it(`${network}: an approval ends the decline sequence`, () => {
+    it(`${network}: an approval does not restart the count (the rule counts declined attempts in 30 days)`, () => {
       const history: CardAttempt[] = [
         ...declines(20, start),
         { at: new Date(start + 20 * DAY), amountMinor: 1000n, outcome: 'approved' },
       ];
-      expect(checkNetworkLimits(network, history, new Date(start + 21 * DAY), 1000n).allowed).toBe(true);
+      expect(checkNetworkLimits(network, history, new Date(start + 21 * DAY), 1000n).allowed).toBe(false);
+      expect(checkNetworkLimits(network, history, new Date(start + 30 * DAY), 1000n).allowed).toBe(true);
     });
 
     it(`${network}: none after a hard decline`, () => {
