@@ -372,7 +372,17 @@ describe('hostile input (issue 9)', () => {
     }
     const refund = await client.request('POST', '/v1/retain/refunds', '{"refunds":[{"id":"a","id":"b"}]}');
     expect(refund.status).toBe(400);
-    expect(refund.json.code).toBe('RET400');
+    expect(refund.json).toEqual({ code: 'RET400', message: 'Invalid parameter: refunds (duplicate key in JSON)' });
+    // Any other JSON body is named as the body, not as transactions it does not hold.
+    for (const [method, path] of [
+      ['POST', '/v1/retain/session'],
+      ['POST', '/v1/retain/experiments'],
+      ['PUT', '/v1/retain/merchant/webhook'],
+    ] as const) {
+      const other = await client.request(method, path, '{"login":"a","login":"b","api_key":"c"}');
+      expect(other.status, path).toBe(400);
+      expect(other.json, path).toEqual({ code: 'RET400', message: 'Invalid parameter: body (duplicate key in JSON)' });
+    }
     expect(await savedIds([t['id'] as string])).toEqual([]);
     // The same keys in different objects are not duplicates.
     expect((await client.submit([t])).status).toBe(200);

@@ -18,9 +18,15 @@ import { addSecurityHeaders } from './security-headers';
  */
 const MAX_PARAM_LENGTH = MERCHANT_ID_MAX_LENGTH * 9;
 
-/** The body parameter named in a 400 for a body that cannot be read. */
+/**
+ * The body parameter named in a 400 for a body that cannot be read: the list a submission or a
+ * refund call carries, else the body as a whole (session, experiments, webhook settings).
+ */
 export function bodyParam(url: string | undefined): string {
-  return (url ?? '').includes('/refunds') ? 'refunds' : 'transactions';
+  const path = (url ?? '').split('?')[0]!.replace(/\/+$/, '');
+  if (path.endsWith('/refunds')) return 'refunds';
+  if (path.endsWith('/transactions')) return 'transactions';
+  return 'body';
 }
 
 /**
