@@ -1,6 +1,17 @@
 import { loadConfig, type RetainConfig } from '@retain/config';
-import { AttemptsRepository } from '@retain/db';
+import {
+  AttemptEntity,
+  AttemptsRepository,
+  TransactionEntity,
+  WebhookMessagesRepository,
+  attemptView,
+  chargedPaymentMethodFields,
+  transactionView,
+} from '@retain/db';
+import { EventName } from '@retain/domain';
 import { RetainMetrics } from '@retain/platform';
+import { announce } from '@retain/queues';
+import { announceTransaction } from '@retain/recovery';
 import {
   closeTestDb,
   insertAttemptRow,
@@ -211,8 +222,9 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     const hash = createHash('sha1').update(card).digest('hex');
     const updateJwe = `eyJhbGciOiJSU0EtT0FFUC0yNTYifQ.update.${randomBytes(6).toString('hex')}`;
     await db.query(
-      `UPDATE attempts SET payment_method_view = jsonb_build_object('id', 'pm_1', 'credit_card',
-         jsonb_build_object('account', '411111******1111', 'account_hash', $2::text, 'account_update_jwe', $3::text))
+      `UPDATE attempts SET payment_method_view = jsonb_build_object('payment_method', jsonb_build_object('id', 'pm_1',
+         'credit_card', jsonb_build_object('account', '411111******1111', 'account_hash', $2::text,
+           'account_update_jwe', $3::text)), 'is_network_token', NULL, 'eci_indicator', NULL)
         WHERE id = $1`,
       [declined.id, hash, updateJwe],
     );
@@ -253,6 +265,98 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     // The metric counts what was erased.
     const metric = await metrics.registry.getSingleMetricAsString('retain_retention_rows_total');
     expect(metric).toMatch(/kind="card_data"[^}]*} [1-9]/);
+  });
+
+  it("push messages of an erased transaction, whatever their status, show its card as its reads do: a dead one's replay sends that", async () => {
+    const card = uniqueCard();
+    const hash = createHash('sha1').update(card).digest('hex');
+    const updateJwe = `eyJhbGciOiJSU0EtT0FFUC0yNTYifQ.update.${randomBytes(6).toString('hex')}`;
+    const t = await ended('Cancelled', OLD, card);
+    // As the review stores it: the masked number the reads show, and an account updater's JWE of a new number.
+    await db.query(
+      `UPDATE transactions SET account_update_jwe = $2, account_updated = true,
+              payment_method = payment_method || jsonb_build_object('card_account_display', $3::text)
+        WHERE id = $1`,
+      [t.id, updateJwe, `${card.slice(0, 6)}******${card.slice(-4)}`],
+    );
+    const attempt = await insertAttemptRow(db, t, { state: 'declined', processedAt: OLD });
+    // The pushes, as the services announce them while the card data is held: the transaction's
+    // (retry failed) and an attempt's (its view of the payment method it charged, as markInFlight stores it).
+    await db.transaction(async (m) => {
+      const txn = await m.getRepository(TransactionEntity).findOneByOrFail({ id: t.id });
+      expect(txn.accountHash).toBe(hash);
+      const a = await m.getRepository(AttemptEntity).findOneByOrFail({ id: attempt.id });
+      a.paymentMethodView = chargedPaymentMethodFields(txn);
+      await m.query(`UPDATE attempts SET payment_method_view = $2 WHERE id = $1`, [a.id, a.paymentMethodView]);
+      outboxIds.push(...(await announceTransaction(m, txn, EventName.RetryFailed, OLD, 3)));
+      outboxIds.push(
+        ...(await announce(m, [
+          {
+            merchantId,
+            eventName: EventName.RetrySucceeded,
+            payloadId: a.vid,
+            merchantTransactionId: txn.merchantTxnId,
+            transactionRowId: txn.id,
+            content: attemptView(txn, a),
+            occurredAt: OLD,
+          },
+        ])),
+      );
+    });
+    const ids: string[] = (
+      await db.query(`SELECT message_id FROM webhook_messages WHERE transaction_id = $1 ORDER BY event_name, id`, [
+        t.id,
+      ])
+    ).map((r: { message_id: string }) => r.message_id);
+    expect(ids).toHaveLength(4);
+    expect(
+      JSON.stringify(await db.query(`SELECT body FROM webhook_messages WHERE transaction_id = $1`, [t.id])),
+    ).toContain(hash);
+    // Retry failed: one dead (kept for replay), one pending, one delivered within WEBHOOK_RETENTION; retry succeeded dead.
+    const [dead, pending, delivered] = ids.slice(0, 3);
+    const setStatus = (id: string, status: string) =>
+      db.query(
+        `UPDATE webhook_messages SET status = $2::varchar, next_attempt_at = CASE WHEN $2::varchar = 'pending' THEN $3::timestamptz END,
+                delivered_at = CASE WHEN $2::varchar = 'delivered' THEN $3::timestamptz END,
+                dead_at = CASE WHEN $2::varchar = 'dead' THEN $3::timestamptz END, updated_at = $3::timestamptz
+          WHERE message_id = $1`,
+        [id, status, status === 'delivered' ? RECENT : OLD],
+      );
+    await setStatus(dead!, 'dead');
+    await setStatus(pending!, 'pending');
+    await setStatus(delivered!, 'delivered');
+    await setStatus(ids[3]!, 'dead');
+
+    await sweep.sweep(NOW);
+    expect((await cardColumns(t.id)).card_erased_at).not.toBeNull();
+    // What the reads show now: the transaction's GET, and its attempt's.
+    const txn = await db.getRepository(TransactionEntity).findOneByOrFail({ id: t.id });
+    const a = await db.getRepository(AttemptEntity).findOneByOrFail({ id: attempt.id });
+    const shown = transactionView(txn).payment_method as { credit_card: Record<string, unknown> };
+    expect(shown.credit_card).toMatchObject({
+      account_hash: null,
+      account: `${card.slice(0, 6)}******${card.slice(-4)}`,
+    });
+    expect(shown.credit_card).not.toHaveProperty('account_update_jwe');
+    expect(attemptView(txn, a).payment_method).toEqual(shown);
+    const bodies: { message_id: string; status: string; body: { content: { payment_method: unknown } } }[] =
+      await db.query(`SELECT message_id, status, body FROM webhook_messages WHERE transaction_id = $1`, [t.id]);
+    expect(bodies.map((b) => b.status).sort()).toEqual(['dead', 'dead', 'delivered', 'pending']);
+    for (const b of bodies) expect(b.body.content.payment_method, b.status).toEqual(shown);
+    // Neither the hash nor the updater's JWE is left in any push, attempt or delivery log.
+    for (const table of ['webhook_messages', 'webhook_deliveries', 'attempts', 'transactions']) {
+      const [{ n }] = await db.query(
+        `SELECT count(*)::int AS n FROM ${table} x WHERE x::text LIKE $1 OR x::text LIKE $2`,
+        [`%${hash}%`, `%${updateJwe}%`],
+      );
+      expect(n, table).toBe(0);
+    }
+    // An operator replays the dead push: the body the dispatcher claims, signs and sends is the erased one.
+    const pushes = new WebhookMessagesRepository(db);
+    expect(await pushes.replay(dead!)).toBe(true);
+    const { rows } = await pushes.claimNextDue(100, 60);
+    const replayed = rows.find((r) => r.message_id === dead);
+    expect((replayed?.body.content as { payment_method: unknown }).payment_method).toEqual(shown);
   });
 
   it('card data stays while anything may still need it', async () => {

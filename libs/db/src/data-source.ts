@@ -44,6 +44,7 @@ import { OriginalDeclineCodes1799950000000 } from './migrations/1799950000000-Or
 import { FairPushClaims1799960000000 } from './migrations/1799960000000-FairPushClaims';
 import { BreakdownKeyColumns1800100000000 } from './migrations/1800100000000-BreakdownKeyColumns';
 import { FixedBreakdownKeys1800100000100 } from './migrations/1800100000100-FixedBreakdownKeys';
+import { ErasedPushBodies1800200000000 } from './migrations/1800200000000-ErasedPushBodies';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -89,6 +90,7 @@ export const MIGRATIONS = [
   FairPushClaims1799960000000,
   BreakdownKeyColumns1800100000000,
   FixedBreakdownKeys1800100000100,
+  ErasedPushBodies1800200000000,
 ];
 
 export interface PoolTuning {

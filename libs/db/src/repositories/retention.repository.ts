@@ -29,6 +29,31 @@ const ENDED = `('Captured', 'Settled', 'Refunded', 'Partially Refunded', 'Cancel
 const STILL_LOOKED_UP = `(a.state IN ('pending', 'unknown')
   OR (a.lookup_after IS NOT NULL AND (a.state <> 'error' OR a.processed_at > $3)))`;
 
+/**
+ * Where a stored copy of a transaction's view holds its credit card: an attempt's copy of the payment
+ * method it charged (`{payment_method, is_network_token, eci_indicator}`), and a push body (`{header,
+ * content}`: a Transaction or a retry attempt, each with its payment_method).
+ */
+const ATTEMPT_CARD = ['payment_method', 'credit_card'];
+const PUSH_CARD = ['content', 'payment_method', 'credit_card'];
+const jsonPath = (keys: string[]): string => `'{${keys.join(',')}}'`;
+
+/**
+ * `doc` (jsonb) with its card at `path` as the reads show it after the erasure (paymentMethodView):
+ * `account_hash` null, no `account_update_jwe`; the masked number, expiry and `account_updated` kept.
+ * A document without a card at `path` comes back unchanged.
+ */
+const erasedCard = (doc: string, path: string[]): string =>
+  `CASE WHEN jsonb_typeof(${doc} #> ${jsonPath(path)}) = 'object'
+        THEN jsonb_set(${doc}, ${jsonPath(path)},
+                       (${doc} #> ${jsonPath(path)}) - 'account_update_jwe' || '{"account_hash": null}'::jsonb)
+        ELSE ${doc} END`;
+
+/** `doc` holds, at `path`, a card's hash or an updater's JWE. */
+const holdsCard = (doc: string, path: string[]): string =>
+  `((${doc} #> ${jsonPath(path)}) ? 'account_update_jwe'
+    OR jsonb_typeof(${doc} #> ${jsonPath([...path, 'account_hash'])}) <> 'null')`;
+
 const count = (result: unknown): number => (Array.isArray(result) && typeof result[1] === 'number' ? result[1] : 0);
 
 /**
@@ -112,7 +137,9 @@ export class RetentionRepository {
    * Card data of transactions whose recovery ended (or whose review rejected them) before
    * `before`: the sealed card number, the intake's JWE, the cryptogram, the account updater's JWE and
    * the card's unkeyed SHA-1 (`account_hash`: with the BIN and last four kept it would give the number
-   * back) are removed, from the transaction and from its attempts' copies of the payment method. An attempt settled as not charged (state `error`) holds them only while the
+   * back) are removed from the transaction; its attempts' copies of the payment method and the bodies of
+   * all its push messages (any status: a dead one is replayed with its stored body) then show the card
+   * as the reads of the erased transaction do (erasedCard). An attempt settled as not charged (state `error`) holds them only while the
    * reconciliation still watches it for a late capture (`watchedSince`); its `lookup_after` is never
    * cleared. Kept: the fingerprint (card_hmac: the network rules count attempts per card),
    * BIN, last four, network and expiry (the reads show them masked). Never erased while an
@@ -139,13 +166,16 @@ export class RetentionRepository {
              ORDER BY x.status_changed_at LIMIT $2 FOR UPDATE OF x SKIP LOCKED)
          RETURNING t.id),
        views AS (
-         -- The attempts' copies of the payment method: the hash and an updater's JWE go with the card.
-         UPDATE attempts a
-            SET payment_method_view = a.payment_method_view #- '{credit_card,account_hash}'
-                                                            #- '{credit_card,account_update_jwe}'
+         -- The attempts' copies of the payment method (chargedPaymentMethodFields), as the reads show them.
+         UPDATE attempts a SET payment_method_view = ${erasedCard('a.payment_method_view', ATTEMPT_CARD)}
           WHERE a.transaction_id IN (SELECT id FROM erased)
-            AND (a.payment_method_view -> 'credit_card' ? 'account_hash'
-                 OR a.payment_method_view -> 'credit_card' ? 'account_update_jwe'))
+            AND ${holdsCard('a.payment_method_view', ATTEMPT_CARD)}),
+       pushes AS (
+         -- Its push messages, whatever their status (a dead one is replayed with its stored body):
+         -- the Transaction they carry (transaction_id: webhook_messages_transaction), as the reads show it.
+         UPDATE webhook_messages w SET body = ${erasedCard('w.body', PUSH_CARD)}
+          WHERE w.transaction_id IN (SELECT id FROM erased)
+            AND ${holdsCard('w.body', PUSH_CARD)})
        SELECT count(*)::int AS n FROM erased`,
       [before, batch, watchedSince],
     );
