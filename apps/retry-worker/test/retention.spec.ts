@@ -359,6 +359,55 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     expect((replayed?.body.content as { payment_method: unknown }).payment_method).toEqual(shown);
   });
 
+  it("a tokenized or masked card's hash (the merchant's, beside the BIN and last four) is erased too, once", async () => {
+    // Sent as a token or masked with its account_hash: no sealed number, JWE, cryptogram or updater JWE.
+    const rows = [];
+    for (const kind of ['token', 'masked']) {
+      const card = uniqueCard();
+      const t = await ended('Cancelled', OLD, card);
+      await db.query(
+        `UPDATE transactions SET card_kind = $2, card_enc = NULL, card_key_id = NULL, card_jwe = NULL, cryptogram = NULL
+          WHERE id = $1`,
+        [t.id, kind],
+      );
+      rows.push({ t, hash: createHash('sha1').update(card).digest('hex') });
+    }
+    // The customer's payment method of the token card, last seen long ago.
+    const [{ id: pm }] = await db.query(
+      `INSERT INTO payment_methods (vid, merchant_id, account_id, pm_id, card_kind, card_hmac, card_bin, card_last4,
+         account_hash, payment_method, last_seen_at)
+       SELECT $2, merchant_id, account_id, 'pm_tok', card_kind, card_hmac, card_bin, card_last4, account_hash,
+              payment_method, $3
+         FROM transactions WHERE id = $1 RETURNING id`,
+      [rows[0]!.t.id, `pm${randomBytes(8).toString('hex')}`, OLD],
+    );
+    const row = async (id: string) =>
+      (
+        await db.query(
+          `SELECT account_hash, card_bin, card_last4, card_hmac, card_erased_at FROM transactions WHERE id = $1`,
+          [id],
+        )
+      )[0];
+    for (const { t, hash } of rows) expect((await row(t.id)).account_hash).toBe(hash);
+
+    await sweep.sweep(NOW);
+    const erased = [];
+    for (const { t } of rows) {
+      const r = await row(t.id);
+      expect(r, t.id).toMatchObject({ account_hash: null, card_erased_at: expect.any(Date) });
+      expect(r.card_last4).toMatch(/^\d{4}$/); // the masked fields stay
+      erased.push(r.card_erased_at.getTime());
+    }
+    const pmRow = async () =>
+      (await db.query(`SELECT account_hash, card_erased_at FROM payment_methods WHERE id = $1`, [pm]))[0];
+    expect(await pmRow()).toMatchObject({ account_hash: null, card_erased_at: expect.any(Date) });
+    const pmErased = (await pmRow()).card_erased_at.getTime();
+    // Erased once: the next sweep does not take them again.
+    await sweep.sweep(NOW);
+    expect(await Promise.all(rows.map(async ({ t }) => (await row(t.id)).card_erased_at.getTime()))).toEqual(erased);
+    expect((await pmRow()).card_erased_at.getTime()).toBe(pmErased);
+  });
+
   it('card data stays while anything may still need it', async () => {
     const recent = await ended('Cancelled', RECENT); // inside the refund window
     const inRetry = await ended('In Retry', OLD); // still being recovered

@@ -45,6 +45,7 @@ import { FairPushClaims1799960000000 } from './migrations/1799960000000-FairPush
 import { BreakdownKeyColumns1800100000000 } from './migrations/1800100000000-BreakdownKeyColumns';
 import { FixedBreakdownKeys1800100000100 } from './migrations/1800100000100-FixedBreakdownKeys';
 import { ErasedPushBodies1800200000000 } from './migrations/1800200000000-ErasedPushBodies';
+import { HashOnlyCardErasure1800300000000 } from './migrations/1800300000000-HashOnlyCardErasure';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -91,6 +92,7 @@ export const MIGRATIONS = [
   BreakdownKeyColumns1800100000000,
   FixedBreakdownKeys1800100000100,
   ErasedPushBodies1800200000000,
+  HashOnlyCardErasure1800300000000,
 ];
 
 export interface PoolTuning {

@@ -54,6 +54,19 @@ const holdsCard = (doc: string, path: string[]): string =>
   `((${doc} #> ${jsonPath(path)}) ? 'account_update_jwe'
     OR jsonb_typeof(${doc} #> ${jsonPath([...path, 'account_hash'])}) <> 'null')`;
 
+/**
+ * Rows still holding card data: a sealed number, a JWE, a cryptogram, an updater's JWE, or only the
+ * card's hash (a card sent as a token, or masked with its account_hash). Word for word the predicates
+ * of the partial indexes the erasure walks (migration HashOnlyCardErasure1800300000000:
+ * transactions_card_held, payment_methods_card_held), so that the planner uses them: change both at once.
+ * Erased rows are stamped card_erased_at and never taken again.
+ */
+const TRANSACTIONS_CARD_HELD = `card_erased_at IS NULL
+  AND (card_enc IS NOT NULL OR card_jwe IS NOT NULL OR cryptogram IS NOT NULL OR account_update_jwe IS NOT NULL
+       OR account_hash IS NOT NULL)`;
+const PAYMENT_METHODS_CARD_HELD = `card_erased_at IS NULL
+  AND (card_enc IS NOT NULL OR cryptogram_enc IS NOT NULL OR account_update_jwe IS NOT NULL OR account_hash IS NOT NULL)`;
+
 const count = (result: unknown): number => (Array.isArray(result) && typeof result[1] === 'number' ? result[1] : 0);
 
 /**
@@ -155,9 +168,7 @@ export class RetentionRepository {
                 account_update_jwe = NULL, account_hash = NULL, card_erased_at = now()
           WHERE t.id IN (
             SELECT x.id FROM transactions x
-             WHERE x.card_erased_at IS NULL
-               AND (x.card_enc IS NOT NULL OR x.card_jwe IS NOT NULL OR x.cryptogram IS NOT NULL
-                    OR x.account_update_jwe IS NOT NULL)
+             WHERE ${TRANSACTIONS_CARD_HELD}
                AND x.status_changed_at < $1
                AND (x.status IN ${ENDED} OR x.review_status = 'rejected')
                AND x.next_attempt_at IS NULL
@@ -196,8 +207,7 @@ export class RetentionRepository {
                 cryptogram_key_id = NULL, account_update_jwe = NULL, account_hash = NULL, card_erased_at = now()
           WHERE p.id IN (
             SELECT x.id FROM payment_methods x
-             WHERE x.card_erased_at IS NULL
-               AND (x.card_enc IS NOT NULL OR x.cryptogram_enc IS NOT NULL OR x.account_update_jwe IS NOT NULL)
+             WHERE ${PAYMENT_METHODS_CARD_HELD}
                AND x.last_seen_at < $1
                AND ((x.ended_at IS NOT NULL AND x.ended_at < $1)
                     OR NOT EXISTS (SELECT 1 FROM transactions t
