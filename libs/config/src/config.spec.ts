@@ -58,6 +58,36 @@ describe('configuration', () => {
     );
   });
 
+  // Node runs a timer longer than 2^31-1 ms (24.8 days) after 1 ms: a sweep or check would run back to back,
+  // a request or processor call would be cut off at once.
+  it.each([
+    ['RETENTION_INTERVAL', '30d'],
+    ['RETENTION_INTERVAL', '25d'],
+    ['SETTLEMENT_CHECK_INTERVAL', '30d'],
+    ['HTTP_REQUEST_TIMEOUT', '30d'],
+    ['PROCESSOR_TIMEOUT', '600h'],
+    // The retry worker re-checks its tick scheduler every 10 ticks.
+    ['SCHEDULER_TICK', '3d'],
+  ])('stops on %s=%s, longer than a Node timer holds, naming the variable', (name, value) => {
+    expect(() => loadConfig('retry-worker', { [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig('retry-worker', { [name]: value })).toThrow(new RegExp(`${name} .*<= \\d+d`));
+  });
+
+  it('takes timer durations up to 24 days (a tick up to 2 days)', () => {
+    const c = loadConfig('retry-worker', {
+      RETENTION_INTERVAL: '24d',
+      SETTLEMENT_CHECK_INTERVAL: '24d',
+      HTTP_REQUEST_TIMEOUT: '24d',
+      PROCESSOR_TIMEOUT: '24d',
+      SCHEDULER_TICK: '2d',
+    });
+    expect(c.retention.intervalMs).toBe(24 * 86_400_000);
+    expect(c.settlementCheckMs).toBe(24 * 86_400_000);
+    expect(c.httpRequestTimeoutMs).toBe(24 * 86_400_000);
+    expect(c.processorTimeoutMs).toBe(24 * 86_400_000);
+    expect(c.tickMs * 10).toBeLessThanOrEqual(2 ** 31 - 1);
+  });
+
   it.each(['61 * * * *', '* * 31 2 *', '0 0 30 2 *', '0 2 * * * * *', '*/0 * * * *'])(
     'refuses REFUND_BATCH_CRON %s, which a cron parser rejects (refunds would never be sent)',
     (cron) => {

@@ -135,6 +135,15 @@ export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,10h';
  */
 export const MAX_WEBHOOK_RETRY_STEP = '20d';
 
+/**
+ * The longest duration given to a Node timer (setInterval, setTimeout, a socket or request timeout):
+ * Node holds at most 2^31-1 ms (24.8 days) and runs a longer timer after 1 ms (a sweep or check every
+ * millisecond, a request or processor call cut off at once). A longer value stops the app.
+ */
+export const MAX_TIMER_DURATION = '24d';
+/** SCHEDULER_TICK's longest: the retry worker re-checks its tick scheduler every 10 ticks (a timer). */
+export const MAX_SCHEDULER_TICK = '2d';
+
 // ---- Validators: each turns the raw text into a typed value or throws the detail of the message
 // ("Invalid configuration: <VARIABLE> <detail>").
 
@@ -181,11 +190,14 @@ function intBetween(min: number, max: number, unit = ''): (value: string) => num
   };
 }
 
-/** A duration like `250ms`, `2s`, `5m`, `1.5h`, `1d`. */
-function durationAtLeast(minMs: number): (value: string) => number {
+/** A duration like `250ms`, `2s`, `5m`, `1.5h`, `1d`, at most `max` when given. */
+function durationAtLeast(minMs: number, max?: string): (value: string) => number {
+  const maxMs = max === undefined ? Infinity : parseDuration(max)!;
   return (value) => {
     const ms = parseDuration(value);
-    if (ms === null || ms < minMs) throw new Error(`must be a duration (250ms, 2s, 5m, 2h, 1d) >= ${minMs}ms`);
+    if (ms === null || ms < minMs || ms > maxMs) {
+      throw new Error(`must be a duration (250ms, 2s, 5m, 2h, 1d) >= ${minMs}ms${max ? ` and <= ${max}` : ''}`);
+    }
     return ms;
   };
 }
@@ -387,9 +399,13 @@ export function configSchema(app: AppName) {
     CARD_JWE_PRIVATE_KEY: variable({ parse: text, desc: 'JWE RSA private key (PEM)' }),
     CARD_JWE_PRIVATE_KEY_FILE: variable({ parse: text, desc: 'JWE RSA private key file' }),
     CARD_JWE_KEY_ID: variable({ parse: text, default: 'retain-dev-1', desc: 'kid of the single JWE key' }),
-    SCHEDULER_TICK: variable({ parse: durationAtLeast(100), default: '2s', desc: "workers' tick period" }),
+    SCHEDULER_TICK: variable({
+      parse: durationAtLeast(100, MAX_SCHEDULER_TICK),
+      default: '2s',
+      desc: "workers' tick period",
+    }),
     HTTP_REQUEST_TIMEOUT: variable({
-      parse: durationAtLeast(1000),
+      parse: durationAtLeast(1000, MAX_TIMER_DURATION),
       default: '30s',
       desc: 'intake-api: a request not fully received within this is cut off with 408',
     }),
@@ -399,12 +415,12 @@ export function configSchema(app: AppName) {
       desc: 'an unknown attempt the processor still does not know after this is settled as not charged',
     }),
     PROCESSOR_TIMEOUT: variable({
-      parse: durationAtLeast(100),
+      parse: durationAtLeast(100, MAX_TIMER_DURATION),
       default: '30s',
       desc: 'per-request timeout of the Stripe/Adyen adapters; a charge without an answer by then is unknown and looked up',
     }),
     RETENTION_INTERVAL: variable({
-      parse: durationAtLeast(1),
+      parse: durationAtLeast(1, MAX_TIMER_DURATION),
       default: '1h',
       desc: 'how often the retry worker runs the retention sweep (batched deletes and card-data erasure)',
     }),
@@ -429,7 +445,7 @@ export function configSchema(app: AppName) {
       desc: "the refund window: a transaction's card data is erased this long after its recovery ended (fingerprint, BIN, last four and expiry kept)",
     }),
     SETTLEMENT_CHECK_INTERVAL: variable({
-      parse: durationAtLeast(1),
+      parse: durationAtLeast(1, MAX_TIMER_DURATION),
       default: '1h',
       desc: 'how often captured transactions are checked for settlement (Captured -> Settled), in real time',
     }),
