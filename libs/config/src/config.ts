@@ -432,7 +432,7 @@ export function configSchema(app: AppName) {
     WEBHOOK_RETENTION: variable({
       parse: durationAtLeast(1),
       default: '30d',
-      desc: 'delivered (or dead) push messages and their delivery logs are deleted this long after delivery',
+      desc: 'delivered, gone (410) or endpoint-less push messages and their delivery logs are deleted this long after they ended (pending and dead ones never)',
     }),
     SANDBOX_LEDGER_RETENTION: variable({
       parse: durationAtLeast(1),

@@ -12,7 +12,7 @@ const IDEMPOTENCY_MS = 24 * 3_600_000;
 
 /**
  * Retention (issue 14): every RETENTION_INTERVAL, deletes what nothing reads any more (completed
- * outbox rows, delivered or dead push messages with their delivery logs, old sandbox ledger
+ * outbox rows, delivered (or gone, endpoint-less) push messages with their delivery logs, old sandbox ledger
  * operations) and erases the card data of transactions whose recovery ended more than the refund
  * window ago (CARD_DATA_ERASE_AFTER), then of payment methods no recovery can fall back to.
  * Batched: each batch is its own statement over an index, SKIP LOCKED; a kind repeats while a
