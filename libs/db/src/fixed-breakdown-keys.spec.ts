@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { scratchDatabaseUrl } from '../test/scratch-database';
 import { scratchMerchant } from '../test/scratch-merchant';
-import { createDataSource, dropDatabase, migrate, revertLast } from './data-source';
+import { MIGRATIONS, createDataSource, dropDatabase, migrate, revertLast } from './data-source';
+import { FixedBreakdownKeys1800100000100 } from './migrations/1800100000100-FixedBreakdownKeys';
 import { ROLLUP } from './repositories/analytics.repository';
 
 // Migration FixedBreakdownKeys on a database whose rollup the previous triggers kept: rows written the
@@ -14,7 +15,9 @@ describe('migration FixedBreakdownKeys on rows the previous triggers counted (re
   it('backfills the keys and recounts the four breakdowns from the rows', async () => {
     const url = scratchDatabaseUrl('bdk');
     await migrate(url);
-    await revertLast(url);
+    // Back to just before FixedBreakdownKeys: it and every later migration reverted.
+    const after = MIGRATIONS.length - MIGRATIONS.indexOf(FixedBreakdownKeys1800100000100);
+    for (let i = 0; i < after; i++) await revertLast(url);
     const db = createDataSource(url, 2);
     await db.initialize();
     try {
