@@ -40,6 +40,21 @@ describe('payment methods of an account, account updater, network tokens (end to
   let plainApi: ApiClient;
   let privateKey: CryptoKey;
   let dir = '';
+  let pem = '';
+  /** Registers the merchant's updater public key (PEM) through the CLI, as an operator does. */
+  const setUpdaterKey = (login: string): void => {
+    const r = spawnSync(
+      process.execPath,
+      [cliMain, 'merchant', 'set-updater-key', '--login', login, '--public-key-file', pem],
+      { encoding: 'utf8' },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      login,
+      updated_numbers: 'jwe',
+      updater_key: { alg: 'RSA-OAEP-256', kty: 'RSA' },
+    });
+  };
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), 'retain-e2e-pm-'));
@@ -58,19 +73,9 @@ describe('payment methods of an account, account updater, network tokens (end to
     // The merchant's key pair: the operator only ever gets the public half (PEM), through the CLI.
     const pair = await generateKeyPair('RSA-OAEP-256', { modulusLength: 2048, extractable: true });
     privateKey = pair.privateKey;
-    const pem = path.join(dir, 'updater.pem');
+    pem = path.join(dir, 'updater.pem');
     writeFileSync(pem, await exportSPKI(pair.publicKey));
-    const r = spawnSync(
-      process.execPath,
-      [cliMain, 'merchant', 'set-updater-key', '--login', keyed.login, '--public-key-file', pem],
-      { encoding: 'utf8' },
-    );
-    expect(r.status, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout)).toMatchObject({
-      login: keyed.login,
-      updated_numbers: 'jwe',
-      updater_key: { alg: 'RSA-OAEP-256', kty: 'RSA' },
-    });
+    setUpdaterKey(keyed.login);
   });
   afterAll(async () => {
     for (const a of apps.values()) await a.stop();
@@ -131,6 +136,43 @@ describe('payment methods of an account, account updater, network tokens (end to
       },
     };
   };
+  /** A transaction of `accountId` paid with the sandbox token `tok_sandbox_<last4>` (decisions §12), BIN and expiry beside it. */
+  const tokenized = (
+    accountId: string,
+    last4: string,
+    expiry: string,
+    extra: Record<string, unknown> = {},
+  ): Record<string, unknown> => {
+    const t = txn();
+    return {
+      ...t,
+      account: { id: accountId },
+      payment_method: {
+        ...(t['payment_method'] as object),
+        id: `tok_sandbox_${last4}`,
+        is_tokenized: true,
+        credit_card: { account: '400000', expiration_date: expiry },
+      },
+      ...extra,
+    };
+  };
+  /** A merchant of its own: a sandbox card's network-rule history (a 54 on its data) is per merchant. */
+  const freshMerchant = async (withKey = false): Promise<{ api: ApiClient; login: string }> => {
+    const m = await createMerchant(receiver.url);
+    if (withKey) setUpdaterKey(m.login);
+    return { api: new ApiClient(apps.get('intake-api')!.url, m.api_key), login: m.login };
+  };
+  const paymentMethodOf = async (id: string): Promise<any> =>
+    (
+      await (
+        await testDb()
+      ).query(
+        `SELECT p.pm_id, p.card_kind, p.card_enc, p.expiration_date, p.account_updated, p.account_update_jwe,
+                p.ended_at, p.ended_reason
+           FROM payment_methods p JOIN transactions t ON t.payment_method_ref = p.id WHERE t.merchant_txn_id = $1`,
+        [id],
+      )
+    )[0];
   const decrypt = async (jwe: string): Promise<unknown> =>
     JSON.parse(new TextDecoder().decode((await compactDecrypt(jwe, privateKey)).plaintext));
 
@@ -309,6 +351,111 @@ describe('payment methods of an account, account updater, network tokens (end to
     );
     expect(pm.ended_reason).toMatch(/account closed/i);
   });
+
+  it(
+    'tok_sandbox_0341 (a sandbox token of 4000000000000341): the updater renews its expiry, the token is charged with it and approved',
+    { timeout: 150_000 },
+    async () => {
+      // A merchant with an updater key: a token's update is still shown masked only (no card number to hand back).
+      const { api } = await freshMerchant(true);
+      const id = await submit(api, tokenized(uniqueId('acct'), '0341', '202701'));
+      const [t, ...attempts] = await untilFinal(api, id);
+      const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
+      const renewed = String(Math.max(202701, month) + 300);
+      expect(t.status, JSON.stringify(attempts.map((a) => [a.auth_code, a.status]))).toBe('Captured');
+      expect(attempts.map((a) => [a.auth_code, a.status, a.payment_method.id])).toEqual([
+        ['54', 'Failed', 'tok_sandbox_0341'],
+        ['00', 'Captured', 'tok_sandbox_0341'],
+      ]);
+      for (const shown of [t.payment_method, attempts[1].payment_method]) {
+        expect(shown).toMatchObject({ id: 'tok_sandbox_0341', is_tokenized: true });
+        expect(shown.credit_card).toMatchObject({ expiration_date: renewed, account_updated: true });
+        expect(shown.credit_card.account_update_jwe).toBeUndefined();
+      }
+      expect(attempts[0].payment_method.credit_card).toMatchObject({
+        expiration_date: '202701',
+        account_updated: false,
+      });
+      // The token stays the instrument: no card number is stored for it.
+      expect(await paymentMethodOf(id)).toMatchObject({
+        pm_id: 'tok_sandbox_0341',
+        card_kind: 'token',
+        card_enc: null,
+        expiration_date: renewed,
+        account_updated: true,
+        account_update_jwe: null,
+        ended_at: null,
+      });
+    },
+  );
+
+  it('tok_sandbox_0259: the updater answers "account closed": the token ends, no further attempt', async () => {
+    const { api } = await freshMerchant();
+    const id = await submit(api, tokenized(uniqueId('acct'), '0259', '202912'));
+    const [t, ...attempts] = await untilFinal(api, id);
+    expect(t.status).toBe('Cancelled');
+    expect(attempts.map((a) => [a.auth_code, a.payment_method.id])).toEqual([['54', 'tok_sandbox_0259']]);
+    expect(t.payment_method.credit_card.account_updated).toBe(false);
+    const pm = await paymentMethodOf(id);
+    expect(pm.ended_at).not.toBeNull();
+    expect(pm.ended_reason).toMatch(/account closed/i);
+  });
+
+  it(
+    'an expired tok_sandbox_0341 is renewed by the updater before it is charged: approved on the first attempt',
+    { timeout: 150_000 },
+    async () => {
+      const { api } = await freshMerchant();
+      const id = await submit(api, tokenized(uniqueId('acct'), '0341', '202501'));
+      const [t, ...attempts] = await untilFinal(api, id);
+      expect(t.status, JSON.stringify(attempts.map((a) => a.auth_code))).toBe('Captured');
+      expect(attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])).toEqual([
+        ['00', '202801'],
+      ]);
+      expect(t.payment_method.credit_card.account_updated).toBe(true);
+    },
+  );
+
+  it(
+    'tok_sandbox_0341 submitted with its own 54: the updater renews it before the first attempt, which is approved',
+    { timeout: 150_000 },
+    async () => {
+      const { api } = await freshMerchant();
+      const id = await submit(api, tokenized(uniqueId('acct'), '0341', '202701', { auth_code: '54' }));
+      const [t, ...attempts] = await untilFinal(api, id);
+      const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
+      const renewed = String(Math.max(202701, month) + 300);
+      expect(t.status, JSON.stringify(attempts.map((a) => a.auth_code))).toBe('Captured');
+      expect(attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])).toEqual([
+        ['00', renewed],
+      ]);
+    },
+  );
+
+  it(
+    'a network token ntok_sandbox_0341: the updater renews its expiry, the next attempt is approved',
+    { timeout: 150_000 },
+    async () => {
+      const { api } = await freshMerchant();
+      const t0 = networkToken(uniqueId('acct'), '0341');
+      const id = await submit(api, {
+        ...t0,
+        payment_method: {
+          ...(t0['payment_method'] as object),
+          credit_card: { account: '400000', expiration_date: '202701' },
+        },
+      });
+      const [t, ...attempts] = await untilFinal(api, id);
+      const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
+      const renewed = String(Math.max(202701, month) + 300);
+      expect(t.status, JSON.stringify(attempts.map((a) => a.auth_code))).toBe('Captured');
+      expect(attempts.map((a) => [a.auth_code, a.is_network_token, a.payment_method.id])).toEqual([
+        ['54', 1, 'ntok_sandbox_0341'],
+        ['00', 1, 'ntok_sandbox_0341'],
+      ]);
+      expect(t.payment_method.credit_card).toMatchObject({ expiration_date: renewed, account_updated: true });
+    },
+  );
 
   it('4000000000000507 (46, Visa category 1) ends that card, not the transaction: the account’s other card is charged', async () => {
     const account = uniqueId('acct');

@@ -1,6 +1,6 @@
 import { loadConfig } from '@retain/config';
 import { PaymentMethodsRepository } from '@retain/db';
-import type { AccountUpdater } from '@retain/processor';
+import { fixedProcessor, type AccountUpdater, type PaymentProcessor } from '@retain/processor';
 import { rememberPaymentMethod } from '@retain/recovery';
 import { closeTestDb, insertAttemptRow, insertMerchantRow, insertTransactionRow, testDb } from '@retain/testing';
 import { exportJWK, generateKeyPair } from 'jose';
@@ -57,6 +57,81 @@ describe('account updater: a new card number before the charge', () => {
     const after = await hmac();
     expect(after.txn).not.toBe(before.txn);
     expect(after.attempt).toBe(after.txn);
+  });
+
+  /** An expired card's transaction turned into a token of `token` (as the review stores a de-tokenized one), remembered. */
+  const expiredToken = async (db: DataSource, merchantId: string, token: string) => {
+    const config = loadConfig('retry-worker');
+    const t = await insertTransactionRow(db, merchantId, { card: '4000000000000341' });
+    await db.query(
+      `UPDATE transactions SET card_kind = 'token', card_enc = NULL, card_key_id = NULL, expiration_date = '202001',
+         payment_method = jsonb_set(jsonb_set(payment_method, '{id}', to_jsonb($2::text)), '{is_tokenized}', 'true')
+        WHERE id = $1`,
+      [t.id, token],
+    );
+    const pmRef = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
+    await db.query(`UPDATE transactions SET payment_method_ref = $2 WHERE id = $1`, [t.id, pmRef]);
+    return { t, pmRef, attempt: await insertAttemptRow(db, t, {}) };
+  };
+
+  it('renews a token the processor de-tokenizes: the token stays, with the new expiry only (a new number is not taken)', async () => {
+    const db = await testDb();
+    const config = loadConfig('retry-worker');
+    const merchantId = await merchantWithUpdaterKey(db);
+    const { t, pmRef, attempt } = await expiredToken(db, merchantId, 'tok_sandbox_0341');
+    const asked: string[] = [];
+    const updater: AccountUpdater = {
+      name: 'stub',
+      lookup: async (card) => {
+        asked.push(card.pan);
+        return { kind: 'updated', pan: '5555555555554444', expiration: '203012' };
+      },
+    };
+    const processor = {
+      detokenize: async () => ({ ok: true, pan: '4000000000000341' }),
+    } as unknown as PaymentProcessor;
+    await new PaymentMethodsService(db, config, updater, fixedProcessor(processor)).refreshCard(attempt.id, null);
+    expect(asked).toEqual(['4000000000000341']);
+    const [pm] = await db.query(`SELECT * FROM payment_methods WHERE id = $1`, [pmRef]);
+    expect(pm).toMatchObject({
+      pm_id: 'tok_sandbox_0341',
+      card_kind: 'token',
+      card_enc: null,
+      card_last4: '0341',
+      expiration_date: '203012',
+      account_updated: true,
+      // The merchant sent a token: no card number goes back to it, even encrypted to its key.
+      account_update_jwe: null,
+    });
+    const [txn] = await db.query(`SELECT card_kind, card_enc, expiration_date FROM transactions WHERE id = $1`, [t.id]);
+    expect(txn).toEqual({ card_kind: 'token', card_enc: null, expiration_date: '203012' });
+  });
+
+  it('never asks about a saved payment method of a processor that checks its tokens (Stripe, Adyen)', async () => {
+    const db = await testDb();
+    const config = loadConfig('retry-worker');
+    const merchantId = await merchantWithUpdaterKey(db);
+    const { pmRef, attempt } = await expiredToken(db, merchantId, 'pm_1Abc');
+    let asked = 0;
+    const updater: AccountUpdater = {
+      name: 'stub',
+      lookup: async () => {
+        asked++;
+        return { kind: 'closed', message: 'Account closed' };
+      },
+    };
+    let detokenized = 0;
+    const processor = {
+      checkToken: () => ({ ok: true }),
+      detokenize: async () => {
+        detokenized++;
+        return { ok: false, message: 'never' };
+      },
+    } as unknown as PaymentProcessor;
+    await new PaymentMethodsService(db, config, updater, fixedProcessor(processor)).refreshCard(attempt.id, null);
+    expect([asked, detokenized]).toEqual([0, 0]);
+    const [pm] = await db.query(`SELECT ended_at, expiration_date FROM payment_methods WHERE id = $1`, [pmRef]);
+    expect(pm).toEqual({ ended_at: null, expiration_date: '202001' });
   });
 
   it('is not asked after a 1A or 70 (authentication needed: no new card data makes a retry possible)', async () => {

@@ -31,6 +31,17 @@ export function cardExpired(expiration: string | null | undefined, now: Date): b
 }
 
 /**
+ * Whether the account updater can be asked about a card (decisions §15): a stored card number, or a
+ * token the processor de-tokenized at review (`tok_sandbox_<last 4>`, `ntok_sandbox_<last 4>`), whose
+ * last 4 digits are known only from that number. A saved payment method of Stripe or Adyen is checked,
+ * never de-tokenized (no last 4): its processor keeps it up to date itself. The retry worker asks the
+ * processor again before it asks the updater (detokenize, never for a processor with `checkToken`).
+ */
+export function updaterReaches(card: { cardKind: string | null; cardLast4: string | null }): boolean {
+  return card.cardKind !== 'token' || card.cardLast4 !== null;
+}
+
+/**
  * The next attempt on a fresh card (an adopted payment method, or a card kept for the account
  * updater): retried soon, like a cleared outage, and planned by the transaction's own policy version
  * and arm (its policy inputs, read with this card), so its budget and window bind it and the plan

@@ -11,6 +11,7 @@ import {
   type SlotStat,
 } from '@retain/domain';
 import type { DataSource, EntityManager } from 'typeorm';
+import { updaterReaches } from './payment-methods';
 
 type Sql = Pick<EntityManager, 'query'> | Pick<DataSource, 'query'>;
 
@@ -133,7 +134,8 @@ export async function countAttemptOutcomes(
  * shared: the slot counts once per merchant and decline class, the account histories in one
  * statement. The same inputs as policyInputsFor, by transaction id (a transaction without a row
  * gets `{}`). `updaterOn`: an account updater answers (decisions §15: for every merchant, whether
- * or not it registered a key), so a stored card number's expiry ends nothing: it is renewed first.
+ * or not it registered a key), so the expiry of a card it reaches (a stored card number, a token the
+ * processor de-tokenized: updaterReaches) ends nothing: it is renewed first.
  */
 export async function policyInputsForMany(
   m: Sql,
@@ -183,7 +185,7 @@ export async function policyInputsForMany(
         config,
         slots.get(`${row.merchant_id}|${classOf(row)}`) ?? [],
         historyOf.get(row.id) ?? { paidAt: [], approvals: 0, declines: 0 },
-        updaterOn && row.card_kind !== 'token',
+        updaterOn && updaterReaches({ cardKind: row.card_kind, cardLast4: row.card_last4 }),
       ),
     );
   }

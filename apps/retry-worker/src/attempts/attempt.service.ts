@@ -73,6 +73,7 @@ import {
   stopToRefund,
   transition,
   unresolvedAttempts,
+  updaterReaches,
   type AttemptEdgeName,
 } from '@retain/recovery';
 import { UnrecoverableError } from 'bullmq';
@@ -466,7 +467,7 @@ export class AttemptService {
    * transaction as prepared): most declines then cost no extra statement.
    */
   private mayAskUpdater(txn: TransactionEntity, decline: ChargeResult & { outcome: 'declined' }): boolean {
-    if (!txn.paymentMethodRef || txn.cardKind === 'token') return false;
+    if (!txn.paymentMethodRef || !updaterReaches(txn)) return false;
     const c = classifyDecline({
       network: txn.cardNetwork ?? decline.network,
       responseCode: decline.responseCode,
@@ -852,7 +853,7 @@ export class AttemptService {
       // Alone: prepared by an earlier run (looked up first), a stop, earlier attempts to look up for
       // a late capture, a throttled merchant, an expired card for the updater, no card to charge.
       if (attempt.preparedAt || txn.stopRequestedAt || errored.has(txn.id) || throttled.has(txn.merchantId)) continue;
-      if (txn.paymentMethodRef && txn.cardKind !== 'token' && cardExpired(txn.expirationDate, now)) continue;
+      if (txn.paymentMethodRef && updaterReaches(txn) && cardExpired(txn.expirationDate, now)) continue;
       if (txn.cardKind !== 'token' && (!txn.cardEnc || !txn.cardKeyId)) continue;
       candidates.push(l);
     }

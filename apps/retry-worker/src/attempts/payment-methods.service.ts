@@ -7,6 +7,7 @@ import {
   TransactionEntity,
   settleCardFingerprints,
   type CardDataUpdate,
+  type PaymentMethodRow,
 } from '@retain/db';
 import {
   cardColumnsFromPan,
@@ -23,10 +24,12 @@ import { RETAIN_CONFIG } from '@retain/platform';
 import {
   ACCOUNT_UPDATER,
   NO_ACCOUNT_UPDATER,
+  TRANSACTION_PROCESSORS,
   encryptCardUpdate,
   type AccountUpdater,
   type AccountUpdaterAnswer,
   type ChargeResult,
+  type TransactionProcessors,
 } from '@retain/processor';
 import {
   adoptPaymentMethod,
@@ -39,6 +42,7 @@ import {
   policyInputsFor,
   reloadTransaction,
   transactionWindowEnd,
+  updaterReaches,
 } from '@retain/recovery';
 import { DataSource, type EntityManager } from 'typeorm';
 
@@ -61,6 +65,8 @@ export class PaymentMethodsService {
     private readonly db: DataSource,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
     @Optional() @Inject(ACCOUNT_UPDATER) private readonly updater: AccountUpdater = NO_ACCOUNT_UPDATER,
+    /** De-tokenizes a token for the updater (without it, tokens are never renewed). */
+    @Optional() @Inject(TRANSACTION_PROCESSORS) private readonly processors: TransactionProcessors | null = null,
   ) {}
 
   /** Whether an account updater answers (decisions §15: for every merchant; its key only adds a JWE). */
@@ -182,10 +188,13 @@ export class PaymentMethodsService {
    * advice 01, ISO data codes), once per card data version, for every merchant (decisions §15) when
    * an updater is connected. Applies the answer: new data (sealed, masked, and a JWE to the
    * merchant's key when it registered one) or the payment method's end ("account closed").
+   * A token the processor de-tokenizes (the sandbox's) is asked about like a stored card number, with
+   * the number the processor gives back (held in memory for the question only); it stays the
+   * instrument, charged with the new expiry (cardUpdate).
    */
   async refreshCard(attemptId: string, decline: ChargeResult | null): Promise<void> {
     const txn = await PaymentMethodsRepository.transactionOfAttempt(this.db, attemptId);
-    if (!txn?.paymentMethodRef || txn.cardKind === 'token') return;
+    if (!txn?.paymentMethodRef || !updaterReaches(txn)) return;
     const now = new Date();
     if (decline) {
       if (decline.outcome !== 'declined') return;
@@ -200,10 +209,11 @@ export class PaymentMethodsService {
     }
     if (this.updater === NO_ACCOUNT_UPDATER) return;
     const pm = await PaymentMethodsRepository.get(this.db, txn.merchantId, txn.paymentMethodRef);
-    if (!pm || pm.ended_at || !pm.card_enc || !pm.card_key_id) return;
+    if (!pm || pm.ended_at) return;
     const version = cardDataVersion(pm.expiration_date);
     if (pm.updater_checked_version !== null && pm.updater_checked_version === version) return;
-    const pan = open(this.config.cardKeys, { keyId: pm.card_key_id, value: pm.card_enc }, 'card');
+    const pan = await this.cardNumberOf(txn, pm);
+    if (pan === null) return;
     let answer: AccountUpdaterAnswer;
     try {
       answer = await this.updater.lookup({ pan, expiration: pm.expiration_date }, now);
@@ -213,7 +223,9 @@ export class PaymentMethodsService {
       return;
     }
     let update: CardDataUpdate | null = null;
-    if (answer.kind === 'updated') {
+    if (answer.kind === 'updated' && pm.card_kind === 'token') {
+      update = this.tokenUpdate(answer, pan);
+    } else if (answer.kind === 'updated') {
       // The full new number goes back only encrypted to a key the merchant registered.
       const key = await PaymentMethodsRepository.updaterKey(this.db, txn.merchantId);
       const jwe = key
@@ -260,6 +272,44 @@ export class PaymentMethodsService {
       }
     });
     this.logger.log({ answer: answer.kind }, 'account updater asked');
+  }
+
+  /**
+   * The full number of the payment method's card, to ask the updater about: a stored number opened,
+   * a token de-tokenized by the transaction's processor (the one its attempt goes out through).
+   * Null when there is none: a card without a stored number, a processor that checks its tokens and
+   * never gives numbers back (Stripe, Adyen: they keep saved cards up to date themselves), a token
+   * it no longer knows. Never logged, never stored in clear.
+   */
+  private async cardNumberOf(txn: TransactionEntity, pm: PaymentMethodRow): Promise<string | null> {
+    if (pm.card_kind !== 'token') {
+      if (!pm.card_enc || !pm.card_key_id) return null;
+      return open(this.config.cardKeys, { keyId: pm.card_key_id, value: pm.card_enc }, 'card');
+    }
+    if (!this.processors || !updaterReaches({ cardKind: pm.card_kind, cardLast4: pm.card_last4 })) return null;
+    const processor = await this.processors.forTransaction(txn.merchantId, txn.divisionNumber || null);
+    if (processor.checkToken) return null;
+    try {
+      const r = await processor.detokenize(pm.pm_id);
+      return r.ok ? r.pan : null;
+    } catch (err) {
+      // Not de-tokenized now: the card stays as it is (asked again on the next occasion).
+      this.logger.warn({ err: (err as Error).name }, 'token not de-tokenized for the account updater');
+      return null;
+    }
+  }
+
+  /**
+   * New data for a token: the token stays the instrument and takes the new expiry, shown masked like
+   * any update (account_updated). No number is stored for it and none is handed back to the merchant
+   * (no JWE: the merchant sent a token, not a number). A new number from the updater is not adopted:
+   * the processor that issued the token keeps its vault in step with the networks' updaters, so the
+   * token goes on standing for the card; only the expiry the charge carries was missing.
+   */
+  private tokenUpdate(answer: AccountUpdaterAnswer & { kind: 'updated' }, pan: string): CardDataUpdate {
+    if (answer.pan !== pan)
+      this.logger.log('account updater: a new number for a token, the token and its new expiry kept');
+    return { expirationDate: answer.expiration, jwe: null, card: null };
   }
 
   /**

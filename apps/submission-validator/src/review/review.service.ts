@@ -43,6 +43,7 @@ import {
   policyInputsFor,
   rememberPaymentMethod,
   storedExplanation,
+  updaterReaches,
 } from '@retain/recovery';
 import {
   PAYMENT_PROCESSOR,
@@ -533,13 +534,15 @@ export class ReviewService {
   }
 
   /**
-   * Whether the account updater may yet renew the transaction's card: a stored card number, an
-   * updater connected, and the updater not yet asked about this very card data (it is asked once
-   * per version).
+   * Whether the account updater may yet renew the transaction's card: a stored card number or a
+   * token this review de-tokenized (updaterReaches: its last 4 come from that number; never a Stripe
+   * or Adyen saved payment method, only checked, which their processors keep up to date), an updater
+   * connected, and the updater not yet asked about this very card data (it is asked once per version).
    */
   private async updaterMayRenew(m: EntityManager, merchantId: string, row: PendingRow): Promise<boolean> {
     const txn = await this.submissions.transaction(m, merchantId, row.id);
-    if (txn.cardKind === 'token' || txn.cardEnc === null || !txn.paymentMethodRef) return false;
+    if (!txn.paymentMethodRef || !updaterReaches(txn)) return false;
+    if (txn.cardKind !== 'token' && txn.cardEnc === null) return false;
     const pm = await PaymentMethodsRepository.get(m, merchantId, txn.paymentMethodRef);
     return (
       pm !== null &&

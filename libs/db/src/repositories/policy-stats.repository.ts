@@ -25,8 +25,10 @@ export interface PolicyTransactionRow {
   card_bin: string | null;
   card_network: string | null;
   expiration_date: string | null;
-  /** 'pan' (a stored card number, which the account updater can renew) or 'token'. */
+  /** 'clear', 'jwe' (a stored card number, which the account updater can renew) or 'token'. */
   card_kind: string | null;
+  /** A token's last 4 are known only when the processor de-tokenized it (the updater can renew it then). */
+  card_last4: string | null;
   country: string | null;
   postal_code: string | null;
   experiment_id: string | null;
@@ -47,7 +49,7 @@ export class PolicyStatsRepository {
     if (refs.length === 0) return new Map();
     const rows: PolicyTransactionRow[] = await m.query(
       `SELECT t.id, t.merchant_id, t.policy_version, t.auth_code, t.account_id, t.failed_at, t.card_bin, t.card_network,
-              t.expiration_date, t.card_kind, t.payment_method->'billing_address'->>'country' AS country,
+              t.expiration_date, t.card_kind, t.card_last4, t.payment_method->'billing_address'->>'country' AS country,
               t.payment_method->'billing_address'->>'postal_code' AS postal_code, t.experiment_id, t.experiment_arm,
               t.network_advice_code
          FROM unnest($1::uuid[], $2::uuid[]) AS r(id, merchant_id)

@@ -39,6 +39,30 @@ describe('sandbox account updater (decisions §15)', () => {
     expect(await charge('k3', '203002')).toMatchObject({ outcome: 'declined', responseCode: '54' });
   });
 
+  it('approves tok_sandbox_0341 and ntok_sandbox_0341 with the expiry its updater issued, as the card itself', async () => {
+    const ledger = new MemorySandboxLedger();
+    const processor = new SandboxProcessor(ledger);
+    const charge = (key: string, token: string, expiration: string) =>
+      processor.charge({
+        idempotencyKey: key,
+        attemptNumber: 1,
+        amountMinor: 1000n,
+        currency: 'USD',
+        instrument: { kind: 'token', token, isNetworkToken: token.startsWith('n'), expiration },
+        originalResponseCode: '51',
+        divisionNumber: 'd',
+        at: NOW,
+      });
+    for (const token of ['tok_sandbox_0341', 'ntok_sandbox_0341']) {
+      expect(await charge(`${token}-1`, token, '202701')).toMatchObject({ outcome: 'declined', responseCode: '54' });
+    }
+    await new SandboxAccountUpdater(ledger).lookup({ pan: '4000000000000341', expiration: '202701' }, NOW);
+    for (const token of ['tok_sandbox_0341', 'ntok_sandbox_0341']) {
+      expect(await charge(`${token}-2`, token, '203001')).toMatchObject({ outcome: 'approved' });
+      expect(await charge(`${token}-3`, token, '203002')).toMatchObject({ outcome: 'declined', responseCode: '54' });
+    }
+  });
+
   it('closes 4000000000000259 and knows nothing new of other cards', async () => {
     const updater = new SandboxAccountUpdater(new MemorySandboxLedger());
     expect(await updater.lookup({ pan: '4000000000000259', expiration: '202912' }, NOW)).toMatchObject({

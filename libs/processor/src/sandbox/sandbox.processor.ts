@@ -123,11 +123,12 @@ export class SandboxProcessor implements PaymentProcessor {
 
   /**
    * 4000000000000341 is declined `54` until the sandbox account updater has run for it: approved
-   * when sent with an expiry the updater issued (recorded in the sandbox's ledger).
+   * when sent with an expiry the updater issued (recorded in the sandbox's ledger), as its number or
+   * as one of its tokens (`tok_sandbox_0341`, `ntok_sandbox_0341`: decisions §12, §15).
    */
   private async updatedCardApproves(req: ChargeRequest): Promise<boolean> {
-    if (req.instrument.kind !== 'pan') return false;
-    const pan = req.instrument.pan.replace(/[\s-]/g, '');
+    const pan =
+      req.instrument.kind === 'pan' ? req.instrument.pan.replace(/[\s-]/g, '') : panOfToken(req.instrument.token);
     if (pan !== SANDBOX_UPDATER_NEW_EXPIRY_CARD || !req.instrument.expiration) return false;
     return (await this.ledger.get(sandboxUpdateKey(pan, req.instrument.expiration))) !== null;
   }
