@@ -14,7 +14,7 @@ import { PaymentMethodsService } from '../src/attempts/payment-methods.service';
 describe('account updater: a new card number before the charge', () => {
   afterAll(() => closeTestDb());
 
-  /** A merchant that registered an updater key (the updater is off without one). */
+  /** A merchant that registered an updater key (it gets new card numbers as a JWE; the updater runs for every merchant). */
   const merchantWithUpdaterKey = async (db: DataSource): Promise<string> => {
     const merchantId = await insertMerchantRow(db);
     const [{ login }] = await db.query(`SELECT login FROM merchants WHERE id = $1`, [merchantId]);
