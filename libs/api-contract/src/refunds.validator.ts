@@ -4,7 +4,7 @@ import type { BodyError } from './submission.validator';
 import { MAX_REFUNDS_PER_CALL, MERCHANT_ID_MAX_LENGTH } from './transaction-fields.table';
 import { unsafeTextProblems } from './unsafe-text';
 
-/** A refund request item; `amount` null = everything refundable. Decimals are checked by the caller. */
+/** A refund request item; `amount` null = omitted: everything refundable. Decimals are checked by the caller. */
 export interface NormalizedRefundRequest {
   id: string;
   amount: number | null;
@@ -54,8 +54,10 @@ export function validateRefunds(body: unknown): RefundsValidation {
       errors.push(schema('id', `must be at most ${MERCHANT_ID_MAX_LENGTH} characters`));
     } else id = rawId;
 
+    // `amount` is optional, and a number when present (service-spec): an explicit null is not one. It
+    // is what JSON makes of a client's NaN, so it must never read as "everything refundable".
     const amount = item['amount'];
-    if (amount !== undefined && amount !== null) {
+    if (amount !== undefined) {
       if (typeof amount !== 'number' || !Number.isFinite(amount)) errors.push(schema('amount', 'must be a number'));
       else if (!(amount > 0)) errors.push(schema('amount', 'must be greater than 0'));
     }

@@ -45,7 +45,7 @@ class DryRunRollback extends Error {}
 
 /**
  * What an Idempotency-Key is bound to: the request as read, not its text. Per item in order, its
- * id and amount (absent and null alike) or, for an item rejected while reading, its errors. Key
+ * id and amount (null when absent) or, for an item rejected while reading, its errors. Key
  * order, spacing, number spelling (`10`, `10.0`, `1e1`) and unknown fields do not make another
  * request; anything that changes the answer does. Flat, so any nesting of the body is hashed
  * safely (the body itself is not walked: JSON.stringify of a deep body throws).

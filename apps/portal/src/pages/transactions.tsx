@@ -1,4 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
+import { readRefundAmount } from '../amount';
 import { api, ApiError } from '../api';
 import { DataTable, Notice, money } from '../components';
 
@@ -68,6 +69,7 @@ export function TransactionDetail({ id }: { id: string }) {
   const [pushes, setPushes] = useState<Txn[]>([]);
   const [error, setError] = useState<string | null>(null);
   const [done, setDone] = useState<string | null>(null);
+  const [amountError, setAmountError] = useState<string | null>(null);
   const load = () => {
     api<{ data: Txn[] }>('GET', `/v1/retain/transactions/${encodeURIComponent(id)}?related=true`)
       .then((r) => setRows(r.data))
@@ -79,12 +81,15 @@ export function TransactionDetail({ id }: { id: string }) {
   useEffect(load, [id]);
   const refund = async (e: Event) => {
     e.preventDefault();
-    const amount = String(new FormData(e.currentTarget as HTMLFormElement).get('amount') ?? '').trim();
+    const typed = String(new FormData(e.currentTarget as HTMLFormElement).get('amount') ?? '');
     setError(null);
     setDone(null);
+    const amount = readRefundAmount(typed, String(rows?.[0]?.['currency'] ?? ''));
+    if (!amount.ok) return setAmountError(amount.error);
+    setAmountError(null);
     try {
       const r = await api<any>('POST', '/v1/retain/refunds', {
-        refunds: [{ id, ...(amount ? { amount: Number(amount) } : {}) }],
+        refunds: [{ id, ...(amount.amount === null ? {} : { amount: amount.amount }) }],
       });
       const rejected = r?.rejected?.[0]?.errors?.[0];
       if (rejected) setError(`${rejected.code}: ${rejected.message}`);
@@ -140,10 +145,23 @@ export function TransactionDetail({ id }: { id: string }) {
       </ol>
       <h2>Refund or stop</h2>
       <form class="refund" onSubmit={refund}>
-        <label for="amount">Amount (empty: all that can be refunded, or stop the retries)</label>
-        <input id="amount" name="amount" inputMode="decimal" />
+        <label for="amount">Amount in {t!['currency']} (empty: all that can be refunded, or stop the retries)</label>
+        <input
+          id="amount"
+          name="amount"
+          inputMode="decimal"
+          autocomplete="off"
+          aria-invalid={amountError ? 'true' : undefined}
+          aria-describedby={amountError ? 'amount-error' : undefined}
+          onInput={() => setAmountError(null)}
+        />
         <button type="submit">Refund / stop</button>
       </form>
+      {amountError ? (
+        <p id="amount-error" class="notice error" role="alert">
+          {amountError} Nothing was sent.
+        </p>
+      ) : null}
       {error ? <Notice kind="error">{error}</Notice> : null}
       {done ? <Notice kind="ok">{done}</Notice> : null}
       <DataTable

@@ -1,0 +1,114 @@
+/// <reference lib="dom" />
+import type { Browser, Page, Request } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ApiClient,
+  WebhookReceiver,
+  closeTestDb,
+  createMerchant,
+  startApp,
+  txn,
+  waitFor,
+  type RunningApp,
+  type TestMerchant,
+  usePrivateDatabase,
+} from '@retain/testing';
+import { launchChromium, logIn, reportErrors, shot } from './chromium';
+
+const ENV = { RETRY_TIME_SCALE: '10000', JOB_LOCK_MS: '2000', WEBHOOK_ALLOW_PRIVATE: 'true' };
+
+// The portal's "Refund / stop" form in a real browser: what the merchant types is what is refunded,
+// once, on the transaction the page shows. Refunds are read back through the API.
+describe('refunds from the merchant portal', () => {
+  usePrivateDatabase('ptr');
+  const apps: RunningApp[] = [];
+  let receiver: WebhookReceiver;
+  let merchant: TestMerchant;
+  let api: ApiClient;
+  let browser: Browser;
+  let page: Page;
+  let base = '';
+  const captured: string[] = [];
+
+  beforeAll(async () => {
+    receiver = await new WebhookReceiver().start();
+    apps.push(
+      ...(await Promise.all([
+        startApp('intake-api', { env: ENV }),
+        startApp('submission-validator', { env: ENV }),
+        startApp('retry-worker', { env: ENV }),
+        startApp('webhook-dispatcher', { env: ENV }),
+      ])),
+    );
+    base = apps[0]!.url;
+    merchant = await createMerchant(receiver.url);
+    api = new ApiClient(base, merchant.api_key);
+    const batch = [txn({ amount: 50 }), txn({ amount: 50 }), txn({ amount: 50 })];
+    expect((await api.submit(batch)).status).toBe(200);
+    captured.push(...batch.map((t) => t['id'] as string));
+    await waitFor(
+      async () => {
+        const s = await Promise.all(captured.map(async (id) => (await transaction(id)).status));
+        return s.every((x) => x === 'Captured');
+      },
+      { timeoutMs: 100_000, what: 'three captured transactions' },
+    );
+    browser = await launchChromium();
+    page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+    reportErrors(page);
+    await logIn(page, base, merchant);
+  }, 180_000);
+  afterAll(async () => {
+    await browser?.close();
+    for (const a of apps) await a.stop();
+    await receiver?.stop();
+    await closeTestDb();
+  });
+
+  const transaction = async (id: string) => (await api.request('GET', `/v1/retain/transactions/${id}`)).json.data[0];
+  /** The refund amounts of a transaction, as the API shows them. */
+  const refunds = async (id: string): Promise<number[]> =>
+    ((await transaction(id)).refunds ?? []).map((r: { amount: number }) => r.amount);
+  /** Opens a transaction's page by `id` and waits for transaction `shows` (the same unless an attempt's id). */
+  const open = async (id: string, shows = id) => {
+    await page.goto(`${base}/portal/#/transactions/${encodeURIComponent(id)}`);
+    await page.getByRole('heading', { level: 1, name: `Transaction ${shows}` }).waitFor({ timeout: 10_000 });
+  };
+  const refundPosts = (): Request[] => {
+    const seen: Request[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && new URL(r.url()).pathname === '/v1/retain/refunds') seen.push(r);
+    });
+    return seen;
+  };
+  const button = () => page.getByRole('button', { name: 'Refund / stop' });
+
+  it('refunds the amount typed, a comma as decimal separator; an amount it cannot read is refused on the page and never sent', async () => {
+    await open(captured[0]!);
+    const posts = refundPosts();
+    await page.getByLabel(/Amount/).fill('5,50');
+    await button().click();
+    await expect.poll(() => page.getByRole('status').textContent()).toContain('1 refunds received');
+    expect(await refunds(captured[0]!)).toEqual([5.5]);
+    expect(posts.map((r) => r.postDataJSON())).toEqual([{ refunds: [{ id: captured[0], amount: 5.5 }] }]);
+
+    for (const [typed, says] of [
+      ['$5', /digits/],
+      ['Infinity', /digits/],
+      ['1e3', /digits/],
+      ['-1', /digits/],
+      ['5.5.5', /digits/],
+      ['0', /greater than 0/],
+      ['5.555', /at most 2 decimals/],
+      ['1,000', /thousands separator/],
+    ] as const) {
+      await page.getByLabel(/Amount/).fill(typed);
+      await button().click();
+      await expect.poll(() => page.getByRole('alert').textContent(), { timeout: 2000 }).toMatch(says);
+      expect(await page.getByLabel(/Amount/).getAttribute('aria-invalid')).toBe('true');
+    }
+    await shot(page, 'refund-amount-refused');
+    expect(posts).toHaveLength(1);
+    expect(await refunds(captured[0]!)).toEqual([5.5]);
+  });
+});
