@@ -111,4 +111,60 @@ describe('refunds from the merchant portal', () => {
     expect(posts).toHaveLength(1);
     expect(await refunds(captured[0]!)).toEqual([5.5]);
   });
+
+  it('a double click on "Refund / stop" sends one request, with an Idempotency-Key, and makes one refund', async () => {
+    await open(captured[1]!);
+    const posts = refundPosts();
+    // The answer comes a second late: long enough for the second click to land while it is awaited.
+    const disabledInFlight: boolean[] = [];
+    await page.route('**/v1/retain/refunds', async (route) => {
+      await new Promise((r) => setTimeout(r, 1000));
+      disabledInFlight.push(await button().isDisabled());
+      await route.continue();
+    });
+    await page.getByLabel(/Amount/).fill('5');
+    await button().dblclick();
+    await expect
+      .poll(() => page.getByRole('status').textContent(), { timeout: 10_000 })
+      .toContain('1 refunds received');
+    await Promise.all(posts.map((r) => r.response()));
+    await page.unrouteAll();
+    expect(await refunds(captured[1]!)).toEqual([5]);
+    expect(posts).toHaveLength(1);
+    expect(posts[0]!.headers()['idempotency-key']).toMatch(/^[\x21-\x7e]{1,255}$/);
+    expect(disabledInFlight).toEqual([true]);
+    expect(await button().isDisabled()).toBe(false);
+  });
+
+  it('a submission whose answer was lost is sent again with the same key and refunds once; a new one gets a new key', async () => {
+    await open(captured[1]!);
+    const posts = refundPosts();
+    let lose = true;
+    // The first answer is lost on the way back: the refund is made, the page gets a network error.
+    await page.route('**/v1/retain/refunds', async (route) => {
+      if (!lose) return route.continue();
+      lose = false;
+      await route.fetch();
+      await route.abort('connectionreset');
+    });
+    await page.getByLabel(/Amount/).fill('2');
+    await button().click();
+    await expect.poll(() => page.getByRole('alert').textContent(), { timeout: 10_000 }).toMatch(/again/);
+    await shot(page, 'refund-answer-lost');
+    await button().click();
+    await expect
+      .poll(() => page.getByRole('status').textContent(), { timeout: 10_000 })
+      .toContain('1 refunds received');
+    expect(await refunds(captured[1]!)).toEqual([5, 2]);
+    // Pressed again after an answer: another partial refund, as the merchant asked.
+    await button().click();
+    await expect.poll(() => posts.length).toBe(3);
+    await expect.poll(() => refunds(captured[1]!)).toEqual([5, 2, 2]);
+    await page.unrouteAll();
+    const keys = posts.map((r) => r.headers()['idempotency-key']);
+    expect(keys[0]).toBeTruthy();
+    expect(keys[1]).toBe(keys[0]);
+    expect(keys[2]).toBeTruthy();
+    expect(keys[2]).not.toBe(keys[0]);
+  });
 });

@@ -12,11 +12,17 @@ export class ApiError extends Error {
   }
 }
 
-export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+export async function api<T = any>(
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<T> {
   const res = await fetch(path, {
     method,
     credentials: 'same-origin',
     headers: {
+      ...headers,
       'X-Requested-With': 'retain-portal',
       ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
     },
@@ -61,3 +67,12 @@ export interface Analytics {
 }
 
 export const day = (d: Date): string => d.toISOString().slice(0, 10);
+
+/**
+ * A fresh Idempotency-Key (README, refunds): 128 random bits. crypto.getRandomValues, not
+ * randomUUID: the portal may be served over plain http, where randomUUID does not exist.
+ */
+export function newIdempotencyKey(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return `portal-${Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')}`;
+}

@@ -1,6 +1,6 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { readRefundAmount } from '../amount';
-import { api, ApiError } from '../api';
+import { api, ApiError, newIdempotencyKey } from '../api';
 import { DataTable, Notice, money } from '../components';
 
 type Txn = Record<string, any>;
@@ -70,6 +70,12 @@ export function TransactionDetail({ id }: { id: string }) {
   const [error, setError] = useState<string | null>(null);
   const [done, setDone] = useState<string | null>(null);
   const [amountError, setAmountError] = useState<string | null>(null);
+  // One request at a time (the button is disabled meanwhile; the ref also stops a second submit
+  // before the page has re-rendered), and one Idempotency-Key per submission: kept while the
+  // answer is unknown, so pressing again after a lost answer replays it instead of refunding twice.
+  const [busy, setBusy] = useState(false);
+  const inFlight = useRef(false);
+  const submission = useRef<{ body: string; key: string } | null>(null);
   const load = () => {
     api<{ data: Txn[] }>('GET', `/v1/retain/transactions/${encodeURIComponent(id)}?related=true`)
       .then((r) => setRows(r.data))
@@ -81,22 +87,42 @@ export function TransactionDetail({ id }: { id: string }) {
   useEffect(load, [id]);
   const refund = async (e: Event) => {
     e.preventDefault();
+    if (inFlight.current) return;
     const typed = String(new FormData(e.currentTarget as HTMLFormElement).get('amount') ?? '');
     setError(null);
     setDone(null);
     const amount = readRefundAmount(typed, String(rows?.[0]?.['currency'] ?? ''));
     if (!amount.ok) return setAmountError(amount.error);
     setAmountError(null);
+    const body = { refunds: [{ id, ...(amount.amount === null ? {} : { amount: amount.amount }) }] };
+    // The same request again (same transaction, same amount) after no answer keeps its key.
+    if (submission.current?.body !== JSON.stringify(body)) {
+      submission.current = { body: JSON.stringify(body), key: newIdempotencyKey() };
+    }
+    inFlight.current = true;
+    setBusy(true);
     try {
-      const r = await api<any>('POST', '/v1/retain/refunds', {
-        refunds: [{ id, ...(amount.amount === null ? {} : { amount: amount.amount }) }],
-      });
+      const r = await api<any>('POST', '/v1/retain/refunds', body, { 'Idempotency-Key': submission.current.key });
+      submission.current = null;
       const rejected = r?.rejected?.[0]?.errors?.[0];
       if (rejected) setError(`${rejected.code}: ${rejected.message}`);
       else setDone(r?.message ?? 'Refund requested.');
       load();
     } catch (err) {
-      setError(err instanceof ApiError ? `${err.code}: ${err.message}` : (err as Error).message);
+      if (err instanceof ApiError && err.status < 500) {
+        submission.current = null;
+        setError(`${err.code}: ${err.message}`);
+      } else {
+        // No answer, or the service failed: the refund may or may not have been made.
+        setError(
+          `No answer from Retain (${err instanceof ApiError ? `${err.code}: ${err.message}` : (err as Error).message}). ` +
+            'The refund may or may not have been made: press "Refund / stop" again with the same amount, ' +
+            'it is sent as the same request and cannot refund twice.',
+        );
+      }
+    } finally {
+      inFlight.current = false;
+      setBusy(false);
     }
   };
   if (!rows) return <main id="main">{error ? <Notice kind="error">{error}</Notice> : <p>Loading…</p>}</main>;
@@ -155,7 +181,9 @@ export function TransactionDetail({ id }: { id: string }) {
           aria-describedby={amountError ? 'amount-error' : undefined}
           onInput={() => setAmountError(null)}
         />
-        <button type="submit">Refund / stop</button>
+        <button type="submit" disabled={busy} aria-busy={busy ? 'true' : undefined}>
+          Refund / stop
+        </button>
       </form>
       {amountError ? (
         <p id="amount-error" class="notice error" role="alert">
