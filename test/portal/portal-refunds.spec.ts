@@ -167,4 +167,26 @@ describe('refunds from the merchant portal', () => {
     expect(keys[2]).toBeTruthy();
     expect(keys[2]).not.toBe(keys[0]);
   });
+
+  it("a transaction opened by an attempt's retain_transaction_id refunds and lists the pushes of its transaction", async () => {
+    const id = captured[2]!;
+    const rows = (await api.request('GET', `/v1/retain/transactions/${id}?related=true`)).json.data;
+    const attempt = rows[1].retain_transaction_id as string;
+    expect(attempt).toBeTruthy();
+    expect(attempt).not.toBe(id);
+    await waitFor(
+      async () =>
+        ((await api.request('GET', `/v1/retain/webhook-messages?transaction_id=${id}`)).json.data as unknown[]).length >
+        0,
+      { what: 'the transaction has a push' },
+    );
+    await open(attempt, id);
+    const pushes = page.getByRole('table', { name: /Pushes of this transaction/ });
+    await expect.poll(() => pushes.textContent()).toContain('retry succeeded');
+    await page.getByLabel(/Amount/).fill('1');
+    await button().click();
+    await expect.poll(() => page.getByRole('status').textContent()).toContain('1 refunds received');
+    expect(await refunds(id)).toEqual([1]);
+    await shot(page, 'refund-by-attempt-id');
+  });
 });

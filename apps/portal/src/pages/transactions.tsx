@@ -76,15 +76,41 @@ export function TransactionDetail({ id }: { id: string }) {
   const [busy, setBusy] = useState(false);
   const inFlight = useRef(false);
   const submission = useRef<{ body: string; key: string } | null>(null);
+  // `id` is what the address names: the merchant's id or an attempt's retain_transaction_id. The
+  // page shows (and refunds, and lists the pushes of) the transaction it loads: its own `id`.
+  const current = useRef(id);
   const load = () => {
-    api<{ data: Txn[] }>('GET', `/v1/retain/transactions/${encodeURIComponent(id)}?related=true`)
-      .then((r) => setRows(r.data))
-      .catch((e: Error) => setError(e instanceof ApiError && e.status === 404 ? `No transaction "${id}".` : e.message));
-    api<{ data: Txn[] }>('GET', `/v1/retain/webhook-messages?transaction_id=${encodeURIComponent(id)}&limit=100`)
-      .then((r) => setPushes(r.data))
-      .catch(() => setPushes([]));
+    const asked = id;
+    api<{ data: Txn[] }>('GET', `/v1/retain/transactions/${encodeURIComponent(asked)}?related=true`)
+      .then((r) => {
+        if (current.current !== asked) return;
+        setRows(r.data);
+        const txnId = r.data[0]?.['id'];
+        if (typeof txnId !== 'string') return setPushes([]);
+        return api<{ data: Txn[] }>(
+          'GET',
+          `/v1/retain/webhook-messages?transaction_id=${encodeURIComponent(txnId)}&limit=100`,
+        ).then(
+          (p) => current.current === asked && setPushes(p.data),
+          () => current.current === asked && setPushes([]),
+        );
+      })
+      .catch((e: Error) => {
+        if (current.current !== asked) return;
+        setError(e instanceof ApiError && e.status === 404 ? `No transaction "${asked}".` : e.message);
+      });
   };
-  useEffect(load, [id]);
+  useEffect(() => {
+    // Another transaction: nothing of the one before stays on screen while it loads.
+    current.current = id;
+    setRows(null);
+    setPushes([]);
+    setError(null);
+    setDone(null);
+    setAmountError(null);
+    submission.current = null;
+    load();
+  }, [id]);
   const refund = async (e: Event) => {
     e.preventDefault();
     if (inFlight.current) return;
@@ -94,7 +120,8 @@ export function TransactionDetail({ id }: { id: string }) {
     const amount = readRefundAmount(typed, String(rows?.[0]?.['currency'] ?? ''));
     if (!amount.ok) return setAmountError(amount.error);
     setAmountError(null);
-    const body = { refunds: [{ id, ...(amount.amount === null ? {} : { amount: amount.amount }) }] };
+    const txnId = String(rows?.[0]?.['id'] ?? id);
+    const body = { refunds: [{ id: txnId, ...(amount.amount === null ? {} : { amount: amount.amount }) }] };
     // The same request again (same transaction, same amount) after no answer keeps its key.
     if (submission.current?.body !== JSON.stringify(body)) {
       submission.current = { body: JSON.stringify(body), key: newIdempotencyKey() };
@@ -194,7 +221,7 @@ export function TransactionDetail({ id }: { id: string }) {
       {done ? <Notice kind="ok">{done}</Notice> : null}
       <DataTable
         caption="Pushes of this transaction"
-        file={`retain-pushes-${id}.csv`}
+        file={`retain-pushes-${t!['id']}.csv`}
         rows={pushes}
         columns={[
           { title: 'Message', value: (p) => p['message_id'] },
