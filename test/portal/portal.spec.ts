@@ -232,17 +232,23 @@ describe('the merchant portal in headless Chromium', () => {
     await shot('05b-pushes-replayed');
   });
 
-  it('6. rotates the webhook secret without showing or storing it', async () => {
+  it('6. rotates the webhook secret: shown once, copied, never stored', async () => {
     await page.getByRole('link', { name: 'Settings' }).click();
     await page.getByRole('button', { name: 'Rotate webhook secret' }).click();
+    const field = page.getByLabel('New webhook secret', { exact: true });
+    await field.waitFor();
+    await page.getByRole('button', { name: 'Copy' }).click();
     await expect.poll(() => page.getByRole('status').textContent()).toContain('copied to your clipboard');
     const secret = await page.evaluate(() => navigator.clipboard.readText());
     expect(secret).toMatch(/^whsec_/);
+    expect(secret).toBe(await field.inputValue());
     expect(secret).not.toBe(merchant.webhook_secret);
-    expect(await page.content()).not.toContain(secret);
     expect(await page.evaluate(() => JSON.stringify({ ...localStorage, ...sessionStorage }))).toBe('{}');
     await accessible();
     await shot('06-settings-rotated');
+    // Once the merchant says it is stored, it is gone from the page.
+    await page.getByRole('button', { name: 'I have stored the secret' }).click();
+    expect(await page.content()).not.toContain(secret);
     // Pushes are signed with the new secret once the dispatcher's 5 s merchant cache has expired.
     await new Promise((r) => setTimeout(r, 5500));
     const { Webhook } = await import('standardwebhooks');

@@ -14,7 +14,7 @@ import {
   type ChartConfiguration,
 } from 'chart.js';
 import type { ComponentChildren } from 'preact';
-import { useEffect, useRef } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { downloadCsv } from './csv';
 
 Chart.register(
@@ -126,6 +126,88 @@ export function Notice({ kind, children }: { kind: 'error' | 'ok'; children: Com
     <p class={`notice ${kind}`} role={kind === 'error' ? 'alert' : 'status'}>
       {children}
     </p>
+  );
+}
+
+/**
+ * A credential the API has just issued (a rotation: committed, the old one revoked), shown once in
+ * a read-only field with a Copy button, so it always reaches the merchant: the clipboard is optional
+ * (absent on a plain-http origin, refused by Safari after an awaited fetch). It lives in this
+ * component's state only: never in the address, storage or the console; gone once `onDone`. Leaving
+ * the page while it is shown asks first.
+ */
+export function NewCredential({
+  name,
+  value,
+  note,
+  doneLabel,
+  onDone,
+}: {
+  name: string;
+  value: string;
+  note?: string;
+  doneLabel: string;
+  onDone: () => void;
+}) {
+  const field = useRef<HTMLInputElement>(null);
+  const [copied, setCopied] = useState<{ kind: 'ok' | 'error'; text: string } | null>(null);
+  const select = () => {
+    field.current?.focus();
+    field.current?.select();
+  };
+  useEffect(() => {
+    setCopied(null);
+    select();
+  }, [value]);
+  useEffect(() => {
+    const stay = (e: BeforeUnloadEvent) => {
+      e.preventDefault();
+      e.returnValue = '';
+    };
+    addEventListener('beforeunload', stay);
+    return () => removeEventListener('beforeunload', stay);
+  }, []);
+  const copy = async () => {
+    try {
+      if (!navigator.clipboard?.writeText) throw new Error('no clipboard');
+      await navigator.clipboard.writeText(value);
+      setCopied({ kind: 'ok', text: `The ${name} was copied to your clipboard.` });
+    } catch {
+      select();
+      setCopied({
+        kind: 'error',
+        text: `This browser did not let the page copy it: the ${name} is selected in the field, copy it with Ctrl+C (⌘C on a Mac).`,
+      });
+    }
+  };
+  return (
+    <section class="new-credential">
+      <p class="notice warn">
+        <strong>Store this {name} now: it will not be shown again.</strong> {note ?? ''}
+      </p>
+      <label for="new-credential">New {name}</label>
+      <input
+        id="new-credential"
+        ref={field}
+        class="secret"
+        type="text"
+        readOnly
+        value={value}
+        autocomplete="off"
+        autocapitalize="off"
+        spellcheck={false}
+        onFocus={select}
+      />
+      <div class="actions">
+        <button type="button" onClick={() => void copy()}>
+          Copy
+        </button>
+        <button type="button" class="secondary" onClick={onDone}>
+          {doneLabel}
+        </button>
+      </div>
+      {copied ? <Notice kind={copied.kind}>{copied.text}</Notice> : null}
+    </section>
   );
 }
 

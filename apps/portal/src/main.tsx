@@ -1,6 +1,7 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api } from './api';
+import { NewCredential } from './components';
 import { Login } from './pages/login';
 import { Overview } from './pages/overview';
 import { Pushes } from './pages/pushes';
@@ -14,6 +15,8 @@ function App() {
   const [who, setWho] = useState<string | null | undefined>(undefined);
   const [path, setPath] = useState(route());
   const [message, setMessage] = useState<string | undefined>(undefined);
+  // A rotated API key, until the merchant says it is stored: the session has already ended.
+  const [newApiKey, setNewApiKey] = useState<string | null>(null);
   const check = () =>
     api<{ login: string }>('GET', '/v1/retain/session')
       .then((r) => setWho(r.login))
@@ -27,6 +30,23 @@ function App() {
   useEffect(() => {
     document.title = `Retain portal — ${path.split('/')[1] ?? ''}`;
   }, [path]);
+  if (newApiKey)
+    return (
+      <main id="main">
+        <h1>Your new API key</h1>
+        <NewCredential
+          name="API key"
+          value={newApiKey}
+          note="The old key no longer works and every portal session has ended, this one too: log in again with this key."
+          doneLabel="I have stored the key: log in"
+          onDone={() => {
+            setNewApiKey(null);
+            setMessage('API key rotated. Log in with the new key.');
+            setWho(null);
+          }}
+        />
+      </main>
+    );
   if (who === undefined) return <p>Loading…</p>;
   if (who === null)
     return (
@@ -51,12 +71,7 @@ function App() {
   ) : path === '/pushes' ? (
     <Pushes />
   ) : path === '/settings' ? (
-    <Settings
-      onKeyRotated={(m) => {
-        setMessage(m);
-        setWho(null);
-      }}
-    />
+    <Settings onApiKeyIssued={setNewApiKey} />
   ) : (
     <Overview />
   );

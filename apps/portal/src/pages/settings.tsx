@@ -1,37 +1,35 @@
 import { useState } from 'preact/hooks';
 import { api, ApiError } from '../api';
-import { Notice } from '../components';
+import { NewCredential, Notice } from '../components';
 
 /**
- * Key and secret rotation. The portal never renders or stores a credential (issue 13): the new
- * value goes straight to the clipboard from the API's answer and is dropped; the page only says it
- * happened. Rotating the API key ends every portal session (log in again with the new key).
+ * Key and secret rotation. A rotation commits before the page sees the new value, so the page must
+ * hand it over whatever the clipboard does: it is shown once in a read-only field with a Copy button
+ * (NewCredential), never stored. A new API key is shown by the App (`onApiKeyIssued`): rotating it
+ * ends every portal session, this one too, and the merchant logs in again with it.
  */
-export function Settings({ onKeyRotated }: { onKeyRotated: (message: string) => void }) {
+export function Settings({ onApiKeyIssued }: { onApiKeyIssued: (apiKey: string) => void }) {
   const [notice, setNotice] = useState<{ kind: 'ok' | 'error'; text: string } | null>(null);
+  const [secret, setSecret] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
   const rotate = async (what: 'api-key' | 'webhook-secret') => {
+    if (busy) return;
+    setBusy(true);
     setNotice(null);
+    setSecret(null);
     try {
       const r = await api<Record<string, string>>('POST', `/v1/retain/merchant/${what}/rotate`);
       const value = what === 'api-key' ? r['api_key'] : r['webhook_secret'];
-      let copied = false;
-      try {
-        await navigator.clipboard.writeText(value ?? '');
-        copied = true;
-      } catch {
-        copied = false;
-      }
-      const name = what === 'api-key' ? 'API key' : 'webhook secret';
-      const text = copied
-        ? `New ${name} issued and copied to your clipboard (it is not shown here). Store it now.`
-        : `New ${name} issued, but the clipboard was not available: rotate again from a browser that allows it, or use the API.`;
-      if (what === 'api-key' && copied) return onKeyRotated(`${text} Log in with the new key.`);
-      setNotice({ kind: copied ? 'ok' : 'error', text });
+      if (!value) throw new Error('The answer carried no new value: rotate again.');
+      if (what === 'api-key') onApiKeyIssued(value);
+      else setSecret(value);
     } catch (err) {
       setNotice({
         kind: 'error',
         text: err instanceof ApiError ? `${err.code}: ${err.message}` : (err as Error).message,
       });
+    } finally {
+      setBusy(false);
     }
   };
   return (
@@ -41,15 +39,27 @@ export function Settings({ onKeyRotated }: { onKeyRotated: (message: string) => 
         <h2 id="keys">Credentials</h2>
         <p>
           A rotation takes effect at once: the old webhook secret stops signing pushes; the old API key stops working
-          and every portal session ends.
+          and every portal session ends. The new one is shown once, here.
         </p>
-        <button type="button" onClick={() => void rotate('webhook-secret')}>
+        <button type="button" disabled={busy} onClick={() => void rotate('webhook-secret')}>
           Rotate webhook secret
         </button>{' '}
-        <button type="button" class="danger" onClick={() => void rotate('api-key')}>
+        <button type="button" class="danger" disabled={busy} onClick={() => void rotate('api-key')}>
           Rotate API key
         </button>
       </section>
+      {secret ? (
+        <NewCredential
+          name="webhook secret"
+          value={secret}
+          note="Pushes are signed with it from now on."
+          doneLabel="I have stored the secret"
+          onDone={() => {
+            setSecret(null);
+            setNotice({ kind: 'ok', text: 'Webhook secret rotated.' });
+          }}
+        />
+      ) : null}
       {notice ? <Notice kind={notice.kind}>{notice.text}</Notice> : null}
     </main>
   );
