@@ -53,6 +53,36 @@ describe('authentication', () => {
     }
   });
 
+  it('answers 401 before looking at a body it cannot read (empty, not JSON, duplicate keys, over 10 MiB)', async () => {
+    const post = (path: string, headers: Record<string, string>, body?: string) =>
+      fetch(`${api.url}/v1/retain/${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body,
+      }).then(async (r) => ({
+        status: r.status,
+        headers: r.headers,
+        json: (await r.json().catch(() => undefined)) as any,
+      }));
+    const wrong = { authorization: 'Bearer rk_notakey000000000000000000000000000000' };
+    for (const [path, headers, body] of <[string, Record<string, string>, string | undefined][]>[
+      ['transactions', {}, undefined],
+      ['transactions', {}, 'not json'],
+      ['transactions', wrong, '{"transactions":[],"transactions":[]}'],
+      ['refunds', {}, undefined],
+      ['transactions', wrong, 'x'.repeat(10 * 1024 * 1024 + 1)],
+    ]) {
+      const r = await post(path, headers, body);
+      expect([path, r.status, r.json]).toEqual([path, 401, { code: 'RET401', message: 'Authentication required' }]);
+      expect(r.headers.get('www-authenticate')).toBe('Basic realm="retain"');
+    }
+    // With good credentials the body's own error stands; the login call (no credentials) keeps its 400.
+    const good = await post('transactions', { authorization: `Bearer ${merchant.api_key}` }, 'not json');
+    expect([good.status, good.json.code]).toEqual([400, 'RET400']);
+    const login = await post('session', {}, 'not json');
+    expect([login.status, login.json.code]).toEqual([400, 'RET400']);
+  });
+
   it('applies a disable (403 RET403) and a key rotation (old key 401) to the very next call', async () => {
     const m = await createMerchant();
     const repo = new MerchantsRepository(await testDb(), loadConfig('cli').cardKeys);

@@ -91,8 +91,19 @@ export class MerchantAuthGuard implements CanActivate {
   }
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    const req = context.switchToHttp().getRequest<RequestWithMerchant>();
-    const reply = context.switchToHttp().getResponse<FastifyReply>();
+    await this.authenticate(
+      context.switchToHttp().getRequest<RequestWithMerchant>(),
+      context.switchToHttp().getResponse<FastifyReply>(),
+    );
+    return true;
+  }
+
+  /**
+   * Sets the request's merchant, or throws the 401 (with its Basic challenge) or 403 to answer. Also
+   * run by the exception filter for a body the parser refused before any guard ran (decisions §2:
+   * missing or wrong credentials answer 401, whatever the body).
+   */
+  async authenticate(req: RequestWithMerchant, reply: FastifyReply): Promise<void> {
     const fail = (): never => {
       // Not for the portal's own requests: a browser answers a Basic challenge with a login dialog
       // (a headless one waits for it forever); the portal shows its own login page instead.
@@ -109,7 +120,7 @@ export class MerchantAuthGuard implements CanActivate {
         throw forbidden(`A portal request that changes something must carry X-Requested-With: ${PORTAL_HEADER_VALUE}`);
       }
       req.merchant = { id: merchant.id, merchantVid: merchant.merchantVid, login: merchant.login, via: 'session' };
-      return true;
+      return;
     }
     const creds = parseCredentials(req.headers.authorization);
     if (!creds || !creds.apiKey.startsWith('rk_')) return fail();
@@ -117,7 +128,6 @@ export class MerchantAuthGuard implements CanActivate {
     if (!merchant || (creds.login !== undefined && creds.login !== merchant.login)) return fail();
     if (merchant.disabledAt) throw forbidden();
     req.merchant = { id: merchant.id, merchantVid: merchant.merchantVid, login: merchant.login, via: 'header' };
-    return true;
   }
 }
 

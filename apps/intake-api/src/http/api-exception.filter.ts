@@ -2,8 +2,10 @@ import {
   Catch,
   HttpException,
   HttpStatus,
+  Inject,
   Logger,
   NotFoundException,
+  Optional,
   type ArgumentsHost,
   type ExceptionFilter,
 } from '@nestjs/common';
@@ -11,7 +13,8 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { isRetryableTransactionError } from '@retain/db';
 import { RetCode, RetMessage } from '@retain/domain';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { bodyParam } from './server-options';
+import { MerchantAuthGuard, type AuthenticatedMerchant } from '../auth/merchant-auth.guard';
+import { UnreadableBodyError, bodyParam } from './server-options';
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
@@ -28,13 +31,34 @@ const UNAVAILABLE_MESSAGE = 'Unable to submit, please try again';
 export class ApiExceptionFilter implements ExceptionFilter {
   private readonly logger = new Logger('http');
 
-  constructor(private readonly adapterHost: HttpAdapterHost) {}
+  constructor(
+    private readonly adapterHost: HttpAdapterHost,
+    @Optional() @Inject(MerchantAuthGuard) private readonly auth: MerchantAuthGuard | null = null,
+  ) {}
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const ctx = host.switchToHttp();
     const reply = ctx.getResponse<FastifyReply>();
-    const req = ctx.getRequest<FastifyRequest>();
-    const { status, body, allow, retryAfter } = this.toResponse(exception, req);
+    const req = ctx.getRequest<FastifyRequest & { merchant?: AuthenticatedMerchant }>();
+    const response = this.toResponse(exception, req);
+    // A body refused while parsing, before any guard ran: decisions §2 answers missing or wrong
+    // credentials with 401 whatever the body, so the caller is authenticated first (not on the login
+    // call, which has no credentials to give).
+    if (this.auth && response.unreadableBody && !req.merchant && needsCredentials(req)) {
+      void this.auth.authenticate(req, reply).then(
+        () => this.send(reply, exception, response),
+        (refused: unknown) => this.send(reply, refused, this.toResponse(refused, req)),
+      );
+      return;
+    }
+    this.send(reply, exception, response);
+  }
+
+  private send(
+    reply: FastifyReply,
+    exception: unknown,
+    { status, body, allow, retryAfter }: ReturnType<ApiExceptionFilter['toResponse']>,
+  ): void {
     if (allow) void reply.header('Allow', allow.join(', '));
     const wait = retryAfter ?? (status === 503 ? RETRY_AFTER_SECONDS : undefined);
     if (wait !== undefined) void reply.header('Retry-After', String(wait));
@@ -50,7 +74,7 @@ export class ApiExceptionFilter implements ExceptionFilter {
   private toResponse(
     exception: unknown,
     req: FastifyRequest,
-  ): { status: number; body: unknown; allow?: string[]; retryAfter?: number } {
+  ): { status: number; body: unknown; allow?: string[]; retryAfter?: number; unreadableBody?: boolean } {
     if (exception instanceof NotFoundException && this.isRouteMiss(exception)) {
       const allowed = this.allowedMethods(req);
       if (allowed.length > 0) {
@@ -62,6 +86,8 @@ export class ApiExceptionFilter implements ExceptionFilter {
       }
       return { status: 404, body: { code: RetCode.RET0404, message: RetMessage.notFound } };
     }
+    if (exception instanceof UnreadableBodyError)
+      return { status: 400, body: exception.getResponse(), unreadableBody: true };
     if (exception instanceof HttpException) {
       const status = exception.getStatus();
       const res = exception.getResponse();
@@ -70,12 +96,18 @@ export class ApiExceptionFilter implements ExceptionFilter {
       }
       // Framework-level 400s and 415s (a body that is not JSON): name the body parameter.
       if (status === 400 || status === 415) return this.unreadableBody(req);
-      return { status, body: { code: codeForStatus(status), message: messageForStatus(status) } };
+      const body = { code: codeForStatus(status), message: messageForStatus(status) };
+      // A body over the limit, refused while it arrived.
+      return status === 413 ? { status, body, unreadableBody: true } : { status, body };
     }
     const fastifyCode = (exception as { code?: string; statusCode?: number })?.code;
     const statusCode = (exception as { statusCode?: number })?.statusCode;
     if (fastifyCode === 'FST_ERR_CTP_BODY_TOO_LARGE' || statusCode === 413) {
-      return { status: 413, body: { code: RetCode.RET413, message: 'Request body too large (limit 10 MiB)' } };
+      return {
+        status: 413,
+        body: { code: RetCode.RET413, message: 'Request body too large (limit 10 MiB)' },
+        unreadableBody: true,
+      };
     }
     if (typeof statusCode === 'number' && statusCode >= 400 && statusCode < 500) {
       // Not JSON, another content type, a body cut short: decisions §4 "Not JSON: 400 RET400".
@@ -96,8 +128,12 @@ export class ApiExceptionFilter implements ExceptionFilter {
     return { status: 500, body: { code: RetCode.RET500, message: 'Internal error' } };
   }
 
-  private unreadableBody(req: FastifyRequest): { status: number; body: unknown } {
-    return { status: 400, body: { code: RetCode.RET400, message: RetMessage.invalidParameter(bodyParam(req.url)) } };
+  private unreadableBody(req: FastifyRequest): { status: number; body: unknown; unreadableBody: true } {
+    return {
+      status: 400,
+      body: { code: RetCode.RET400, message: RetMessage.invalidParameter(bodyParam(req.url)) },
+      unreadableBody: true,
+    };
   }
 
   private isRouteMiss(e: NotFoundException): boolean {
@@ -120,6 +156,12 @@ export class ApiExceptionFilter implements ExceptionFilter {
     if (allowed.includes('GET')) allowed.push('HEAD');
     return allowed;
   }
+}
+
+/** Every API path but the portal's login (POST /retain/session) and the public keys takes credentials. */
+function needsCredentials(req: FastifyRequest): boolean {
+  const path = (req.url ?? '').split('?')[0]!.replace(/\/+$/, '');
+  return path.startsWith('/retain/') && path !== '/retain/session' && !path.startsWith('/retain/keys');
 }
 
 function codeForStatus(status: number): string {

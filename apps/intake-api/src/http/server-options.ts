@@ -127,6 +127,13 @@ function cutOffStalledBodies(app: NestFastifyApplication, timeoutMs: number): vo
   server.connectionsCheckingInterval = Math.max(250, Math.min(5000, Math.floor(timeoutMs / 4)));
 }
 
+/** A JSON body the parser refuses (a duplicate or forbidden key): 400, told only to an authenticated caller. */
+export class UnreadableBodyError extends HttpException {
+  constructor(message: string) {
+    super({ code: RetCode.RET400, message }, HttpStatus.BAD_REQUEST);
+  }
+}
+
 /**
  * JSON bodies: Fastify's parser (it refuses `__proto__` / `constructor.prototype` keys), and a body
  * with the same key twice in one object is refused with 400: which value was meant is ambiguous,
@@ -146,13 +153,13 @@ function parseJsonStrictly(app: NestFastifyApplication, bodyLimit: number): void
       const exact = exactJsonBody(text, value);
       if (exact === null) {
         const message = `${RetMessage.invalidParameter(bodyParam(req.url))} (duplicate key in JSON)`;
-        return done(new HttpException({ code: RetCode.RET400, message }, HttpStatus.BAD_REQUEST), undefined);
+        return done(new UnreadableBodyError(message), undefined);
       }
       if (exact.value !== value) {
         try {
           refuseProtoKeys(exact.value as object, { protoAction: 'error', constructorAction: 'error' });
         } catch {
-          return done(new HttpException('Invalid JSON body', HttpStatus.BAD_REQUEST), undefined);
+          return done(new UnreadableBodyError(RetMessage.invalidParameter(bodyParam(req.url))), undefined);
         }
       }
       done(null, exact.value);
