@@ -172,7 +172,7 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
       expect(pod.securityContext.runAsNonRoot).toBe(true);
       for (const c of pod.containers) {
         expect(c.livenessProbe.httpGet.path).toBe('/healthz');
-        expect(c.readinessProbe.httpGet.path).toBe('/readyz');
+        expect(c.startupProbe.httpGet.path).toBe('/healthz');
         expect(c.resources.requests.cpu).toBeTruthy();
         expect(c.resources.limits.memory).toBeTruthy();
         expect(c.securityContext).toMatchObject({
@@ -189,6 +189,20 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
       }
       expect(d.spec.template.metadata.labels['app.kubernetes.io/part-of']).toBe('retain');
     }
+  });
+
+  it('keeps intake-api in its Service while Postgres or Redis is down, so it answers 503 RET900 itself', () => {
+    // /readyz is down while a back end does not answer within 2 s: as intake-api's readiness it took every
+    // pod out of the Service during an outage, and merchants got the ingress's HTML 503 (no RET900 body, no
+    // Retry-After; decisions §16). Its readiness says the process serves; the workers (no Service) keep
+    // /readyz: it only holds a rollout back while a new pod cannot reach its back ends.
+    for (const d of of('Deployment')) {
+      const c = d.spec.template.spec.containers[0];
+      const expected = d.metadata.name === 'intake-api' ? '/healthz' : '/readyz';
+      expect(c.readinessProbe.httpGet.path, d.metadata.name).toBe(expected);
+    }
+    // Workers not Ready during an outage must not block a node drain.
+    for (const pdb of of('PodDisruptionBudget')) expect(pdb.spec.unhealthyPodEvictionPolicy).toBe('AlwaysAllow');
   });
 
   it('maps every image to the registry, with prod pinned to a release tag (never :latest)', () => {
