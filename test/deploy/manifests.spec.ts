@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
@@ -241,6 +241,33 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
         expect(c.ports.map((p: any) => p.containerPort)).toContain(listens);
         expect(w.spec.template.metadata.annotations['prometheus.io/port']).toBe(String(listens));
       }
+    }
+  });
+
+  it('starts every app during the JWE key rotation README "Kubernetes" describes (the single key kept beside the list)', () => {
+    const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+    const list = /`CARD_JWE_PRIVATE_KEYS: (retain-2:\/run\/retain-jwe\/[^`]+)`/.exec(readme)?.[1];
+    expect(list, 'the rotation step in README').toBeDefined();
+    const dir = mkdtempSync(path.join(tmpdir(), 'retain-jwe-rotation-'));
+    try {
+      // retain-1.pem is the key retain-secrets holds (step 1), retain-2.pem the new one.
+      writeFileSync(path.join(dir, 'retain-1.pem'), SECRET_PLACEHOLDERS['CARD_JWE_PRIVATE_KEY']!());
+      writeFileSync(
+        path.join(dir, 'retain-2.pem'),
+        generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }),
+      );
+      for (const d of of('Deployment')) {
+        const env = containerEnv(d.spec.template.spec.containers[0], objects);
+        expect(env['CARD_JWE_KEY_ID']).toBe('retain-1');
+        env['CARD_JWE_PRIVATE_KEYS'] = list!.replaceAll('/run/retain-jwe', dir);
+        const keys = loadConfig(env['APP'] as AppName, env).jweKeys;
+        expect(
+          keys.map((k) => k.kid),
+          d.metadata.name,
+        ).toEqual(['retain-2', 'retain-1']);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

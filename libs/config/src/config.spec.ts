@@ -1,4 +1,4 @@
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createPrivateKey, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -235,6 +235,33 @@ describe('configuration', () => {
         { kid: '2024-01', privateKeyPem: b },
         { kid: 'legacy', privateKeyPem: c },
       ]);
+    });
+
+    it('rotates with the single key still set: the list may name its key id when it holds the same key', () => {
+      // README "Kubernetes": the Deployments keep passing CARD_JWE_PRIVATE_KEY (kid CARD_JWE_KEY_ID) while
+      // CARD_JWE_PRIVATE_KEYS lists the new key and that same old one; every app used to stop at start.
+      const env = {
+        CARD_JWE_PRIVATE_KEYS: `retain-2:${fb},retain-1:${fa}`,
+        CARD_JWE_PRIVATE_KEY: a,
+        CARD_JWE_KEY_ID: 'retain-1',
+      };
+      expect(loadConfig('intake-api', env).jweKeys).toEqual([
+        { kid: 'retain-2', privateKeyPem: b },
+        { kid: 'retain-1', privateKeyPem: a },
+      ]);
+      // The same key in another encoding (PKCS#1 in the secret, PKCS#8 in the file) is the same key.
+      const pkcs1 = createPrivateKey(a).export({ type: 'pkcs1', format: 'pem' }) as string;
+      expect(loadConfig('intake-api', { ...env, CARD_JWE_PRIVATE_KEY: pkcs1 }).jweKeys.map((k) => k.kid)).toEqual([
+        'retain-2',
+        'retain-1',
+      ]);
+      // From a file too.
+      const fromFile = {
+        CARD_JWE_PRIVATE_KEYS: env.CARD_JWE_PRIVATE_KEYS,
+        CARD_JWE_PRIVATE_KEY_FILE: fa,
+        CARD_JWE_KEY_ID: 'retain-1',
+      };
+      expect(loadConfig('intake-api', fromFile).jweKeys).toHaveLength(2);
     });
 
     it.each([

@@ -520,17 +520,35 @@ function readKeyFile(name: string, file: string): string {
   }
 }
 
+/** A private key's material, whatever its PEM encoding (PKCS#1 or PKCS#8, line breaks). */
+function keyMaterial(pem: string): Buffer {
+  return createPrivateKey(pem).export({ type: 'pkcs8', format: 'der' });
+}
+
 /**
  * Card JWE keys: CARD_JWE_PRIVATE_KEYS (`kid:/path/to/key.pem`, comma separated, current first),
  * then the single key of CARD_JWE_PRIVATE_KEY (PEM text) or CARD_JWE_PRIVATE_KEY_FILE, published
- * under CARD_JWE_KEY_ID (default `retain-dev-1`). Key ids must be unique.
+ * under CARD_JWE_KEY_ID (default `retain-dev-1`). Key ids must be unique, except that the single key
+ * may be listed in CARD_JWE_PRIVATE_KEYS under its own key id with the same key material (the JWE key
+ * rotation of README "Kubernetes": the Deployments keep passing the single key while the list holds
+ * the new key and that one); it is then listed once. The same id with another key stops the app.
  */
 export function parseJweKeys(get: (name: string) => string | undefined): JweKey[] {
   const keys: JweKey[] = [];
-  const add = (name: string, kid: string, pem: string): void => {
+  const add = (name: string, kid: string, pem: string, single = false): void => {
     if (!JWE_KID_RE.test(kid)) throw new ConfigError(name, `has an invalid key id "${kid}" (A-Z a-z 0-9 _ . -, 1-64)`);
-    if (keys.some((k) => k.kid === kid)) throw new ConfigError(name, `repeats the key id "${kid}"`);
-    keys.push({ kid, privateKeyPem: rsaPrivateKeyPem(name, pem) });
+    const checked = rsaPrivateKeyPem(name, pem);
+    const same = keys.find((k) => k.kid === kid);
+    if (same) {
+      if (single && keyMaterial(same.privateKeyPem).equals(keyMaterial(checked))) return;
+      throw new ConfigError(
+        name,
+        single
+          ? `repeats the key id "${kid}" of CARD_JWE_PRIVATE_KEYS with another key (the same id must name the same key)`
+          : `repeats the key id "${kid}"`,
+      );
+    }
+    keys.push({ kid, privateKeyPem: checked });
   };
   const list = get('CARD_JWE_PRIVATE_KEYS');
   if (list !== undefined) {
@@ -546,8 +564,9 @@ export function parseJweKeys(get: (name: string) => string | undefined): JweKey[
   const kid = get('CARD_JWE_KEY_ID') ?? 'retain-dev-1';
   const inline = get('CARD_JWE_PRIVATE_KEY');
   const file = get('CARD_JWE_PRIVATE_KEY_FILE');
-  if (inline !== undefined) add('CARD_JWE_PRIVATE_KEY', kid, inline);
-  else if (file !== undefined) add('CARD_JWE_PRIVATE_KEY_FILE', kid, readKeyFile('CARD_JWE_PRIVATE_KEY_FILE', file));
+  if (inline !== undefined) add('CARD_JWE_PRIVATE_KEY', kid, inline, true);
+  else if (file !== undefined)
+    add('CARD_JWE_PRIVATE_KEY_FILE', kid, readKeyFile('CARD_JWE_PRIVATE_KEY_FILE', file), true);
   return keys;
 }
 
