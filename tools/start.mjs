@@ -8,6 +8,7 @@
 import { spawn } from 'node:child_process';
 import {
   APPS,
+  DEFAULT_DATABASE_URL,
   appEntry,
   ensureBuilt,
   ensureDevJweKey,
@@ -18,7 +19,7 @@ import {
 } from './infra.mjs';
 
 ensureBuilt({ force: true });
-const pg = await ensurePostgres(process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/retain');
+const pg = await ensurePostgres(process.env.DATABASE_URL || DEFAULT_DATABASE_URL);
 const redis = await ensureRedis(process.env.REDIS_URL || 'redis://127.0.0.1:6379');
 const env = { ...process.env, DATABASE_URL: pg.databaseUrl, REDIS_URL: redis.redisUrl };
 if (!env.CARD_JWE_PRIVATE_KEY && !env.CARD_JWE_PRIVATE_KEY_FILE && !env.CARD_JWE_PRIVATE_KEYS) {
