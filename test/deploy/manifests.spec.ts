@@ -6,6 +6,7 @@ import path from 'node:path';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { jobLockMs, loadConfig, type AppName } from '@retain/config';
+import { duePushesSql } from '@retain/db';
 import { RetainMetrics } from '@retain/platform';
 import { QUEUES, QUEUE_NAMES, queuesConsumedBy } from '@retain/queues';
 import {
@@ -87,13 +88,20 @@ function validateKeda(o: K8sObject): void {
     expect(o.spec.scaleTargetRef.name).toBeTruthy();
     expect(o.spec.triggers.length).toBeGreaterThan(0);
     for (const t of o.spec.triggers) {
-      expect(t.type).toBe('redis');
-      expect(t.metadata.listName).toMatch(/^\{retain\}:[a-z.]+:wait$/);
-      expect(Number(t.metadata.listLength)).toBeGreaterThan(0);
+      expect(['redis', 'postgresql']).toContain(t.type);
+      if (t.type === 'redis') {
+        expect(t.metadata.listName).toMatch(/^\{retain\}:[a-z.]+:wait$/);
+        expect(Number(t.metadata.listLength)).toBeGreaterThan(0);
+      } else {
+        expect(t.metadata.query).toMatch(/^SELECT /);
+        expect(Number(t.metadata.targetQueryValue)).toBeGreaterThan(0);
+      }
       expect(t.authenticationRef.name).toBeTruthy();
     }
   } else if (o.kind === 'TriggerAuthentication') {
-    expect(o.spec.secretTargetRef.map((r: any) => r.parameter)).toEqual(expect.arrayContaining(['address']));
+    // redis: address (and password); postgresql: a connection string.
+    const parameters = o.spec.secretTargetRef.map((r: any) => r.parameter);
+    expect(parameters.includes('address') || parameters.includes('connection'), o.metadata.name).toBe(true);
   } else {
     throw new Error(`unknown keda kind ${o.kind}`);
   }
@@ -315,13 +323,37 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
         return keda ? [{ listName: `${prefix}:${q}:wait`, listLength: String(keda.listLength) }] : [];
       });
       const scaled = of('ScaledObject').filter((s) => s.spec.scaleTargetRef.name === app);
-      expect(scaled.length, app).toBe(expected.length > 0 ? 1 : 0);
-      const triggers = (scaled[0]?.spec.triggers ?? []).map((t: any) => ({
-        listName: t.metadata.listName,
-        listLength: String(t.metadata.listLength),
-      }));
+      expect(scaled.length, app).toBe(1);
+      const triggers = scaled[0]!.spec.triggers
+        .filter((t: any) => t.type === 'redis')
+        .map((t: any) => ({
+          listName: t.metadata.listName,
+          listLength: String(t.metadata.listLength),
+        }));
       expect(triggers, `${app}'s KEDA triggers`).toEqual(expected);
     }
+  });
+
+  it('scales the webhook dispatcher on the pushes waiting in Postgres, not on its wake-up jobs', () => {
+    // A webhook.deliver job only wakes the pump and completes at once, and a whole announce enqueues one:
+    // its wait list stays near empty however long the backlog. The work is the webhook_messages rows.
+    expect(QUEUES['webhook.deliver'].keda).toBeNull();
+    const [so, ...more] = of('ScaledObject').filter((s) => s.spec.scaleTargetRef.name === 'webhook-dispatcher');
+    expect(more).toEqual([]);
+    // A replica per dispatcher's worth of slots waiting: two pipes of the queue's concurrency (DeliveryPump IN_FLIGHT).
+    const perReplica = 2 * QUEUES['webhook.deliver'].concurrency;
+    expect(perReplica).toBe(128);
+    const oneLine = (sql: string) => sql.replace(/\s+/g, ' ').trim();
+    expect(so!.spec.triggers).toHaveLength(1);
+    const [trigger] = so!.spec.triggers;
+    expect(trigger.type).toBe('postgresql');
+    expect(String(trigger.metadata.targetQueryValue)).toBe(String(perReplica));
+    // Capped where it would ask for more than maxReplicaCount anyway (the count stays cheap in a long backlog).
+    expect(oneLine(trigger.metadata.query)).toBe(oneLine(duePushesSql(so!.spec.maxReplicaCount * perReplica)));
+    const auth = of('TriggerAuthentication').find((a) => a.metadata.name === trigger.authenticationRef.name);
+    expect(auth?.spec.secretTargetRef).toEqual([
+      { parameter: 'connection', name: 'retain-secrets', key: 'DATABASE_URL' },
+    ]);
   });
 
   it('alerts on jobs that failed for good in prod (the Prometheus Operator rule)', () => {

@@ -5,7 +5,11 @@ import { nodes, type PlanNode } from '../test/plans';
 import { scratchDatabaseUrl } from '../test/scratch-database';
 import { scratchMerchant } from '../test/scratch-merchant';
 import { createDataSource, dropDatabase, migrate } from './data-source';
-import { CLAIM_NEXT_DUE_SQL, WebhookMessagesRepository } from './repositories/webhook-messages.repository';
+import {
+  CLAIM_NEXT_DUE_SQL,
+  WebhookMessagesRepository,
+  duePushesSql,
+} from './repositories/webhook-messages.repository';
 
 /** Merchant A's backlog: new messages announced before anyone else's, and retries. */
 const A_FRESH = 20_000;
@@ -128,6 +132,31 @@ describe('webhook messages: the claim and the record (real Postgres)', () => {
   it('claims by index after ANALYZE', async () => {
     await db.query(`ANALYZE webhook_messages`);
     await expectIndexedClaim();
+  });
+
+  // KEDA scales the dispatcher on this count (k8s/base/keda-scaledobjects.yaml, checked by test/deploy).
+  it('counts the pushes waiting for a dispatcher: new and due, capped, by index', async () => {
+    const count = async (cap: number) => Number((await db.query(duePushesSql(cap)))[0].count);
+    // A's 15,000 new and 500 due, B's new one and C's two due; not the retries hours away, not the delivered.
+    expect(await count(100_000)).toBe(A_FRESH - 5000 + A_DUE + 1 + 2);
+    expect(await count(1280)).toBe(1280);
+    // Claimed (leased) messages are in a dispatcher's hands: not waiting.
+    expect(
+      await rolledBack(async (runner) => {
+        const [claimed] = await runner.query(CLAIM_NEXT_DUE_SQL, [64, 60, []]);
+        return (
+          A_FRESH - 5000 + A_DUE + 3 - Number((await runner.query(duePushesSql(100_000)))[0].count) - claimed.length
+        );
+      }),
+    ).toBe(0);
+    // Polled every 15 s: the cap bounds what it reads, however long the backlog.
+    const [row] = await db.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${duePushesSql(1280)}`);
+    const plan = (row['QUERY PLAN'] ?? row)[0] as { Plan: PlanNode };
+    const list = nodes(plan.Plan) as (PlanNode & Record<string, unknown>)[];
+    const shape = list.map((n) => `${n['Node Type']} ${n['Index Name'] ?? n['Relation Name'] ?? ''}`).join(' > ');
+    const scans = list.filter((n) => n['Relation Name'] === 'webhook_messages' && /Scan/.test(n['Node Type']));
+    const pages = scans.reduce((sum, n) => sum + Number(n['Shared Hit Blocks']) + Number(n['Shared Read Blocks']), 0);
+    expect(pages, shape).toBeLessThan(200);
   });
 
   it('records a batch holding the longest retry delay WEBHOOK_RETRY_SCHEDULE allows, jitter (20%) included', async () => {

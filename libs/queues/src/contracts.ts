@@ -155,7 +155,10 @@ export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
     concurrencyVariable: null,
     lockDuration: 'JOB_LOCK_MS',
     consumer: 'webhook-dispatcher',
-    keda: { listLength: 100 },
+    // Not on this wait list: a job only wakes the pump and completes at once (one per announce), so it
+    // stays near empty however long the backlog. KEDA counts the due webhook_messages rows instead
+    // (duePushesSql, libs/db).
+    keda: null,
     recordFailures: true,
   },
   'refund.batch': {

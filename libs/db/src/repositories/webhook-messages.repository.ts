@@ -65,6 +65,21 @@ export const CLAIM_NEXT_DUE_SQL = `WITH RECURSIVE busy AS (
    RETURNING m.message_id, m.merchant_id, m.body, m.attempt_count, share.k AS share`;
 
 /**
+ * The pushes waiting for a dispatcher, counted up to `cap`: pending and due (new, or a retry whose time
+ * has come) and not claimed (a claim leases its rows: next_attempt_at moves past now()). KEDA scales
+ * webhook-dispatcher on it (k8s/base/keda-scaledobjects.yaml; test/deploy checks the query is this one),
+ * every 15 s: the cap (maxReplicaCount x the target per replica; a higher count asks for no more
+ * replicas) bounds what it reads in a long backlog. Reads the pending-only partial indexes.
+ */
+export function duePushesSql(cap: number): string {
+  if (!Number.isInteger(cap) || cap <= 0) throw new Error(`cap must be a positive integer, got ${cap}`);
+  return (
+    `SELECT count(*) AS count FROM (SELECT 1 FROM webhook_messages WHERE status = 'pending' ` +
+    `AND (next_attempt_at IS NULL OR next_attempt_at <= now()) LIMIT ${cap}) AS due`
+  );
+}
+
+/**
  * Push messages (webhook_messages) and their delivery log (webhook_deliveries). The dispatcher's
  * methods are id-scoped by design: a delivery job carries only the message id, and the claim hands
  * back the message's merchant id, which the caller carries from there. The retry tick and the
