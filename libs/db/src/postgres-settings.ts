@@ -10,9 +10,10 @@ export interface PostgresSettingsReport {
 }
 
 /**
- * The pools of k8s/base's minimum replicas: intake-api 3 x 20, webhook-dispatcher 20 and 10 for each
- * of the other three apps (PlatformModule), plus room for the migration Job, the CLI and an operator.
- * At the autoscalers' maxima they hold 620: see README "Postgres settings".
+ * The pools of the prod overlay's minimum replicas: intake-api 3 x 20 (k8s/base's HPA minimum is 2: 90
+ * in all), webhook-dispatcher 20 and 10 for each of the other three apps (PlatformModule), 110, plus room
+ * for the migration Job, the CLI, KEDA's backlog query and an operator. At the autoscalers' maxima they
+ * hold 620: see README "Postgres settings".
  */
 export const MIN_CONNECTIONS = 130;
 
