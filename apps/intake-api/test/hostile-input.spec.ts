@@ -266,11 +266,16 @@ describe('hostile input (issue 9)', () => {
       `${uniqueId()}_`.padEnd(101, 'x'),
       `${uniqueId()}_`.padEnd(128, 'y'),
       `${uniqueId()}_`.padEnd(128, 'é'),
+      // 128 characters outside the Basic Multilingual Plane (256 UTF-16 code units, 4 UTF-8 bytes each).
+      (() => {
+        const prefix = `${uniqueId()}_`;
+        return prefix + '\u{1F600}'.repeat(128 - prefix.length);
+      })(),
     ];
     expect((await client.submit(ids.map((id) => txn({ id })))).status).toBe(200);
     for (const id of ids) {
       const r = await client.request('GET', `/v1/retain/transactions/${encodeURIComponent(id)}`);
-      expect(r.status, `${id.length} characters`).toBe(200);
+      expect(r.status, `${[...id].length} characters`).toBe(200);
       expect(r.json.data[0].id).toBe(id);
       const refunds = await client.request('GET', `/v1/retain/refunds/${encodeURIComponent(id)}`);
       expect(refunds.status).toBe(200);

@@ -53,6 +53,18 @@ function rangeDetail(spec: FieldSpec): string {
 }
 
 /**
+ * Whether `s` has more than `max` characters, counted as the spec and Postgres's varchar count them
+ * (code points: a character outside the Basic Multilingual Plane, two UTF-16 code units, is one).
+ */
+export function longerThan(s: string, max: number): boolean {
+  if (s.length <= max) return false;
+  if (s.length > 2 * max) return true;
+  let n = 0;
+  for (const _ of s) if (++n > max) return true;
+  return false;
+}
+
+/**
  * Checks one present (not null/undefined) value against its spec. Returns the detail of the first
  * failure (e.g. `must be at most 128 characters`) or null. Details never echo the value: it may be
  * card data.
@@ -62,7 +74,7 @@ export function checkField(spec: FieldSpec, value: unknown): string | null {
     case 'string': {
       if (typeof value !== 'string') return 'must be a string';
       if (spec.required === true && value.length === 0) return 'must not be empty';
-      if (spec.maxLength !== undefined && value.length > spec.maxLength) {
+      if (spec.maxLength !== undefined && longerThan(value, spec.maxLength)) {
         return `must be at most ${spec.maxLength} characters`;
       }
       if (spec.format !== undefined && spec.format !== 'metadata') {
@@ -107,7 +119,7 @@ export function metadataProblems(metadata: Record<string, unknown>): [string, st
     // Reported (without the key) by the walk of unsafeTextProblems.
     if (unsafeTextDetail(key) !== null) continue;
     const value = metadata[key];
-    if (key.length > METADATA_KEY_MAX_LENGTH) {
+    if (longerThan(key, METADATA_KEY_MAX_LENGTH)) {
       problems.push(['metadata', `key must be at most ${METADATA_KEY_MAX_LENGTH} characters`]);
       continue;
     }
@@ -116,7 +128,7 @@ export function metadataProblems(metadata: Record<string, unknown>): [string, st
       continue;
     }
     if (typeof value !== 'string') problems.push([describeKey(key), 'must be a string']);
-    else if (value.length > METADATA_VALUE_MAX_LENGTH) {
+    else if (longerThan(value, METADATA_VALUE_MAX_LENGTH)) {
       problems.push([describeKey(key), `must be at most ${METADATA_VALUE_MAX_LENGTH} characters`]);
     }
   }

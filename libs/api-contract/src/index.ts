@@ -9,3 +9,4 @@ export * from './common.dto';
 export * from './refund.dto';
 export * from './transaction.dto';
 export { unsafeTextDetail, unsafeTextProblems } from './unsafe-text';
+export { longerThan } from './field-rules';

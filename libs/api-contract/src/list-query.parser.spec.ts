@@ -35,6 +35,11 @@ describe('parseListTransactionsQuery', () => {
     });
   });
 
+  it('counts a filter id in characters (128 emoji are 128 characters)', () => {
+    const id = '\u{1F600}'.repeat(128);
+    expect(parseListTransactionsQuery({ account_id: id })).toMatchObject({ accountId: id });
+  });
+
   it('accepts a repeated status parameter', () => {
     expect(parseListTransactionsQuery({ status: ['Failed', 'Cancelled,Stopped'] })).toEqual({
       limit: 100,

@@ -1,5 +1,6 @@
 import { RetMessage, TRANSACTION_STATUSES, type TransactionStatus } from '@retain/domain';
 import { parseDateOrDateTime } from './date-time.parser';
+import { longerThan } from './field-rules';
 import { MERCHANT_ID_MAX_LENGTH } from './transaction-fields.table';
 
 /** `{ error }` carries the whole message: `Invalid parameter: <name>` (answered as 400 RET400). */
@@ -49,7 +50,7 @@ function single(query: Query, name: string): string | undefined {
 
 function identifier(query: Query, name: string): string | undefined {
   const v = single(query, name);
-  if (v !== undefined && (v.length === 0 || v.length > MERCHANT_ID_MAX_LENGTH)) throw new BadParam(name);
+  if (v !== undefined && (v.length === 0 || longerThan(v, MERCHANT_ID_MAX_LENGTH))) throw new BadParam(name);
   return v;
 }
 

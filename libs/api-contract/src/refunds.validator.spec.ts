@@ -38,12 +38,17 @@ describe('validateRefunds: items', () => {
     ]);
   });
 
+  it('counts an id in characters: 128 emoji (256 UTF-16 code units) are 128 characters', () => {
+    expect(items([{ id: '\u{1F600}'.repeat(128) }])[0]).toHaveProperty('value');
+  });
+
   it.each([
     [{}, { code: 'RET006', message: 'Missing transaction element: id' }],
     [{ id: null }, { code: 'RET006', message: 'Missing transaction element: id' }],
     [{ id: 12 }, schemaError('id must be a string')],
     [{ id: '' }, schemaError('id must not be empty')],
     [{ id: 'x'.repeat(129) }, schemaError('id must be at most 128 characters')],
+    [{ id: '\u{1F600}'.repeat(129) }, schemaError('id must be at most 128 characters')],
   ])('rejects %j', (item, error) => {
     expect(items([item])).toEqual([{ index: 0, id: null, errors: [error] }]);
   });

@@ -1,5 +1,5 @@
 import { RetCode, RetMessage, type ErrorEntry } from '@retain/domain';
-import { isPlainObject } from './field-rules';
+import { isPlainObject, longerThan } from './field-rules';
 import type { BodyError } from './submission.validator';
 import { MAX_REFUNDS_PER_CALL, MERCHANT_ID_MAX_LENGTH } from './transaction-fields.table';
 import { unsafeTextProblems } from './unsafe-text';
@@ -50,7 +50,7 @@ export function validateRefunds(body: unknown): RefundsValidation {
       errors.push({ code: RetCode.RET006, message: RetMessage.missing('id') });
     else if (typeof rawId !== 'string') errors.push(schema('id', 'must be a string'));
     else if (rawId.length === 0) errors.push(schema('id', 'must not be empty'));
-    else if (rawId.length > MERCHANT_ID_MAX_LENGTH) {
+    else if (longerThan(rawId, MERCHANT_ID_MAX_LENGTH)) {
       errors.push(schema('id', `must be at most ${MERCHANT_ID_MAX_LENGTH} characters`));
     } else id = rawId;
 

@@ -272,6 +272,16 @@ describe('validateSubmission: types, lengths and formats (RET009)', () => {
     expect(one(tx)).toHaveProperty('value');
   });
 
+  it('counts characters, not UTF-16 code units: 128 emoji are 128 characters, 129 are too many', () => {
+    const tx = validTransaction();
+    set(tx, 'id', '\u{1F600}'.repeat(128));
+    set(tx, 'account.external_id', '\u{1F600}'.repeat(128));
+    expect(one(tx)).toHaveProperty('value');
+    expect(errorsOf(withField('account.external_id', '\u{1F600}'.repeat(129)))).toEqual([
+      schemaError('account.external_id must be at most 128 characters'),
+    ]);
+  });
+
   it('limits the card account length too', () => {
     expect(errorsOf(withField('payment_method.credit_card.account', 'x'.repeat(4097)))).toEqual([
       schemaError('payment_method.credit_card.account must be at most 4096 characters'),

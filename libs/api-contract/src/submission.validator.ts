@@ -2,7 +2,7 @@ import { RetCode, RetMessage, type ErrorEntry } from '@retain/domain';
 import { amountToMinor } from './amount.validator';
 import { classifyCardAccount, isCardError, type CardInput } from './card-account.validator';
 import { parseDateTime } from './date-time.parser';
-import { checkField, isPlainObject, metadataProblems } from './field-rules';
+import { checkField, isPlainObject, longerThan, metadataProblems } from './field-rules';
 import {
   ADDRESS_FIELDS,
   MAX_TRANSACTIONS_PER_CALL,
@@ -139,7 +139,10 @@ function validateTransaction(input: unknown, index: number): ValidatedItem {
 
   const rawId = input['id'];
   const id =
-    typeof rawId === 'string' && rawId.length > 0 && rawId.length <= MERCHANT_ID_MAX_LENGTH && !failed?.includes('id')
+    typeof rawId === 'string' &&
+    rawId.length > 0 &&
+    !longerThan(rawId, MERCHANT_ID_MAX_LENGTH) &&
+    !failed?.includes('id')
       ? rawId
       : null;
 

@@ -13,10 +13,10 @@ import { servePortal } from './portal';
 import { addSecurityHeaders } from './security-headers';
 
 /**
- * A path parameter may be a merchant id of 128 characters (spec limit), each up to 9 characters
- * once percent-encoded (3 UTF-8 bytes). Fastify's default of 100 made longer ids unreadable.
+ * A path parameter may be a merchant id of 128 characters (spec limit), each up to 12 characters
+ * once percent-encoded (4 UTF-8 bytes). Fastify's default of 100 made longer ids unreadable.
  */
-const MAX_PARAM_LENGTH = MERCHANT_ID_MAX_LENGTH * 9;
+const MAX_PARAM_LENGTH = MERCHANT_ID_MAX_LENGTH * 12;
 
 /**
  * The body parameter named in a 400 for a body that cannot be read: the list a submission or a

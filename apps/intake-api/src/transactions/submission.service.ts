@@ -2,6 +2,7 @@ import { HttpException, HttpStatus, Inject, Injectable, Logger } from '@nestjs/c
 import {
   MAX_TRANSACTIONS_PER_CALL,
   MERCHANT_ID_MAX_LENGTH,
+  longerThan,
   validateSubmission,
   type NormalizedTransaction,
 } from '@retain/api-contract';
@@ -217,7 +218,7 @@ export class SubmissionService {
     const subs = new Set<string>();
     const externalIds = new Set<string>();
     // A key longer than any valid one is rejected by validation: not worth sending to Postgres.
-    const key = (v: unknown): v is string => typeof v === 'string' && v.length <= MERCHANT_ID_MAX_LENGTH;
+    const key = (v: unknown): v is string => typeof v === 'string' && !longerThan(v, MERCHANT_ID_MAX_LENGTH);
     for (const t of items as unknown[]) {
       if (!isObject(t)) continue;
       if (key(t['id'])) ids.add(t['id']);

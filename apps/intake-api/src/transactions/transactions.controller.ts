@@ -15,8 +15,10 @@ import { ApiBasicAuth, ApiBearerAuth, ApiOperation, ApiQuery, ApiResponse, ApiTa
 import {
   ErrorDto,
   ListEnvelopeDto,
+  MERCHANT_ID_MAX_LENGTH,
   SubmitTransactionsBodyDto,
   TransactionValidationErrorsDto,
+  longerThan,
   parseDryrun,
   parseListTransactionsQuery,
   parseRelated,
@@ -112,7 +114,7 @@ export class TransactionsController {
   ): Promise<unknown> {
     const related = parseRelated(relatedParam);
     if (typeof related !== 'boolean') throw badParam(related.error);
-    if (id.length > 128) throw notFound();
+    if (longerThan(id, MERCHANT_ID_MAX_LENGTH)) throw notFound();
     const data = await this.repo.fetch(merchant.id, id, related);
     if (!data) throw notFound();
     return listEnvelope(data, req, null, null);
