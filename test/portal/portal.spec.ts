@@ -1,7 +1,5 @@
 /// <reference lib="dom" />
-import { mkdirSync, readFileSync } from 'node:fs';
-import path from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ApiClient,
@@ -15,6 +13,7 @@ import {
   type TestMerchant,
   usePrivateDatabase,
 } from '@retain/testing';
+import { accessible as accessibleNow, launchChromium, reportErrors, shot as shotOf } from './chromium';
 
 // A day of the schedule in 8.6 s. Not the 1,000,000 of other e2e tests: at that scale the 30-day
 // window is 2.6 s from the submission, and in a full run this file's review can wait longer than that
@@ -26,9 +25,6 @@ const ENV = {
   WEBHOOK_RETRY_SCHEDULE: '50ms,50ms',
   WEBHOOK_ALLOW_PRIVATE: 'true',
 };
-const SHOTS = path.resolve(__dirname, '../../tmp/portal-screenshots');
-const CHROMIUM = '/usr/bin/chromium';
-const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
 // Issue 13: the merchant portal in a real browser (Debian's chromium driven by playwright-core):
 // log in, the overview's figures equal the analytics API's, find a transaction and open its
@@ -48,7 +44,6 @@ describe('the merchant portal in headless Chromium', () => {
   const captured: string[] = [];
 
   beforeAll(async () => {
-    mkdirSync(SHOTS, { recursive: true });
     receiver = await new WebhookReceiver().start();
     receiver.status = 500; // every push dies (two quick attempts) until the receiver recovers
     apps.push(
@@ -98,25 +93,11 @@ describe('the merchant portal in headless Chromium', () => {
       },
       { timeoutMs: 60_000, what: 'a dead push' },
     );
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
     page = await context.newPage();
-    page.on('pageerror', (e) => console.error('portal page error:', e.message));
-    page.on('console', (m) => {
-      if (m.type() === 'error') console.error('portal console:', m.text());
-    });
+    reportErrors(page);
   }, 180_000);
   afterAll(async () => {
     await browser?.close();
@@ -125,22 +106,9 @@ describe('the merchant portal in headless Chromium', () => {
     await closeTestDb();
   });
 
-  const shot = async (name: string, p: Page = page) => {
-    await p.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
-  };
-  /** axe-core on the page as it stands: no serious or critical violation. */
-  const accessible = async (p: Page = page) => {
-    // Evaluated through the DevTools protocol: the page's CSP (no inline script) stays in force.
-    await p.evaluate(AXE);
-    const result = await p.evaluate(async () => {
-      const axe = (globalThis as unknown as { axe: { run: (c: unknown, o: unknown) => Promise<any> } }).axe;
-      return axe.run(document, { resultTypes: ['violations'] });
-    });
-    const bad = (result.violations as { id: string; impact: string; nodes: unknown[] }[]).filter(
-      (v) => v.impact === 'serious' || v.impact === 'critical',
-    );
-    expect(bad.map((v) => `${v.id} (${v.impact})`)).toEqual([]);
-  };
+  const shot = (name: string, p: Page = page) => shotOf(p, name);
+  /** axe-core on the page as it stands (evaluated through the DevTools protocol: the page's CSP stays in force). */
+  const accessible = (p: Page = page) => accessibleNow(p);
 
   it('1. logs in with the merchant login and API key', async () => {
     await page.goto(`${base}/portal/`);
