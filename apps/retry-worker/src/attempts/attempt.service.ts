@@ -50,6 +50,7 @@ import {
 import { OutboxRelay, announce } from '@retain/queues';
 import {
   AttemptState,
+  CAPTURED_STATUSES,
   ENDED_WITHOUT_CAPTURE,
   PROCESSOR_ERROR_CODE,
   announceTransaction,
@@ -272,6 +273,8 @@ export interface LateRefund {
 export interface AttemptCharge {
   processor: PaymentProcessor;
   request: ChargeRequest;
+  /** Its transaction has a stop requested: the charge is looked up by key only (lookUp). */
+  stopped: boolean;
 }
 
 export interface Recorded {
@@ -330,7 +333,22 @@ export class AttemptService {
     const txn = await this.db.getRepository(TransactionEntity).findOne({ where: { id: attempt.transactionId } });
     if (!txn) return null;
     await this.paymentMethods.fillCryptogram(txn);
-    return { processor: await this.processorFor(attempt, txn), request: this.chargeRequest(attempt, txn) };
+    return {
+      processor: await this.processorFor(attempt, txn),
+      request: this.chargeRequest(attempt, txn),
+      stopped: txn.stopRequestedAt !== null,
+    };
+  }
+
+  /**
+   * Looks an attempt's charge up. With its original request, a processor replays the key, making the
+   * attempt's one charge if the first request never arrived (Adyen has no other lookup; Stripe's search
+   * lags): right while the attempt may still be made, never after a stop (decisions §8: the customer is
+   * not charged after it): then by key only, and what is not found is settled by the reconciliation.
+   */
+  lookUp(charge: AttemptCharge): Promise<ChargeResult | null> {
+    const key = charge.request.idempotencyKey;
+    return charge.stopped ? charge.processor.lookupCharge(key) : charge.processor.lookupCharge(key, charge.request);
   }
 
   /**
@@ -411,7 +429,7 @@ export class AttemptService {
     // A crashed or stalled earlier run may already have charged this attempt's key. Only an attempt
     // marked in flight (prepared) can have been: the charge is made after that mark commits.
     const before = row.prepared_at ? await this.chargeOf(attemptId) : null;
-    const found = before ? await before.processor.lookupCharge(before.request.idempotencyKey, before.request) : null;
+    const found = before ? await this.lookUp(before) : null;
     const existing = found && found.outcome !== 'error' ? found : null;
     if (!existing && !row.prepared_at && row.errored.length > 0) {
       const late = await this.lateCapture(attemptId, row.errored);
@@ -724,6 +742,10 @@ export class AttemptService {
       let lateRefund: LateRefund | null = null;
       if (ENDED_WITHOUT_CAPTURE.includes(txn.status as TransactionStatus)) {
         lateRefund = await this.refundLateCapture(m, txn, attempt, captured, now);
+      } else if (CAPTURED_STATUSES.includes(txn.status as TransactionStatus)) {
+        // Another attempt captured already (or an earlier late capture): this one charged the customer
+        // a second time. Added to what was captured, and refunded at once.
+        lateRefund = await this.refundLateCapture(m, txn, attempt, captured, now, true);
       } else if (txn.stopRequestedAt) {
         // A stop arrived while this attempt was in flight and it captured: the stop refund becomes a
         // normal refund of the next batch, in this same database transaction (decisions §8).
@@ -1120,9 +1142,22 @@ export class AttemptService {
     attempt: AttemptEntity,
     captured: Partial<TransactionEntity>,
     now: Date,
+    /** The transaction had captured already: its capture (processor id, account) stays the one refunds use. */
+    second = false,
   ): Promise<LateRefund> {
-    const to = transition(txn.status, 'lateCapture', { unresolvedAttempts: 0 }).to;
-    await setFields(m, TransactionEntity, txn, { ...captured, status: to });
+    const previousStatus = second ? (txn.status as TransactionStatus) : TransactionStatus.Captured;
+    if (second) {
+      const to = transition(txn.status, 'refundRequested', { unresolvedAttempts: 0 }).to;
+      const total = BigInt(txn.capturedAmountMinor ?? '0') + BigInt(captured.capturedAmountMinor ?? '0');
+      await setFields(m, TransactionEntity, txn, {
+        capturedAmountMinor: total.toString(),
+        status: to,
+        statusChangedAt: now,
+      });
+    } else {
+      const to = transition(txn.status, 'lateCapture', { unresolvedAttempts: 0 }).to;
+      await setFields(m, TransactionEntity, txn, { ...captured, status: to });
+    }
     const refund = m.getRepository(RefundEntity).create({
       vid: newVid(),
       merchantId: txn.merchantId,
@@ -1132,7 +1167,7 @@ export class AttemptService {
       amountMinor: attempt.partialAmountMinor ?? attempt.amountMinor,
       currency: attempt.currency,
       status: RefundStatus.Processing,
-      previousStatus: TransactionStatus.Captured,
+      previousStatus,
       requestedAt: now,
       timestamp: now,
       sentAt: now,
@@ -1141,7 +1176,9 @@ export class AttemptService {
     this.metrics.lateCaptures.inc();
     this.logger.error(
       { attempt: attempt.vid, transaction: txn.vid },
-      'a capture arrived after the transaction ended without money: refunding it',
+      second
+        ? 'a second capture arrived for a transaction that had captured: refunding it'
+        : 'a capture arrived after the transaction ended without money: refunding it',
     );
     return {
       refundId: refund.id,
@@ -1174,15 +1211,30 @@ export class AttemptService {
   private async recordLateRefund(m: EntityManager, refundId: string, result: RefundResult): Promise<string[]> {
     const recorded = await recordRefundAnswer(m, refundId, result);
     if (!recorded) return [];
-    const { txn, completed, now } = recorded;
-    const { to, announces } = transition(txn.status, completed ? 'refundCompleted' : 'refundFailed', {
-      unresolvedAttempts: await unresolvedAttempts(m, txn.id),
-    });
+    const { txn, refund, completed, now } = recorded;
     if (!completed) {
       this.logger.error({ transaction: txn.vid }, 'the refund of a late capture failed: operator action needed');
     }
-    await setFields(m, TransactionEntity, txn, { status: to, statusChangedAt: now });
-    return announceTransaction(m, txn, announces!, now);
+    // As the refund batcher settles a transaction: Refunded once completed refunds reach what was
+    // captured (a second capture's refund leaves the first capture: Partially Refunded), still Refund
+    // Requested while another refund is in flight, back to the status before on a failure.
+    const [agg]: { completed: string; processing: number }[] = await m.query(
+      `SELECT COALESCE(sum(amount_minor) FILTER (WHERE status = 'Completed'), 0)::text AS completed,
+              count(*) FILTER (WHERE status = 'Processing')::int AS processing
+         FROM refunds WHERE transaction_id = $1 AND kind = 'refund'`,
+      [txn.id],
+    );
+    const announces = completed ? EventName.RefundCompleted : EventName.RefundFailed;
+    if (agg!.processing === 0 && txn.status === TransactionStatus.RefundRequested) {
+      const refunded = BigInt(agg!.completed);
+      const status = !completed
+        ? (refund.previousStatus ?? TransactionStatus.Captured)
+        : refunded >= BigInt(txn.capturedAmountMinor ?? '0')
+          ? TransactionStatus.Refunded
+          : TransactionStatus.PartiallyRefunded;
+      await setFields(m, TransactionEntity, txn, { status, statusChangedAt: now });
+    }
+    return announceTransaction(m, txn, announces, now);
   }
 
   /** Schedule exhausted or retry forbidden: Cancelled, and a `retry failed` push. */

@@ -62,14 +62,15 @@ export class ReconcileService {
     let lookupFailed = false;
     try {
       // The processor of the attempt's transaction (its merchant's account), asked with the
-      // attempt's own ChargeRequest. An attempt already settled as not charged (state error) is
-      // looked up by key only: replaying it would make its charge now.
+      // attempt's own ChargeRequest (AttemptService.lookUp: by key only after a stop). An attempt
+      // already settled as not charged (state error) is looked up by key only: replaying it would
+      // make its charge now.
       const charge = await this.attempts.chargeOf(row.id);
       if (!charge) return false;
       found =
         row.state === AttemptState.Error
           ? await charge.processor.lookupCharge(row.vid)
-          : await charge.processor.lookupCharge(row.vid, charge.request);
+          : await this.attempts.lookUp(charge);
     } catch (err) {
       lookupFailed = true;
       this.logger.warn({ attempt: row.vid, err: (err as Error).message }, 'processor lookup failed');

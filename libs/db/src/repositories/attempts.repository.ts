@@ -365,7 +365,8 @@ export class AttemptsRepository {
 
   /**
    * Attempts the reconciliation looks up now: every unknown one whose next lookup is due, and
-   * errors watched for a late capture (their transaction ended Cancelled or Stopped).
+   * errors watched for a late capture (their transaction ended Cancelled or Stopped, or another
+   * attempt captured: a late capture then is a second charge of the customer, refunded).
    */
   static async dueForLookup(db: Sql, limit: number, lateWatchMs: number): Promise<ReconcileRow[]> {
     return db.query(
@@ -379,7 +380,8 @@ export class AttemptsRepository {
                t.status AS transaction_status
           FROM attempts a JOIN transactions t ON t.id = a.transaction_id
          WHERE a.state = 'error' AND a.processed_at > now() - ($2::double precision * interval '1 millisecond')
-           AND (a.lookup_after IS NULL OR a.lookup_after <= now()) AND t.status IN ('Cancelled', 'Stopped')
+           AND (a.lookup_after IS NULL OR a.lookup_after <= now())
+           AND t.status IN ('Cancelled', 'Stopped', 'Captured', 'Settled', 'Refund Requested', 'Partially Refunded', 'Refunded')
          ORDER BY a.lookup_after NULLS FIRST LIMIT $1)`,
       [limit, lateWatchMs],
     );

@@ -1,0 +1,160 @@
+import { getQueueToken } from '@nestjs/bullmq';
+import { Test, type TestingModule } from '@nestjs/testing';
+import { loadConfig, type RetainConfig } from '@retain/config';
+import { AttemptScheduleRepository } from '@retain/db';
+import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
+import { TRANSACTION_PROCESSORS, fixedProcessor, PgSandboxLedger, SandboxProcessor } from '@retain/processor';
+import { OutboxRelay, QueueName, QueueRegistry, createRedis } from '@retain/queues';
+import {
+  closeTestDb,
+  insertAttemptRow,
+  insertMerchantRow,
+  insertTransactionRow,
+  setSandboxCharge,
+  testDb,
+} from '@retain/testing';
+import type { Redis } from 'ioredis';
+import { DataSource } from 'typeorm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AttemptService } from '../src/attempts/attempt.service';
+import { PaymentMethodsService } from '../src/attempts/payment-methods.service';
+import { ReconcileService } from '../src/reconcile/reconcile.service';
+import { AttemptSchedulerService } from '../src/scheduler/attempt-scheduler.service';
+import { TickProcessor } from '../src/scheduler/tick.processor';
+
+/** The app's own processor: the sandbox, whose lookups get the original request (as the app calls them). */
+// Money found twice or charged after a stop (the money-flow audit of the fifteenth session), with the
+// app's sandbox processor (its lookups replay a charge when given the original request, as Stripe's and
+// Adyen's do) on the real Postgres.
+describe('late captures and stops: never a charge unaccounted for', () => {
+  let mod: TestingModule;
+  let db: DataSource;
+  let redis: Redis;
+  let queues: QueueRegistry;
+  let attempts: AttemptService;
+  let tick: TickProcessor;
+  let merchantId: string;
+  const config: RetainConfig = { ...loadConfig('retry-worker'), retryTimeScale: 1 };
+
+  beforeAll(async () => {
+    db = await testDb();
+    redis = createRedis(config.redisUrl);
+    queues = new QueueRegistry(redis, config.queuePrefix);
+    const processor = new SandboxProcessor(new PgSandboxLedger(db));
+    mod = await Test.createTestingModule({
+      providers: [
+        PaymentMethodsService,
+        AttemptService,
+        AttemptSchedulerService,
+        AttemptScheduleRepository,
+        ReconcileService,
+        TickProcessor,
+        { provide: DataSource, useValue: db },
+        { provide: RETAIN_CONFIG, useValue: config },
+        { provide: RetainMetrics, useValue: new RetainMetrics('retry-worker') },
+        { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
+        { provide: getQueueToken(QueueName.RetryTick), useValue: queues.get(QueueName.RetryTick) },
+        { provide: TRANSACTION_PROCESSORS, useValue: fixedProcessor(processor) },
+      ],
+    }).compile();
+    attempts = mod.get(AttemptService);
+    tick = mod.get(TickProcessor);
+    merchantId = await insertMerchantRow(db);
+  });
+  afterAll(async () => {
+    await mod?.close();
+    await queues?.close();
+    redis?.disconnect();
+    await closeTestDb();
+  });
+
+  const txnRow = async (id: string) =>
+    (await db.query(`SELECT status, captured_amount_minor, next_attempt_at FROM transactions WHERE id = $1`, [id]))[0];
+  const attemptRows = async (txnId: string) =>
+    db.query(`SELECT id, state, status FROM attempts WHERE transaction_id = $1 ORDER BY retry_number`, [
+      txnId,
+    ]) as Promise<any[]>;
+  const refundRows = async (txnId: string) =>
+    db.query(`SELECT kind, status, amount_minor FROM refunds WHERE transaction_id = $1 ORDER BY created_at`, [
+      txnId,
+    ]) as Promise<any[]>;
+  const ledger = async (vid: string) =>
+    (
+      await db.query(`SELECT result->>'outcome' AS outcome FROM sandbox_operations WHERE idempotency_key = $1`, [vid])
+    )[0]?.outcome ?? null;
+
+  it('a stop after the in-flight mark, before the charge was sent: unknown, never charged after the stop', async () => {
+    // The earlier run marked the attempt in flight and died before calling the processor (nothing in the ledger).
+    const t = await insertTransactionRow(db, merchantId, { stopRequested: true });
+    const a = await insertAttemptRow(db, t, { preparedAt: new Date() });
+    expect(await ledger(a.vid)).toBeNull();
+    const result = await attempts.run(a.id);
+    // Expected (README "Attempt states", prepare's comment): unknown, no charge made after the stop.
+    expect({ result, charged: await ledger(a.vid), attempts: await attemptRows(t.id) }).toMatchObject({
+      result: 'unknown',
+      charged: null,
+      attempts: [{ state: 'unknown' }],
+    });
+  });
+
+  it('an attempt settled as not charged that captures late after the next attempt captured: recorded and refunded', async () => {
+    const t = await insertTransactionRow(db, merchantId); // 4111111111111111: approved
+    // Attempt 1: the processor answered a timeout; the reconciliation settled it "not charged" an hour ago.
+    const first = await insertAttemptRow(db, t, {
+      state: 'error',
+      preparedAt: new Date(Date.now() - 2 * 3_600_000),
+      processedAt: new Date(Date.now() - 3_600_000),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    await setSandboxCharge(db, first.vid, { outcome: 'error' });
+    // Attempt 2: looks attempt 1 up first (nothing), then charges: Captured.
+    const second = await insertAttemptRow(db, t, { retryNumber: 2 });
+    expect(await attempts.run(second.id)).toBe('approved');
+    expect((await txnRow(t.id)).status).toBe('Captured');
+    // The processor finishes attempt 1 late (within its 24 h window): a second capture of the customer.
+    await setSandboxCharge(db, first.vid, { outcome: 'approved', processorTransactionId: 'sbx_late_first' });
+    await tick.process();
+    await tick.process();
+    const rows = await attemptRows(t.id);
+    // Expected: attempt 1 recorded Captured and a refund of it made (as after Cancelled/Stopped).
+    expect({ first: rows[0].state, refunds: await refundRows(t.id) }).toMatchObject({
+      first: 'captured',
+      refunds: [{ kind: 'refund', status: 'Completed', amount_minor: '1999' }],
+    });
+    // Both charges counted, the second returned: the merchant keeps its one capture.
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Partially Refunded', captured_amount_minor: '3998' });
+  });
+
+  it('two attempts settled as not charged of a Cancelled transaction that both capture late: both recorded and refunded', async () => {
+    const t = await insertTransactionRow(db, merchantId, { status: 'Cancelled' });
+    const errored = (n: number) =>
+      insertAttemptRow(db, t, {
+        retryNumber: n,
+        state: 'error',
+        preparedAt: new Date(Date.now() - (3 - n) * 3_600_000 - 60_000),
+        processedAt: new Date(Date.now() - (3 - n) * 3_600_000),
+        responseCode: '96',
+        authCodeDescription: 'Soft Failure',
+      });
+    const a1 = await errored(1);
+    const a2 = await errored(2);
+    await setSandboxCharge(db, a1.vid, { outcome: 'approved', processorTransactionId: 'sbx_late_1' });
+    await setSandboxCharge(db, a2.vid, { outcome: 'approved', processorTransactionId: 'sbx_late_2' });
+    await tick.process();
+    await tick.process();
+    // Expected: both captures recorded, both refunded (2 x 19.99).
+    expect({
+      attempts: (await attemptRows(t.id)).map((r) => r.state),
+      refunds: await refundRows(t.id),
+      txn: await txnRow(t.id),
+    }).toMatchObject({
+      attempts: ['captured', 'captured'],
+      refunds: [
+        { kind: 'refund', status: 'Completed' },
+        { kind: 'refund', status: 'Completed' },
+      ],
+      txn: { status: 'Refunded', captured_amount_minor: '3998' },
+    });
+  });
+});
