@@ -1,5 +1,5 @@
 import { RefundEntity, TransactionEntity } from '@retain/db';
-import { RefundStatus } from '@retain/domain';
+import { RefundStatus, TransactionStatus } from '@retain/domain';
 import type { EntityManager } from 'typeorm';
 
 /** The processor's answer to a refund (the port's RefundResult, without depending on libs/processor). */
@@ -37,4 +37,34 @@ export async function recordRefundAnswer(
   });
   await m.save(refund);
   return { refund, txn, completed, now };
+}
+
+/**
+ * A transaction's status once a refund's answer is recorded (recordRefundAnswer): Refund Requested
+ * while another refund is in flight, Refunded when completed refunds reach what was captured, Partially
+ * Refunded below it, else the status before the refund. Shared by the refund batcher and the retry
+ * worker's refund of a late capture.
+ */
+export async function settleRefundedTransaction(
+  m: EntityManager,
+  txn: TransactionEntity,
+  refund: RefundEntity,
+): Promise<void> {
+  const [agg]: { completed: string; processing: number }[] = await m.query(
+    `SELECT COALESCE(sum(amount_minor) FILTER (WHERE status = 'Completed'), 0)::text AS completed,
+            count(*) FILTER (WHERE status = 'Processing')::int AS processing
+       FROM refunds WHERE transaction_id = $1 AND kind = 'refund'`,
+    [txn.id],
+  );
+  const captured = BigInt(txn.capturedAmountMinor ?? '0');
+  const completed = BigInt(agg!.completed);
+  let status: string;
+  if (agg!.processing > 0) status = TransactionStatus.RefundRequested;
+  else if (completed >= captured && captured > 0n) status = TransactionStatus.Refunded;
+  else if (completed > 0n) status = TransactionStatus.PartiallyRefunded;
+  else status = refund.previousStatus ?? TransactionStatus.Captured;
+  if (status !== txn.status) {
+    Object.assign(txn, { status, statusChangedAt: new Date() });
+    await m.save(txn);
+  }
 }

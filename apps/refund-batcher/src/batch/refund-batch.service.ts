@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { CAPTURED_BY_SQL, RefundEntity, RefundsRepository, TransactionEntity } from '@retain/db';
-import { EventName, TransactionStatus } from '@retain/domain';
+import { CAPTURED_BY_SQL, RefundsRepository, TransactionEntity } from '@retain/db';
+import { EventName } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import {
   ProcessorUnavailableError,
@@ -15,10 +15,11 @@ import {
   announceTransaction,
   closeStopIfSettled,
   recordRefundAnswer,
+  settleRefundedTransaction,
   stopToRefund,
 } from '@retain/recovery';
 import { OutboxRelay } from '@retain/queues';
-import { DataSource, type EntityManager } from 'typeorm';
+import { DataSource } from 'typeorm';
 
 /** Refunds claimed per round trip; a batch loops until nothing is left. */
 const CHUNK = 50;
@@ -189,7 +190,7 @@ export class RefundBatchService {
       const recorded = await recordRefundAnswer(m, refundId, result);
       if (!recorded) return { outcome: 'skipped' as const, outbox: [] };
       const { refund, txn, completed, now } = recorded;
-      await this.settleTransaction(m, txn, refund);
+      await settleRefundedTransaction(m, txn, refund);
       const ids = await announceTransaction(
         m,
         txn,
@@ -200,27 +201,6 @@ export class RefundBatchService {
     });
     await this.publish(outbox);
     return outcome;
-  }
-
-  /** Refunded when completed refunds reach the captured amount, Partially Refunded below it. */
-  private async settleTransaction(m: EntityManager, txn: TransactionEntity, refund: RefundEntity): Promise<void> {
-    const [agg]: { completed: string; processing: number }[] = await m.query(
-      `SELECT COALESCE(sum(amount_minor) FILTER (WHERE status = 'Completed'), 0)::text AS completed,
-              count(*) FILTER (WHERE status = 'Processing')::int AS processing
-         FROM refunds WHERE transaction_id = $1 AND kind = 'refund'`,
-      [txn.id],
-    );
-    const captured = BigInt(txn.capturedAmountMinor ?? '0');
-    const completed = BigInt(agg!.completed);
-    let status: string;
-    if (agg!.processing > 0) status = TransactionStatus.RefundRequested;
-    else if (completed >= captured && captured > 0n) status = TransactionStatus.Refunded;
-    else if (completed > 0n) status = TransactionStatus.PartiallyRefunded;
-    else status = refund.previousStatus ?? TransactionStatus.Captured;
-    if (status !== txn.status) {
-      Object.assign(txn, { status, statusChangedAt: new Date() });
-      await m.save(txn);
-    }
   }
 
   private async publish(ids: string[]): Promise<void> {

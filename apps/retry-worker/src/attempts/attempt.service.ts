@@ -71,6 +71,7 @@ import {
   policyRowsFor,
   storedExplanation,
   recordRefundAnswer,
+  settleRefundedTransaction,
   stopToRefund,
   transition,
   unresolvedAttempts,
@@ -1215,25 +1216,10 @@ export class AttemptService {
     if (!completed) {
       this.logger.error({ transaction: txn.vid }, 'the refund of a late capture failed: operator action needed');
     }
-    // As the refund batcher settles a transaction: Refunded once completed refunds reach what was
-    // captured (a second capture's refund leaves the first capture: Partially Refunded), still Refund
-    // Requested while another refund is in flight, back to the status before on a failure.
-    const [agg]: { completed: string; processing: number }[] = await m.query(
-      `SELECT COALESCE(sum(amount_minor) FILTER (WHERE status = 'Completed'), 0)::text AS completed,
-              count(*) FILTER (WHERE status = 'Processing')::int AS processing
-         FROM refunds WHERE transaction_id = $1 AND kind = 'refund'`,
-      [txn.id],
-    );
+    // Refunded once completed refunds reach what was captured (a second capture's refund leaves the
+    // first capture: Partially Refunded), as the refund batcher settles a transaction.
+    await settleRefundedTransaction(m, txn, refund);
     const announces = completed ? EventName.RefundCompleted : EventName.RefundFailed;
-    if (agg!.processing === 0 && txn.status === TransactionStatus.RefundRequested) {
-      const refunded = BigInt(agg!.completed);
-      const status = !completed
-        ? (refund.previousStatus ?? TransactionStatus.Captured)
-        : refunded >= BigInt(txn.capturedAmountMinor ?? '0')
-          ? TransactionStatus.Refunded
-          : TransactionStatus.PartiallyRefunded;
-      await setFields(m, TransactionEntity, txn, { status, statusChangedAt: now });
-    }
     return announceTransaction(m, txn, announces, now);
   }
 
