@@ -33,6 +33,7 @@ import {
   type CardFingerprint,
   type ErrorEntry,
   type Plan,
+  type PlanInput,
 } from '@retain/domain';
 import { RETAIN_CONFIG, accountUpdaterConnected } from '@retain/platform';
 import {
@@ -385,11 +386,20 @@ export class ReviewService {
     return plan;
   }
 
-  /** freshCardPlan of the transaction's card as stored now (after an adoption), with its policy inputs. */
-  private async freshCardPlan(m: EntityManager, merchantId: string, row: PendingRow, now: Date): Promise<Plan> {
+  /**
+   * freshCardPlan of the transaction's card as stored now, with its policy inputs: `inputs` when the
+   * caller read them for this card, read again after an adoption (another card's expiry and BIN).
+   */
+  private async freshCardPlan(
+    m: EntityManager,
+    merchantId: string,
+    row: PendingRow,
+    now: Date,
+    inputs?: Partial<PlanInput>,
+  ): Promise<Plan> {
     const txn = await this.submissions.transaction(m, merchantId, row.id);
-    const inputs = await policyInputsFor(m, merchantId, row.id, accountUpdaterConnected(this.config));
-    return freshCardPlan(txn, 0, inputs, now, this.config.retryTimeScale);
+    const planned = inputs ?? (await policyInputsFor(m, merchantId, row.id, accountUpdaterConnected(this.config)));
+    return freshCardPlan(txn, 0, planned, now, this.config.retryTimeScale);
   }
 
   /**
@@ -444,7 +454,7 @@ export class ReviewService {
     // The card is kept and its first attempt planned like a cleared outage; the retry worker asks
     // the updater before it (once per card data version) and charges only new data.
     if (pmRef && bound && updaterMayCure(original) && (await this.updaterMayRenew(m, merchantId, row))) {
-      const first = await this.freshCardPlan(m, merchantId, row, new Date());
+      const first = await this.freshCardPlan(m, merchantId, row, new Date(), policyInputs);
       if (first.kind === 'retry') {
         const explanation = storedExplanation(first.explain, policyInputs.policy?.version);
         await this.submissions.passWithFirstAttempt(m, merchantId, row.id, first.at, original.description, explanation);
