@@ -1,18 +1,13 @@
-import { getQueueToken } from '@nestjs/bullmq';
-import { Test, type TestingModule } from '@nestjs/testing';
+import { type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
-import { AttemptScheduleRepository } from '@retain/db';
-import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
-import { AdyenProcessor, TRANSACTION_PROCESSORS, fixedProcessor } from '@retain/processor';
-import { OutboxRelay, QueueName, QueueRegistry, createRedis } from '@retain/queues';
+import { AdyenProcessor } from '@retain/processor';
+import { QueueRegistry, createRedis } from '@retain/queues';
 import { closeTestDb, insertAttemptRow, insertMerchantRow, insertTransactionRow, testDb } from '@retain/testing';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AttemptService } from '../src/attempts/attempt.service';
-import { PaymentMethodsService } from '../src/attempts/payment-methods.service';
-import { ReconcileService } from '../src/reconcile/reconcile.service';
-import { AttemptSchedulerService } from '../src/scheduler/attempt-scheduler.service';
+import { attemptTestingModule } from './attempt-testing-module';
 import { TickProcessor } from '../src/scheduler/tick.processor';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the Adyen wire fake, a test double of libs/processor
 import { AdyenFake } from '../../../libs/processor/test/adyen-fake';
@@ -49,22 +44,7 @@ describe('retry worker with an Adyen account that refuses the request', () => {
     db = await testDb();
     redis = createRedis(config.redisUrl);
     queues = new QueueRegistry(redis, config.queuePrefix);
-    mod = await Test.createTestingModule({
-      providers: [
-        PaymentMethodsService,
-        AttemptService,
-        AttemptSchedulerService,
-        AttemptScheduleRepository,
-        ReconcileService,
-        TickProcessor,
-        { provide: DataSource, useValue: db },
-        { provide: RETAIN_CONFIG, useValue: config },
-        { provide: RetainMetrics, useValue: new RetainMetrics('retry-worker') },
-        { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
-        { provide: getQueueToken(QueueName.RetryTick), useValue: queues.get(QueueName.RetryTick) },
-        { provide: TRANSACTION_PROCESSORS, useValue: fixedProcessor(adyen) },
-      ],
-    }).compile();
+    mod = await attemptTestingModule(db, queues, config, adyen);
     attempts = mod.get(AttemptService);
     tick = mod.get(TickProcessor);
     merchantId = await insertMerchantRow(db);

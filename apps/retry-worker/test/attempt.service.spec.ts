@@ -1,19 +1,16 @@
-import { getQueueToken } from '@nestjs/bullmq';
-import { Test, type TestingModule } from '@nestjs/testing';
+import { type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
-import { AttemptScheduleRepository, cardLockKey } from '@retain/db';
+import { cardLockKey } from '@retain/db';
 import { POLICY_VERSION } from '@retain/domain';
-import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
+import { RetainMetrics } from '@retain/platform';
 import {
-  TRANSACTION_PROCESSORS,
-  fixedProcessor,
   PgSandboxLedger,
   SandboxProcessor,
   type ChargeRequest,
   type PaymentProcessor,
   type RefundRequest,
 } from '@retain/processor';
-import { ATTEMPTS_PER_JOB, OutboxRelay, QueueName, QueueRegistry, createRedis } from '@retain/queues';
+import { ATTEMPTS_PER_JOB, QueueRegistry, createRedis } from '@retain/queues';
 import {
   closeTestDb,
   insertAttemptRow,
@@ -29,8 +26,7 @@ import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nextPaymentMethod, rememberPaymentMethod } from '@retain/recovery';
 import { AttemptService } from '../src/attempts/attempt.service';
-import { PaymentMethodsService } from '../src/attempts/payment-methods.service';
-import { ReconcileService } from '../src/reconcile/reconcile.service';
+import { attemptTestingModule } from './attempt-testing-module';
 import { AttemptSchedulerService } from '../src/scheduler/attempt-scheduler.service';
 import { TickProcessor } from '../src/scheduler/tick.processor';
 
@@ -95,22 +91,7 @@ describe('attempt service: every branch of prepare and record', () => {
     queues = new QueueRegistry(redis, config.queuePrefix);
     processor = new ControllableProcessor(new SandboxProcessor(new PgSandboxLedger(db)));
     metrics = new RetainMetrics('retry-worker');
-    mod = await Test.createTestingModule({
-      providers: [
-        PaymentMethodsService,
-        AttemptService,
-        AttemptSchedulerService,
-        AttemptScheduleRepository,
-        ReconcileService,
-        TickProcessor,
-        { provide: DataSource, useValue: db },
-        { provide: RETAIN_CONFIG, useValue: config },
-        { provide: RetainMetrics, useValue: metrics },
-        { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
-        { provide: getQueueToken(QueueName.RetryTick), useValue: queues.get(QueueName.RetryTick) },
-        { provide: TRANSACTION_PROCESSORS, useValue: fixedProcessor(processor) },
-      ],
-    }).compile();
+    mod = await attemptTestingModule(db, queues, config, processor, metrics);
     attempts = mod.get(AttemptService);
     tick = mod.get(TickProcessor);
     merchantId = await insertMerchantRow(db);

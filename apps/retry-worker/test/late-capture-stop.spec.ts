@@ -1,10 +1,7 @@
-import { getQueueToken } from '@nestjs/bullmq';
-import { Test, type TestingModule } from '@nestjs/testing';
+import { type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
-import { AttemptScheduleRepository } from '@retain/db';
-import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
-import { TRANSACTION_PROCESSORS, fixedProcessor, PgSandboxLedger, SandboxProcessor } from '@retain/processor';
-import { OutboxRelay, QueueName, QueueRegistry, createRedis } from '@retain/queues';
+import { PgSandboxLedger, SandboxProcessor } from '@retain/processor';
+import { QueueRegistry, createRedis } from '@retain/queues';
 import {
   closeTestDb,
   insertAttemptRow,
@@ -17,9 +14,7 @@ import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AttemptService } from '../src/attempts/attempt.service';
-import { PaymentMethodsService } from '../src/attempts/payment-methods.service';
-import { ReconcileService } from '../src/reconcile/reconcile.service';
-import { AttemptSchedulerService } from '../src/scheduler/attempt-scheduler.service';
+import { attemptTestingModule } from './attempt-testing-module';
 import { TickProcessor } from '../src/scheduler/tick.processor';
 
 /** The app's own processor: the sandbox, whose lookups get the original request (as the app calls them). */
@@ -41,22 +36,7 @@ describe('late captures and stops: never a charge unaccounted for', () => {
     redis = createRedis(config.redisUrl);
     queues = new QueueRegistry(redis, config.queuePrefix);
     const processor = new SandboxProcessor(new PgSandboxLedger(db));
-    mod = await Test.createTestingModule({
-      providers: [
-        PaymentMethodsService,
-        AttemptService,
-        AttemptSchedulerService,
-        AttemptScheduleRepository,
-        ReconcileService,
-        TickProcessor,
-        { provide: DataSource, useValue: db },
-        { provide: RETAIN_CONFIG, useValue: config },
-        { provide: RetainMetrics, useValue: new RetainMetrics('retry-worker') },
-        { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
-        { provide: getQueueToken(QueueName.RetryTick), useValue: queues.get(QueueName.RetryTick) },
-        { provide: TRANSACTION_PROCESSORS, useValue: fixedProcessor(processor) },
-      ],
-    }).compile();
+    mod = await attemptTestingModule(db, queues, config, processor);
     attempts = mod.get(AttemptService);
     tick = mod.get(TickProcessor);
     merchantId = await insertMerchantRow(db);
