@@ -1,7 +1,16 @@
 import { type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
-import { PgSandboxLedger, SandboxProcessor } from '@retain/processor';
-import { QueueRegistry, createRedis } from '@retain/queues';
+import { Test } from '@nestjs/testing';
+import { RETAIN_CONFIG } from '@retain/platform';
+import {
+  PgSandboxLedger,
+  ProcessorUnavailableError,
+  SandboxProcessor,
+  TRANSACTION_PROCESSORS,
+  fixedProcessor,
+  type RefundRequest,
+} from '@retain/processor';
+import { OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
 import {
   closeTestDb,
   insertAttemptRow,
@@ -16,6 +25,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AttemptService } from '../src/attempts/attempt.service';
 import { attemptTestingModule } from './attempt-testing-module';
 import { TickProcessor } from '../src/scheduler/tick.processor';
+// The refund batcher sends again what the worker's own send of a late capture's refund left unanswered.
+// eslint-disable-next-line @nx/enforce-module-boundaries -- a test of the two apps' hand-over on one database
+import { RefundBatchService } from '../../refund-batcher/src/batch/refund-batch.service';
 
 /** The app's own processor: the sandbox, whose lookups get the original request (as the app calls them). */
 // Money found twice or charged after a stop (the money-flow audit of the fifteenth session), with the
@@ -29,20 +41,46 @@ describe('late captures and stops: never a charge unaccounted for', () => {
   let attempts: AttemptService;
   let tick: TickProcessor;
   let merchantId: string;
+  let batch: RefundBatchService;
+  let batchModule: TestingModule;
   const config: RetainConfig = { ...loadConfig('retry-worker'), retryTimeScale: 1 };
+  /** Every refund request the processor received, and how many of the next ones go unanswered. */
+  const refundsSent: RefundRequest[] = [];
+  let unanswered = 0;
 
   beforeAll(async () => {
     db = await testDb();
     redis = createRedis(config.redisUrl);
     queues = new QueueRegistry(redis, config.queuePrefix);
-    const processor = new SandboxProcessor(new PgSandboxLedger(db));
+    const sandbox = new SandboxProcessor(new PgSandboxLedger(db));
+    const processor = Object.assign(Object.create(sandbox) as SandboxProcessor, {
+      refund: async (req: RefundRequest) => {
+        refundsSent.push(req);
+        if (unanswered > 0) {
+          unanswered--;
+          throw new ProcessorUnavailableError('HTTP 503');
+        }
+        return sandbox.refund(req);
+      },
+    });
     mod = await attemptTestingModule(db, queues, config, processor);
     attempts = mod.get(AttemptService);
     tick = mod.get(TickProcessor);
+    batchModule = await Test.createTestingModule({
+      providers: [
+        RefundBatchService,
+        { provide: DataSource, useValue: db },
+        { provide: RETAIN_CONFIG, useValue: loadConfig('refund-batcher') },
+        { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
+        { provide: TRANSACTION_PROCESSORS, useValue: fixedProcessor(processor) },
+      ],
+    }).compile();
+    batch = batchModule.get(RefundBatchService);
     merchantId = await insertMerchantRow(db);
   });
   afterAll(async () => {
     await mod?.close();
+    await batchModule?.close();
     await queues?.close();
     redis?.disconnect();
     await closeTestDb();
@@ -136,5 +174,35 @@ describe('late captures and stops: never a charge unaccounted for', () => {
       ],
       txn: { status: 'Refunded', captured_amount_minor: '3998' },
     });
+  });
+
+  it("a second capture's refund left unanswered is sent again by the refund batcher for that capture, not the merchant's", async () => {
+    const t = await insertTransactionRow(db, merchantId);
+    const first = await insertAttemptRow(db, t, {
+      state: 'error',
+      preparedAt: new Date(Date.now() - 2 * 3_600_000),
+      processedAt: new Date(Date.now() - 3_600_000),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    await setSandboxCharge(db, first.vid, { outcome: 'error' });
+    const second = await insertAttemptRow(db, t, { retryNumber: 2 });
+    expect(await attempts.run(second.id)).toBe('approved');
+    const [kept] = await db.query(`SELECT processor_transaction_id FROM transactions WHERE id = $1`, [t.id]);
+    await setSandboxCharge(db, first.vid, { outcome: 'approved', processorTransactionId: 'sbx_late_unanswered' });
+    // The worker's own send of the late capture's refund gets no answer: left Processing for the batcher.
+    refundsSent.length = 0;
+    unanswered = 1;
+    await tick.process();
+    await tick.process();
+    expect(await refundRows(t.id)).toMatchObject([{ kind: 'refund', status: 'Processing', amount_minor: '1999' }]);
+    await db.query(`UPDATE refunds SET sent_at = now() - interval '1 minute' WHERE transaction_id = $1`, [t.id]);
+    await batch.runBatch();
+    // Expected: both sends refund the late capture (same key); the merchant's own capture is never refunded.
+    expect(refundsSent.map((r) => r.processorTransactionId)).toEqual(['sbx_late_unanswered', 'sbx_late_unanswered']);
+    expect(refundsSent[0]!.idempotencyKey).toBe(refundsSent[1]!.idempotencyKey);
+    expect(kept.processor_transaction_id).not.toBe('sbx_late_unanswered');
+    expect(await refundRows(t.id)).toMatchObject([{ kind: 'refund', status: 'Completed', amount_minor: '1999' }]);
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Partially Refunded', captured_amount_minor: '3998' });
   });
 });

@@ -45,6 +45,7 @@ import { FairPushClaims1799960000000 } from './migrations/1799960000000-FairPush
 import { BreakdownKeyColumns1800100000000 } from './migrations/1800100000000-BreakdownKeyColumns';
 import { FixedBreakdownKeys1800100000100 } from './migrations/1800100000100-FixedBreakdownKeys';
 import { ErasedPushBodies1800200000000 } from './migrations/1800200000000-ErasedPushBodies';
+import { RefundedAttempt1800400000000 } from './migrations/1800400000000-RefundedAttempt';
 import { HashOnlyCardErasure1800300000000 } from './migrations/1800300000000-HashOnlyCardErasure';
 
 /** Migrations, listed explicitly and applied in this order. */
@@ -93,6 +94,7 @@ export const MIGRATIONS = [
   FixedBreakdownKeys1800100000100,
   ErasedPushBodies1800200000000,
   HashOnlyCardErasure1800300000000,
+  RefundedAttempt1800400000000,
 ];
 
 export interface PoolTuning {

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { CAPTURED_BY_SQL, RefundsRepository, TransactionEntity } from '@retain/db';
+import { REFUNDED_CAPTURE_SQL, RefundsRepository, TransactionEntity } from '@retain/db';
 import { EventName } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import {
@@ -159,9 +159,9 @@ export class RefundBatchService {
         division_number: string | null;
         captured_by: { id: string | null } | null;
       }[] = await m.query(
-        `SELECT r.id, r.vid, r.amount_minor, r.currency, t.processor_transaction_id, t.merchant_id, t.division_number,
-                ${CAPTURED_BY_SQL}
+        `SELECT r.id, r.vid, r.amount_minor, r.currency, t.merchant_id, t.division_number, ${REFUNDED_CAPTURE_SQL}
            FROM refunds r JOIN transactions t ON t.id = r.transaction_id
+           LEFT JOIN attempts ra ON ra.id = r.attempt_id
           WHERE r.status = 'Processing' AND r.kind = 'refund'
             AND (r.sent_at IS NULL OR r.sent_at < now() - interval '1 second')
             AND NOT (r.id = ANY($2::uuid[]))

@@ -1164,6 +1164,8 @@ export class AttemptService {
       merchantId: txn.merchantId,
       transactionId: txn.id,
       kind: 'refund',
+      // The charge refunded: this attempt's (the refund batcher sends it again there, on its account).
+      attemptId: attempt.id,
       // What was captured: a partial authorization's part (decisions §15), else the attempt's amount.
       amountMinor: attempt.partialAmountMinor ?? attempt.amountMinor,
       currency: attempt.currency,

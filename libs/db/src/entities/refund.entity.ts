@@ -10,6 +10,8 @@ export class RefundEntity {
   @Column({ name: 'merchant_id', type: 'uuid' }) merchantId: string;
   @Column({ name: 'transaction_id', type: 'uuid' }) transactionId: string;
   @Column({ type: 'varchar', length: 8 }) kind: RefundKind;
+  /** The attempt whose capture this refund returns when it is not the transaction's own (a late capture's). */
+  @Column({ name: 'attempt_id', type: 'uuid', nullable: true }) attemptId: string | null;
   @Column({ name: 'amount_minor', type: 'bigint' }) amountMinor: string;
   @Column({ type: 'char', length: 3 }) currency: string;
   @Column({ type: 'varchar', length: 16 }) status: string;

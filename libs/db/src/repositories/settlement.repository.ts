@@ -5,9 +5,20 @@ import type { DataSource } from 'typeorm';
  * `captured_by`: `{id}` (id null: the app's processor), or null when no attempt made it. Refunds and
  * settlement checks go to that account (migration ProcessorAccountVersions).
  */
-export const CAPTURED_BY_SQL = `(SELECT json_build_object('id', a.processor_account_id) FROM attempts a
+const CAPTURING_ACCOUNT_SQL = `(SELECT json_build_object('id', a.processor_account_id) FROM attempts a
    WHERE a.transaction_id = t.id AND a.processor_transaction_id = t.processor_transaction_id
-   LIMIT 1) AS captured_by`;
+   LIMIT 1)`;
+export const CAPTURED_BY_SQL = `${CAPTURING_ACCOUNT_SQL} AS captured_by`;
+
+/**
+ * For refund `r` of transaction `t` (joined to its attempt `ra` on r.attempt_id): the charge it
+ * returns, as select-list items `processor_transaction_id` and `captured_by`. A late capture's
+ * refund names its attempt (its charge, its account); any other refund returns the transaction's capture.
+ */
+export const REFUNDED_CAPTURE_SQL = `CASE WHEN r.attempt_id IS NULL THEN t.processor_transaction_id
+           ELSE ra.processor_transaction_id END AS processor_transaction_id,
+         CASE WHEN r.attempt_id IS NULL THEN ${CAPTURING_ACCOUNT_SQL}
+           ELSE json_build_object('id', ra.processor_account_id) END AS captured_by`;
 
 export interface AwaitingSettlementRow {
   id: string;
