@@ -368,6 +368,35 @@ describe('webhook delivery', () => {
     expect(log.n).toBe(1);
   });
 
+  it('records a delivery Postgres refused for 30 s (an outage with its restart) inside the lease: never sent a second time', async () => {
+    // Seen in bench/drills (fifteenth session): a 20 s outage plus Postgres's crash recovery outlasted
+    // the record's 25 s of retries, and pushes delivered as it went down were sent again 60 s later.
+    const db = await testDb();
+    await db.query(
+      `CREATE FUNCTION test_records_fail_long() RETURNS trigger LANGUAGE plpgsql AS
+         $$ BEGIN RAISE EXCEPTION 'the database is unavailable (test)'; END $$`,
+    );
+    await db.query(
+      `CREATE TRIGGER test_records_fail_long BEFORE INSERT ON webhook_deliveries FOR EACH ROW
+         EXECUTE FUNCTION test_records_fail_long()`,
+    );
+    let id = '';
+    try {
+      id = await push(await merchantRow(merchant.login), 'l'.repeat(40));
+      await waitFor(() => receiver.received.find((p) => p.body.header['message_id'] === id), { what: 'the push' });
+      await new Promise((r) => setTimeout(r, 30_000));
+    } finally {
+      await db.query(`DROP TRIGGER test_records_fail_long ON webhook_deliveries`);
+      await db.query(`DROP FUNCTION test_records_fail_long()`);
+    }
+    await waitFor(async () => (await message(id)).status === 'delivered', {
+      what: 'recorded delivered once the database took it, before the lease ran out',
+      timeoutMs: 40_000,
+    });
+    // Once delivered it is never claimed again; unrecorded, it is delivered only by a second send at the lease's end.
+    expect(receiver.received.filter((p) => p.body.header['message_id'] === id)).toHaveLength(1);
+  }, 120_000);
+
   it('loses nothing when Redis is flushed between announcement and delivery', async () => {
     await dispatcher.stop();
     const merchantId = await merchantRow(merchant.login);

@@ -18,9 +18,10 @@ import { literalAddressAllowed, webhookAgents } from './address-guard';
 export const LEASE_SECONDS = 60;
 /**
  * How long a delivery's record is tried again while Postgres refuses it (an outage), from the
- * delivery's start: well inside the lease, so the push is not claimed and sent again meanwhile.
+ * delivery's start: up to 5 s before the lease runs out, so the push is not claimed and sent again
+ * meanwhile. An outage and Postgres's crash recovery after it can outlast half the lease (bench/drills).
  */
-const RECORD_RETRY_MS = 25_000;
+const RECORD_RETRY_MS = (LEASE_SECONDS - 5) * 1000;
 const JITTER = 0.2;
 /**
  * A receiver's answer is its status; its body is read and dropped, up to this much (then the
