@@ -46,6 +46,7 @@ import { BreakdownKeyColumns1800100000000 } from './migrations/1800100000000-Bre
 import { FixedBreakdownKeys1800100000100 } from './migrations/1800100000100-FixedBreakdownKeys';
 import { ErasedPushBodies1800200000000 } from './migrations/1800200000000-ErasedPushBodies';
 import { RefundedAttempt1800400000000 } from './migrations/1800400000000-RefundedAttempt';
+import { NumericRollupAmounts1800450000000 } from './migrations/1800450000000-NumericRollupAmounts';
 import { HashOnlyCardErasure1800300000000 } from './migrations/1800300000000-HashOnlyCardErasure';
 
 /** Migrations, listed explicitly and applied in this order. */
@@ -95,6 +96,7 @@ export const MIGRATIONS = [
   ErasedPushBodies1800200000000,
   HashOnlyCardErasure1800300000000,
   RefundedAttempt1800400000000,
+  NumericRollupAmounts1800450000000,
 ];
 
 export interface PoolTuning {

@@ -65,11 +65,19 @@ export class TickProcessor extends WorkerHost implements OnModuleInit, OnApplica
       this.logger.warn({ err: (err as Error).message }, 'reconciliation pass failed; retried next tick');
     }
     const scheduled = await this.scheduler.scheduleDue(this.config.tickMs);
-    try {
-      await AnalyticsRepository.fold(this.db);
-      await PolicyStatsRepository.fold(this.db);
-    } catch (err) {
-      this.logger.warn({ err: (err as Error).message }, 'folding pending counters failed; retried next tick');
+    // Each fold on its own: one failing never stops the other (the policy reads its slots on every attempt).
+    for (const [counters, fold] of [
+      ['analytics rollup', AnalyticsRepository.fold],
+      ['policy slot counts', PolicyStatsRepository.fold],
+    ] as const) {
+      try {
+        await fold(this.db);
+      } catch (err) {
+        this.logger.warn(
+          { err: (err as Error).message, counters },
+          'folding pending counters failed; retried next tick',
+        );
+      }
     }
     return scheduled;
   }
