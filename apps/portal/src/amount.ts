@@ -47,3 +47,18 @@ export function readRefundAmount(typed: string, currency: string): RefundAmount 
   }
   return { ok: true, amount };
 }
+
+/**
+ * An amount as the API answered it (a decimal number), for display with every decimal its currency
+ * has (the API's table: KWD 1.005, JPY 1,500); '—' when there is none.
+ */
+export function money(n: number | null | undefined, currency: string): string {
+  if (n === null || n === undefined) return '—';
+  const digits = isIsoCurrency(currency) ? currencyExponent(currency) : 2;
+  return new Intl.NumberFormat('en-US', {
+    style: 'currency',
+    currency,
+    minimumFractionDigits: digits,
+    maximumFractionDigits: digits,
+  }).format(n);
+}

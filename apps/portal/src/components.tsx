@@ -211,9 +211,6 @@ export function NewCredential({
   );
 }
 
-export const money = (n: number | null | undefined, currency: string): string =>
-  n === null || n === undefined
-    ? '—'
-    : new Intl.NumberFormat('en-US', { style: 'currency', currency, maximumFractionDigits: 2 }).format(n);
+export { money } from './amount';
 export const pct = (n: number | null | undefined): string =>
   n === null || n === undefined ? '—' : `${(n * 100).toFixed(1)}%`;
