@@ -2,7 +2,7 @@ import { DateTime } from 'luxon';
 import { describe, expect, it } from 'vitest';
 import { slotKeyFor, type SlotStat } from './attempt-slots';
 import { checkNetworkLimits, type CardAttempt } from './network-limits';
-import { inferPayPattern } from './pay-pattern';
+import { inferPayPattern, isPatternPayday } from './pay-pattern';
 import {
   DEFAULT_RETRY_POLICY,
   planNextAttempt,
@@ -469,5 +469,28 @@ describe('adaptive policy: the learner', () => {
       );
       if (p.kind === 'retry') expect(checkNetworkLimits(network, history, p.at, 1999n).allowed).toBe(true);
     }
+  });
+});
+
+describe('a monthly payday on a weekend is paid on the Friday before, in every month', () => {
+  const monthly = (day: number) => ({
+    weekday: null,
+    biweeklyAnchor: null,
+    daysOfMonth: [day],
+    hour: null,
+    samples: 4,
+  });
+  const on = (iso: string) => DateTime.fromISO(iso, { zone: 'UTC' });
+  it.each([
+    ['2024-06-28', 31, true], // June 2024 ends on Sunday 30th: paid Friday 28th
+    ['2026-02-27', 31, true], // February 2026 ends on Saturday 28th: paid Friday 27th
+    ['2026-02-28', 31, true], // its last day still counts
+    ['2026-01-30', 31, true], // January 2026 ends on Saturday 31st: paid Friday 30th
+    ['2026-05-29', 30, true], // the 30th on a Saturday: Friday 29th
+    ['2026-02-27', 30, true], // the 30th does not exist in February: its last day (Saturday 28th), so Friday 27th
+    ['2026-02-20', 31, false],
+    ['2026-05-28', 31, false],
+  ])('%s for a payday on day %i: %s', (iso, day, expected) => {
+    expect(isPatternPayday(monthly(day), on(iso))).toBe(expected);
   });
 });

@@ -10,6 +10,8 @@ describe('cardholder time zone', () => {
     ['US', '10001', 'America/New_York'],
     ['US', '60601', 'America/Chicago'],
     ['US', '80202', 'America/Denver'],
+    ['US', '79901', 'America/Denver'], // El Paso
+    ['US', '88510', 'America/Denver'], // El Paso (885xx)
     ['US', '85001', 'America/Phoenix'],
     ['US', '94105-1804', 'America/Los_Angeles'],
     ['US', '96813', 'Pacific/Honolulu'],

@@ -86,7 +86,7 @@ const US_ZIP3: PrefixTable = [
   ['832', '838', 'America/Boise'],
   ['840', '847', 'America/Denver'], // Utah
   ['850', '865', 'America/Phoenix'], // Arizona (no DST)
-  ['870', '884', 'America/Denver'], // New Mexico
+  ['870', '885', 'America/Denver'], // New Mexico; 885: El Paso
   ['889', '961', 'America/Los_Angeles'], // Nevada, California
   ['967', '968', 'Pacific/Honolulu'],
   ['969', '969', 'Pacific/Guam'],

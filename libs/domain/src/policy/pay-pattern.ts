@@ -75,11 +75,12 @@ export function isPatternPayday(pattern: PayPattern, date: DateTime): boolean {
     if (pattern.biweeklyAnchor === null) return true;
     return (((epochDay(date) - pattern.biweeklyAnchor) % 14) + 14) % 14 === 0;
   }
-  const dom = date.day === date.daysInMonth ? 31 : date.day;
+  // Day d of this month: a day past its end (31 = the last day; the 30th in February) is its last day.
   // A payday on a weekend is paid on the Friday before: accept a Friday up to 2 days early.
-  return pattern.daysOfMonth.some(
-    (d) => dom === Math.min(d, 31) || (date.weekday === 5 && d > date.day && d - date.day <= 2),
-  );
+  return pattern.daysOfMonth.some((d) => {
+    const payday = Math.min(d, date.daysInMonth);
+    return date.day === payday || (date.weekday === 5 && payday > date.day && payday - date.day <= 2);
+  });
 }
 
 /** The generic calendar, on the cardholder's local date: Fridays, 1st, 15th, last business day. */
