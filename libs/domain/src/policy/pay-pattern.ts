@@ -78,7 +78,7 @@ export function isPatternPayday(pattern: PayPattern, date: DateTime): boolean {
   // Day d of this month: a day past its end (31 = the last day; the 30th in February) is its last day.
   // A payday on a weekend is paid on the Friday before: accept a Friday up to 2 days early.
   return pattern.daysOfMonth.some((d) => {
-    const payday = Math.min(d, date.daysInMonth);
+    const payday = Math.min(d, date.daysInMonth ?? 31);
     return date.day === payday || (date.weekday === 5 && payday > date.day && payday - date.day <= 2);
   });
 }
