@@ -5,6 +5,7 @@ export * from './metrics';
 export * from './platform.module';
 export * from './queues';
 export * from './tokens';
+export * from './unavailable';
 
 export * from './processor.provider';
 export * from './repositories.provider';

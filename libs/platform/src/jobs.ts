@@ -1,9 +1,10 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import { OutboxRelay, assertJobData, type QueueName } from '@retain/queues';
-import type { Job } from 'bullmq';
+import { DelayedError, type Job } from 'bullmq';
 import { RetainMetrics } from './metrics';
 import { RETAIN_CONFIG } from './tokens';
+import { isUnavailable } from './unavailable';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -30,13 +31,16 @@ export class JobRunner {
 
   /**
    * `handlerCompletesOutbox`: the handler marks the job's outbox row completed itself, in the same
-   * statement as its own write (a round trip saved on a hot path).
+   * statement as its own write (a round trip saved on a hot path). `token`: the worker's lock token
+   * (the processor's second argument); with it, a job that failed because Postgres or Redis is
+   * unreachable is put back, delayed by its queue's backoff, without using an attempt up: an outage
+   * of any length never turns work into a failed job for an operator (handlers are idempotent).
    */
   async run<T>(
     queue: QueueName,
     job: Job,
     handler: () => Promise<T>,
-    { handlerCompletesOutbox = false } = {},
+    { handlerCompletesOutbox = false, token }: { handlerCompletesOutbox?: boolean; token?: string } = {},
   ): Promise<T> {
     const end = this.metrics.jobDuration.startTimer({ queue });
     try {
@@ -49,12 +53,31 @@ export class JobRunner {
     } catch (err) {
       end({ result: 'error' });
       this.metrics.jobFailures.inc({ queue });
+      if (token !== undefined && isUnavailable(err) && (await this.putBack(job, token))) {
+        this.logger.warn(
+          { queue, jobId: job.id, err: (err as Error).message },
+          'job put back: a back end is unreachable (no attempt used)',
+        );
+        throw new DelayedError();
+      }
       // The message only: errors of our own code never carry card data; BullMQ retries the job.
       this.logger.warn(
         { queue, jobId: job.id, attempt: job.attemptsMade + 1, err: (err as Error).message },
         'job failed',
       );
       throw err;
+    }
+  }
+
+  /** Moves the job to delayed (its queue's backoff delay); false if Redis would not take it. */
+  private async putBack(job: Job, token: string): Promise<boolean> {
+    const backoff = job.opts.backoff;
+    const delay = Math.min(typeof backoff === 'number' ? backoff : (backoff?.delay ?? 1000), 5000);
+    try {
+      await job.moveToDelayed(Date.now() + delay, token);
+      return true;
+    } catch {
+      return false;
     }
   }
 }

@@ -64,7 +64,7 @@ export class RefundBatchProcessor extends WorkerHost implements OnModuleInit, On
     return null;
   }
 
-  async process(job: Job): Promise<unknown> {
-    return this.runner.run(QueueName.RefundBatch, job, () => this.batch.runBatch());
+  async process(job: Job, token?: string): Promise<unknown> {
+    return this.runner.run(QueueName.RefundBatch, job, () => this.batch.runBatch(), { token });
   }
 }

@@ -17,9 +17,12 @@ export class AttemptProcessor extends WorkerHost {
     super();
   }
 
-  async process(job: Job<JobData<'retry.attempt'>>): Promise<unknown> {
-    return this.runner.run(QueueName.RetryAttempt, job, () =>
-      this.attempts.runMany(job.data.v === 2 ? job.data.attemptIds : [job.data.attemptId]),
+  async process(job: Job<JobData<'retry.attempt'>>, token?: string): Promise<unknown> {
+    return this.runner.run(
+      QueueName.RetryAttempt,
+      job,
+      () => this.attempts.runMany(job.data.v === 2 ? job.data.attemptIds : [job.data.attemptId]),
+      { token },
     );
   }
 }

@@ -14,7 +14,9 @@ export class ReviewProcessor extends WorkerHost {
     super();
   }
 
-  async process(job: Job<JobData<'submission.review'>>): Promise<unknown> {
-    return this.runner.run(QueueName.SubmissionReview, job, () => this.reviews.review(job.data.submissionId));
+  async process(job: Job<JobData<'submission.review'>>, token?: string): Promise<unknown> {
+    return this.runner.run(QueueName.SubmissionReview, job, () => this.reviews.review(job.data.submissionId), {
+      token,
+    });
   }
 }
