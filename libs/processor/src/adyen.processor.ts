@@ -42,6 +42,13 @@ export interface AdyenAccountConfig {
   checkout_url?: string;
   /** Full card numbers may be sent (a PCI-compliant account allowed to); otherwise tokens only. */
   raw_card_data?: boolean;
+  /**
+   * The HMAC key (hex) of the account's standard webhook (notifications) endpoint. With it, Retain
+   * verifies the notifications Adyen posts to /v1/retain/processors/adyen/notifications, and a refund
+   * Adyen answers `received` stays Processing until its REFUND notification. Without it, `received`
+   * is taken as completed (no notification can be trusted).
+   */
+  hmac_key?: string;
 }
 
 export interface AdyenAdapterOptions {
@@ -175,8 +182,13 @@ export class AdyenProcessor implements PaymentProcessor {
         { idempotencyKey: req.idempotencyKey },
       );
       if (!res || typeof res !== 'object' || !res.pspReference) throw new Error('Adyen refund answer is not JSON');
-      // `received`: accepted; Adyen confirms with the REFUND webhook (a failure there is rare).
-      return { outcome: 'completed', processorRefundId: res.pspReference, message: 'Refund received' };
+      // `received`: accepted, not made. Adyen reports the result in the REFUND notification
+      // (success true/false): an account whose notifications Retain verifies (hmac_key) waits for it;
+      // one without takes `received` as completed (a failure there is rare, and nothing else would
+      // ever settle it).
+      return this.account.hmac_key
+        ? { outcome: 'pending', processorRefundId: res.pspReference, message: 'Refund received' }
+        : { outcome: 'completed', processorRefundId: res.pspReference, message: 'Refund received' };
     } catch (e) {
       if (e instanceof AmountNotExpressible) return refundAmountRefused(e);
       const status = e instanceof adyenSdk().HttpClientException ? e.statusCode : undefined;

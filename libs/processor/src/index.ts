@@ -12,3 +12,4 @@ export * from './sandbox/sandbox.processor';
 export * from './account-updater/account-updater.port';
 export * from './account-updater/sandbox-account-updater';
 export * from './account-updater/updater-key';
+export * from './adyen-notifications';

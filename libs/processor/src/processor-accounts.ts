@@ -30,7 +30,7 @@ const FIELDS: Record<AccountProcessor, { required: string[]; optional: string[];
   stripe: { required: ['secret_key'], optional: ['api_base', 'raw_card_data'], urls: ['api_base'] },
   adyen: {
     required: ['api_key', 'merchant_account'],
-    optional: ['checkout_url', 'raw_card_data'],
+    optional: ['checkout_url', 'raw_card_data', 'hmac_key'],
     urls: ['checkout_url'],
   },
 };
@@ -42,6 +42,12 @@ const FIELDS: Record<AccountProcessor, { required: string[]; optional: string[];
  * as `sk_test_e2e_fake`). Publishable `pk_` keys, spaces, other characters and bare prefixes are refused.
  */
 const STRIPE_SECRET_KEY = /^(?=.{4,255}$)(sk|rk)_[A-Za-z0-9_]*[A-Za-z0-9][A-Za-z0-9_]*$/;
+
+/**
+ * An Adyen webhook HMAC key: hex, as the Customer Area shows it (64 digits for its 32-byte keys; any
+ * even number of 32 to 256 digits accepted).
+ */
+const ADYEN_HMAC_KEY = /^(?:[0-9A-Fa-f]{2}){16,128}$/;
 
 /** Validates a config file's JSON. Error messages name fields, never their values. */
 export function parseAccountConfig(processor: string, raw: unknown): AccountConfig {
@@ -74,6 +80,9 @@ export function parseAccountConfig(processor: string, raw: unknown): AccountConf
   }
   if (o.raw_card_data !== undefined && typeof o.raw_card_data !== 'boolean') {
     throw new AccountConfigError('"raw_card_data" must be true or false');
+  }
+  if (o.hmac_key !== undefined && (typeof o.hmac_key !== 'string' || !ADYEN_HMAC_KEY.test(o.hmac_key))) {
+    throw new AccountConfigError('"hmac_key" must be the webhook\'s HMAC key in hex (an even number of hex digits)');
   }
   if (p === 'stripe' && !STRIPE_SECRET_KEY.test(o.secret_key as string)) {
     throw new AccountConfigError('"secret_key" must be a Stripe secret or restricted key (sk_... / rk_...)');

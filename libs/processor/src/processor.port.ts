@@ -90,6 +90,11 @@ export interface RefundRequest {
 
 export type RefundResult =
   | { outcome: 'completed'; processorRefundId: string; message: string }
+  /**
+   * Accepted for processing; the processor reports the result later (Adyen's `received` on an account
+   * that receives its notifications: the REFUND notification settles it). The refund stays Processing.
+   */
+  | { outcome: 'pending'; processorRefundId: string; message: string }
   | { outcome: 'failed'; processorRefundId: string | null; message: string };
 
 export type DetokenizeResult = { ok: true; pan: string } | { ok: false; message: string };

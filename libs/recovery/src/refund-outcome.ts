@@ -10,6 +10,53 @@ export interface RefundAnswer {
 }
 
 /**
+ * A refund the processor accepted without a result yet (Adyen's `received` on an account whose
+ * notifications Retain verifies): it stays Processing with the processor's id, and the refund batcher
+ * no longer sends it (RefundsRepository: `processor_refund_id` set on a Processing refund = awaiting
+ * the processor's notification). False when the refund is no longer Processing (its notification came
+ * first, or another run recorded it).
+ */
+export async function recordRefundPending(
+  m: EntityManager,
+  refundId: string,
+  processorRefundId: string,
+): Promise<boolean> {
+  const refund = await m
+    .getRepository(RefundEntity)
+    .findOne({ where: { id: refundId }, lock: { mode: 'pessimistic_write' } });
+  if (!refund || refund.status !== RefundStatus.Processing) return false;
+  if (refund.processorRefundId !== processorRefundId) {
+    refund.processorRefundId = processorRefundId;
+    await m.save(refund);
+  }
+  return true;
+}
+
+/**
+ * A refund recorded Completed that the processor reports failed after all (Adyen REFUND_FAILED or
+ * REFUNDED_REVERSED, or a REFUND success=false for a refund taken as completed on `received`): Failed,
+ * with the message, under the refund's and its transaction's row locks. Null when it is not Completed.
+ * The caller settles the transaction (settleRefundedTransaction) and announces `refund failed`.
+ */
+export async function reverseCompletedRefund(
+  m: EntityManager,
+  refundId: string,
+  message: string,
+): Promise<{ refund: RefundEntity; txn: TransactionEntity; now: Date } | null> {
+  const refund = await m
+    .getRepository(RefundEntity)
+    .findOne({ where: { id: refundId }, lock: { mode: 'pessimistic_write' } });
+  if (!refund || refund.status !== RefundStatus.Completed) return null;
+  const txn = await m
+    .getRepository(TransactionEntity)
+    .findOneOrFail({ where: { id: refund.transactionId }, lock: { mode: 'pessimistic_write' } });
+  const now = new Date();
+  Object.assign(refund, { status: RefundStatus.Failed, timestamp: now, failureMessage: message });
+  await m.save(refund);
+  return { refund, txn, now };
+}
+
+/**
  * Writes a processor's answer on its refund row, under the refund's and then its transaction's row
  * locks: Completed or Failed, when, the processor's id and the failure message. Null when the refund
  * is no longer Processing (another run recorded it). The caller moves the transaction on and announces.

@@ -15,6 +15,7 @@ import {
   announceTransaction,
   closeStopIfSettled,
   recordRefundAnswer,
+  recordRefundPending,
   settleRefundedTransaction,
   stopToRefund,
 } from '@retain/recovery';
@@ -31,6 +32,11 @@ export interface BatchSummary {
   stopsClosed: number;
   /** Refunds the processor did not answer: left Processing, sent again with the same key next batch. */
   deferred: number;
+  /**
+   * Refunds the processor accepted without a result (Adyen `received`, account with hmac_key): left
+   * Processing, never sent again; their notification settles them (retry worker).
+   */
+  awaiting: number;
 }
 
 interface Claimed {
@@ -67,7 +73,7 @@ export class RefundBatchService {
   ) {}
 
   async runBatch(): Promise<BatchSummary> {
-    const summary: BatchSummary = { sent: 0, completed: 0, failed: 0, stopsClosed: 0, deferred: 0 };
+    const summary: BatchSummary = { sent: 0, completed: 0, failed: 0, stopsClosed: 0, deferred: 0, awaiting: 0 };
     summary.stopsClosed = await this.settleStops();
     // Refunds left for the next batch: not claimed again by this one.
     const deferred: string[] = [];
@@ -109,9 +115,10 @@ export class RefundBatchService {
         const recorded = await this.record(c.refundId, result);
         if (recorded === 'completed') summary.completed++;
         if (recorded === 'failed') summary.failed++;
+        if (recorded === 'awaiting') summary.awaiting++;
       }
     }
-    if (summary.sent > 0 || summary.stopsClosed > 0 || summary.deferred > 0) {
+    if (summary.sent > 0 || summary.stopsClosed > 0 || summary.deferred > 0 || summary.awaiting > 0) {
       this.logger.log(summary, 'refund batch done');
     }
     return summary;
@@ -163,6 +170,9 @@ export class RefundBatchService {
            FROM refunds r JOIN transactions t ON t.id = r.transaction_id
            LEFT JOIN attempts ra ON ra.id = r.attempt_id
           WHERE r.status = 'Processing' AND r.kind = 'refund'
+            -- A Processing refund with the processor's id awaits the processor's notification: the
+            -- processor has it, sending it again would only fetch the same answer.
+            AND r.processor_refund_id IS NULL
             AND (r.sent_at IS NULL OR r.sent_at < now() - interval '1 second')
             AND NOT (r.id = ANY($2::uuid[]))
           ORDER BY r.created_at LIMIT $1 FOR UPDATE OF r SKIP LOCKED`,
@@ -185,7 +195,14 @@ export class RefundBatchService {
     });
   }
 
-  private async record(refundId: string, result: RefundResult): Promise<'completed' | 'failed' | 'skipped'> {
+  private async record(
+    refundId: string,
+    result: RefundResult,
+  ): Promise<'completed' | 'failed' | 'awaiting' | 'skipped'> {
+    if (result.outcome === 'pending') {
+      const kept = await this.db.transaction((m) => recordRefundPending(m, refundId, result.processorRefundId));
+      return kept ? 'awaiting' : 'skipped';
+    }
     const { outcome, outbox } = await this.db.transaction(async (m) => {
       const recorded = await recordRefundAnswer(m, refundId, result);
       if (!recorded) return { outcome: 'skipped' as const, outbox: [] };
