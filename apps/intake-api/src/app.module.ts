@@ -9,6 +9,8 @@ import { ApiExceptionFilter } from './http/api-exception.filter';
 import { SafeParamsPipe } from './http/safe-params.pipe';
 import { KeysController } from './keys/keys.controller';
 import { MerchantController, WebhookMessagesController } from './merchant/merchant.controller';
+import { AdyenNotificationsController } from './processors/adyen-notifications.controller';
+import { AdyenNotificationsService } from './processors/adyen-notifications.service';
 import { RefundRequestService } from './refunds/refund-request.service';
 import { RefundsController } from './refunds/refunds.controller';
 import { SessionController } from './session/session.controller';
@@ -31,10 +33,12 @@ export class IntakeApiModule {
         ExperimentsController,
         MerchantController,
         WebhookMessagesController,
+        AdyenNotificationsController,
       ],
       providers: [
         SubmissionService,
         RefundRequestService,
+        AdyenNotificationsService,
         MerchantAuthGuard,
         { provide: APP_FILTER, useClass: ApiExceptionFilter },
         { provide: APP_PIPE, useClass: SafeParamsPipe },

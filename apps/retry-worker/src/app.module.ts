@@ -4,6 +4,8 @@ import { PlatformModule, ProcessorProviders, registerQueues } from '@retain/plat
 import { AttemptProcessor } from './attempts/attempt.processor';
 import { AttemptService } from './attempts/attempt.service';
 import { PaymentMethodsService } from './attempts/payment-methods.service';
+import { ProcessorNotificationProcessor } from './notifications/processor-notification.processor';
+import { ProcessorNotificationService } from './notifications/processor-notification.service';
 import { ReconcileService } from './reconcile/reconcile.service';
 import { RetentionService } from './retention/retention.service';
 import { SettlementService } from './settlement/settlement.service';
@@ -30,6 +32,8 @@ export class RetryWorkerModule {
         SettlementService,
         RetentionService,
         AttemptProcessor,
+        ProcessorNotificationService,
+        ProcessorNotificationProcessor,
       ],
     };
   }

@@ -70,7 +70,11 @@ describe('the queue record', () => {
     expect(workerOptions(QueueName.RetryAttempt, 5000).concurrency).toBe(16);
     expect(workerOptions(QueueName.RetryAttempt, 5000, { RETRY_ATTEMPT_CONCURRENCY: 48 }).concurrency).toBe(48);
     expect(workerOptions(QueueName.WebhookDeliver, 5000, { RETRY_ATTEMPT_CONCURRENCY: 48 }).concurrency).toBe(64);
-    expect(queuesConsumedBy('retry-worker')).toEqual([QueueName.RetryAttempt, QueueName.RetryTick]);
+    expect(queuesConsumedBy('retry-worker')).toEqual([
+      QueueName.RetryAttempt,
+      QueueName.RetryTick,
+      QueueName.ProcessorNotification,
+    ]);
     expect(queuesConsumedBy('intake-api')).toEqual([]);
   });
 

@@ -7,6 +7,7 @@ export const QueueName = {
   RetryTick: 'retry.tick',
   WebhookDeliver: 'webhook.deliver',
   RefundBatch: 'refund.batch',
+  ProcessorNotification: 'processor.notification',
 } as const;
 export type QueueName = (typeof QueueName)[keyof typeof QueueName];
 
@@ -22,6 +23,7 @@ export interface JobContracts {
   'retry.tick': { name: 'tick'; data: { v: 1 } };
   'webhook.deliver': { name: 'deliver'; data: { v: 1; messageId: string } };
   'refund.batch': { name: 'batch'; data: { v: 1; trigger: 'schedule' | 'operator' } };
+  'processor.notification': { name: 'notification'; data: { v: 1; notificationId: string } };
 }
 export type JobName<Q extends QueueName> = JobContracts[Q]['name'];
 export type JobData<Q extends QueueName> = JobContracts[Q]['data'];
@@ -171,6 +173,20 @@ export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
     lockDuration: 'JOB_LOCK_MS',
     consumer: 'refund-batcher',
     keda: { listLength: 100 },
+    recordFailures: true,
+  },
+  'processor.notification': {
+    jobName: 'notification',
+    versions: [{ v: 1, idFields: ['notificationId'] }],
+    // An AUTHORISATION may arrive while its attempt's charge is still being recorded: the job throws
+    // and is tried again (2 s, 4 s, ... about 17 min in all) until the attempt is unknown or settled.
+    jobOptions: { ...keepSome, attempts: 10, backoff: { type: 'exponential', delay: 2000 } },
+    concurrency: 8,
+    concurrencyVariable: null,
+    lockDuration: 'JOB_LOCK_MS',
+    consumer: 'retry-worker',
+    // A trickle beside the attempts; the retry worker's replicas follow retry.attempt.
+    keda: null,
     recordFailures: true,
   },
 };

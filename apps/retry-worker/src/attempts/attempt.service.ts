@@ -71,6 +71,7 @@ import {
   policyRowsFor,
   storedExplanation,
   recordRefundAnswer,
+  recordRefundPending,
   settleRefundedTransaction,
   stopToRefund,
   transition,
@@ -1207,11 +1208,20 @@ export class AttemptService {
       amountMinor: refund.amountMinor,
       currency: refund.currency,
     });
+    if (result.outcome === 'pending') {
+      // Adyen `received` on an account with notifications: the REFUND notification settles it.
+      await this.db.transaction((m) => recordRefundPending(m, refund.refundId, result.processorRefundId));
+      return;
+    }
     const outbox = await this.db.transaction((m) => this.recordLateRefund(m, refund.refundId, result));
     await this.publish(outbox);
   }
 
-  private async recordLateRefund(m: EntityManager, refundId: string, result: RefundResult): Promise<string[]> {
+  private async recordLateRefund(
+    m: EntityManager,
+    refundId: string,
+    result: RefundResult & { outcome: 'completed' | 'failed' },
+  ): Promise<string[]> {
     const recorded = await recordRefundAnswer(m, refundId, result);
     if (!recorded) return [];
     const { txn, refund, completed, now } = recorded;

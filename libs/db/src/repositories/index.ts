@@ -18,3 +18,4 @@ export * from './experiments.repository';
 export * from './settlement.repository';
 export * from './retention.repository';
 export * from './set-fields-many';
+export * from './processor-notifications.repository';

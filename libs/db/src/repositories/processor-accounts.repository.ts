@@ -122,6 +122,18 @@ export class ProcessorAccountsRepository {
     return found;
   }
 
+  /**
+   * Every version (current or retired: what they charged may still be notified) of every merchant's
+   * accounts of `processor`, opened; the caller picks by config (configs are sealed, not searchable).
+   */
+  async allOf(processor: StoredProcessorAccount['processor']): Promise<StoredProcessorAccount[]> {
+    const rows: Row[] = await this.db.query(
+      `SELECT * FROM processor_accounts WHERE processor = $1 ORDER BY retired_at IS NOT NULL, updated_at DESC`,
+      [processor],
+    );
+    return rows.map((r) => this.opened(r));
+  }
+
   /** One account version by id, current or retired (what an attempt was charged through). */
   async byId(id: string): Promise<StoredProcessorAccount | null> {
     const rows: Row[] = await this.db.query(`SELECT * FROM processor_accounts WHERE id = $1`, [id]);
