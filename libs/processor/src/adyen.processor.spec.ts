@@ -3,11 +3,13 @@ import { classifyDecline, LEGACY_POLICY_VERSION, planNextAttempt, POLICY_VERSION
 import { AdyenProcessor } from './adyen.processor';
 import type { ChargeRequest } from './processor.port';
 import { ProcessorUnavailableError } from './processor.port';
-import { AdyenFake } from '../test/adyen-fake';
+import { AdyenFake, adyenNotification } from '../test/adyen-fake';
+import { AdyenNotificationError, adyenItemSigned, adyenNotificationItems } from './adyen-notifications';
+import { AccountConfigError, accountView, parseAccountConfig } from './processor-accounts';
 
 const fake = new AdyenFake();
 let base = '';
-const adapter = (over: { raw_card_data?: boolean } = {}): AdyenProcessor =>
+const adapter = (over: { raw_card_data?: boolean; hmac_key?: string } = {}): AdyenProcessor =>
   new AdyenProcessor(
     { api_key: fake.apiKey, merchant_account: fake.merchantAccount, checkout_url: `${base}/v71`, ...over },
     { timeoutMs: 400, trustedCa: fake.ca! },
@@ -426,5 +428,85 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
         currency: 'EUR',
       }),
     ).rejects.toBeInstanceOf(ProcessorUnavailableError);
+  });
+
+  it('a refund answered received on an account with an hmac_key is pending (its REFUND notification settles it); without one, completed', async () => {
+    const charged = await adapter().charge(req());
+    if (charged.outcome !== 'approved') throw new Error('expected approval');
+    const refund = { processorTransactionId: charged.processorTransactionId, amountMinor: 100n, currency: 'EUR' };
+    const withKey = await adapter({ hmac_key: 'AB'.repeat(32) }).refund({ ...refund, idempotencyKey: 'rfd_h1' });
+    expect(withKey).toEqual({
+      outcome: 'pending',
+      processorRefundId: fake.refunds.at(-1)!['pspReference'],
+      message: 'Refund received',
+    });
+    expect(await adapter().refund({ ...refund, idempotencyKey: 'rfd_h2' })).toMatchObject({ outcome: 'completed' });
+  });
+});
+
+describe('Adyen account config: hmac_key', () => {
+  const base = { api_key: 'k', merchant_account: 'M' };
+
+  it('accepts a hex key, refuses anything else, and never shows it', () => {
+    const key = '44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056';
+    const parsed = parseAccountConfig('adyen', { ...base, hmac_key: key });
+    expect(parsed.config).toMatchObject({ hmac_key: key });
+    for (const bad of ['xyz', 'ABC', '', 42, 'AB'.repeat(8) + ' ']) {
+      expect(() => parseAccountConfig('adyen', { ...base, hmac_key: bad })).toThrow(AccountConfigError);
+      try {
+        parseAccountConfig('adyen', { ...base, hmac_key: bad });
+      } catch (e) {
+        expect((e as Error).message).toContain('"hmac_key"');
+        if (typeof bad === 'string' && bad) expect((e as Error).message).not.toContain(bad);
+      }
+    }
+    expect(() => parseAccountConfig('stripe', { secret_key: 'sk_test_x1', hmac_key: key })).toThrow(/unknown field/);
+    expect(JSON.stringify(accountView({ ...parsed, divisionNumber: '' }))).not.toContain(key);
+  });
+});
+
+describe('Adyen notification items', () => {
+  const key = '44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056';
+  const body = adyenNotification('RetainTestECOM', key, [
+    {
+      eventCode: 'REFUND',
+      success: true,
+      pspReference: 'QFQTPCQ8HXSKGK82',
+      originalReference: 'LDXGDWQFC3CC8P65',
+      merchantReference: 'rfd-1',
+      amount: { value: 1999, currency: 'EUR' },
+    },
+    {
+      eventCode: 'AUTHORISATION',
+      success: false,
+      pspReference: 'JDD6LKT8MPLVLV82',
+      merchantReference: 'att-1',
+      amount: { value: 500, currency: 'EUR' },
+      reason: 'Refused',
+    },
+  ]);
+
+  it("verifies the signature Adyen's documentation describes (with and without originalReference) with the SDK's HmacValidator", () => {
+    const items = adyenNotificationItems(body);
+    expect(items).toHaveLength(2);
+    for (const item of items) {
+      expect(adyenItemSigned(item, key)).toBe(true);
+      expect(adyenItemSigned(item, key.toLowerCase())).toBe(true);
+      expect(adyenItemSigned(item, 'AB'.repeat(32))).toBe(false);
+      expect(adyenItemSigned({ ...item, amount: { ...item.amount, value: item.amount.value + 1 } }, key)).toBe(false);
+      expect(adyenItemSigned({ ...item, additionalData: {} }, key)).toBe(false);
+    }
+  });
+
+  it('refuses a body that is not a list of NotificationRequestItems', () => {
+    for (const bad of [
+      null,
+      [],
+      {},
+      { notificationItems: [] },
+      { notificationItems: [{ NotificationRequestItem: {} }] },
+    ]) {
+      expect(() => adyenNotificationItems(bad)).toThrow(AdyenNotificationError);
+    }
   });
 });

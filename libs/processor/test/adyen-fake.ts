@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { randomId, WireFake, type FakeResponse, type RecordedRequest } from './fake-server';
 
 /**
@@ -26,7 +27,11 @@ export interface AdyenRefusal {
   brand?: string;
 }
 
-type Outcome = 'Authorised' | AdyenRefusal;
+/**
+ * `Received`: Adyen took the payment but has no decision yet (asynchronous processing); the outcome
+ * comes later in an AUTHORISATION notification (`notification`).
+ */
+type Outcome = 'Authorised' | 'Received' | AdyenRefusal;
 
 /**
  * 4111... and 5555...4444 are Adyen test cards (approved); the refusals stand in for Adyen's
@@ -175,26 +180,28 @@ export class AdyenFake extends WireFake {
       paymentMethod: { type: 'scheme', brand },
     };
     const response: Record<string, unknown> =
-      outcome === 'Authorised'
-        ? {
-            ...base,
-            resultCode: 'Authorised',
-            additionalData: {
-              networkTxReference: `MCC${randomId(10)}`,
-              authCode: '084613',
-              refusalReasonRaw: 'AUTHORISED',
-            },
-          }
-        : {
-            ...base,
-            resultCode: 'Refused',
-            refusalReason: outcome.refusalReason,
-            refusalReasonCode: outcome.refusalReasonCode,
-            additionalData: {
-              ...(outcome.refusalReasonRaw ? { refusalReasonRaw: outcome.refusalReasonRaw } : {}),
-              ...(outcome.merchantAdviceCode ? { merchantAdviceCode: outcome.merchantAdviceCode } : {}),
-            },
-          };
+      outcome === 'Received'
+        ? { pspReference, merchantReference: b.reference, resultCode: 'Received' }
+        : outcome === 'Authorised'
+          ? {
+              ...base,
+              resultCode: 'Authorised',
+              additionalData: {
+                networkTxReference: `MCC${randomId(10)}`,
+                authCode: '084613',
+                refusalReasonRaw: 'AUTHORISED',
+              },
+            }
+          : {
+              ...base,
+              resultCode: 'Refused',
+              refusalReason: outcome.refusalReason,
+              refusalReasonCode: outcome.refusalReasonCode,
+              additionalData: {
+                ...(outcome.refusalReasonRaw ? { refusalReasonRaw: outcome.refusalReasonRaw } : {}),
+                ...(outcome.merchantAdviceCode ? { merchantAdviceCode: outcome.merchantAdviceCode } : {}),
+              },
+            };
     this.payments.set(pspReference, { body: b, response, refunded: 0 });
     return { status: 200, body: response };
   }
@@ -222,6 +229,63 @@ export class AdyenFake extends WireFake {
     this.refunds.push(refund);
     return { status: 201, body: refund };
   }
+}
+
+/** A standard webhook item's fields (https://docs.adyen.com/api-explorer/Webhooks/1). */
+export interface AdyenNotificationFields {
+  eventCode: string;
+  success: boolean;
+  pspReference: string;
+  originalReference?: string;
+  merchantReference?: string;
+  amount: { value: number; currency: string };
+  reason?: string;
+}
+
+/**
+ * A standard webhook body as Adyen posts it, each item signed with `hmacKey` (hex) as Adyen documents
+ * (https://docs.adyen.com/development-resources/webhooks/secure-webhooks/verify-hmac-signatures, "build
+ * your own solution"): the values of pspReference, originalReference, merchantAccountCode,
+ * merchantReference, amount value, amount currency, eventCode and success, in that order, an absent
+ * one as the empty string, joined with ":"; HMAC-SHA256 keyed by the key's bytes (hex-decoded),
+ * Base64, in `additionalData.hmacSignature`.
+ */
+export function adyenNotification(
+  merchantAccount: string,
+  hmacKey: string,
+  items: readonly AdyenNotificationFields[],
+): Record<string, unknown> {
+  return {
+    live: 'false',
+    notificationItems: items.map((f) => {
+      const success = f.success ? 'true' : 'false';
+      const signed = [
+        f.pspReference,
+        f.originalReference ?? '',
+        merchantAccount,
+        f.merchantReference ?? '',
+        String(f.amount.value),
+        f.amount.currency,
+        f.eventCode,
+        success,
+      ].join(':');
+      const hmacSignature = createHmac('sha256', Buffer.from(hmacKey, 'hex')).update(signed, 'utf8').digest('base64');
+      return {
+        NotificationRequestItem: {
+          additionalData: { hmacSignature },
+          amount: f.amount,
+          eventCode: f.eventCode,
+          eventDate: new Date().toISOString().replace(/\.\d{3}Z$/, '+00:00'),
+          merchantAccountCode: merchantAccount,
+          ...(f.merchantReference !== undefined ? { merchantReference: f.merchantReference } : {}),
+          ...(f.originalReference !== undefined ? { originalReference: f.originalReference } : {}),
+          pspReference: f.pspReference,
+          reason: f.reason ?? '',
+          success,
+        },
+      };
+    }),
+  };
 }
 
 function error(status: number, errorCode: string, message: string, errorType: string): FakeResponse {
