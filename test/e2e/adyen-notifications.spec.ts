@@ -291,6 +291,16 @@ describe('Adyen notifications (end to end)', () => {
     expect((await attemptOf(t['id'] as string))!.state).toBe('unknown');
   });
 
+  it('a body that is not JSON is a 400 RET400 (no credentials are asked: the endpoint takes none)', async () => {
+    const res = await fetch(`${api}${NOTIFY_PATH}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"live": "false", "notificationItems": [',
+    });
+    expect({ status: res.status, auth: res.headers.get('www-authenticate') }).toEqual({ status: 400, auth: null });
+    expect(((await res.json()) as { code: string }).code).toBe('RET400');
+  });
+
   it('a refund answered received is Completed only once its REFUND notification says success=true', async () => {
     const { t, psp } = await captured();
     const { refund, adyenRefund } = await pendingRefund(t['id'] as string, psp);

@@ -159,10 +159,18 @@ export class ApiExceptionFilter implements ExceptionFilter {
   }
 }
 
-/** Every API path but the portal's login (POST /retain/session) and the public keys takes credentials. */
+/**
+ * Every API path takes credentials but the portal's login (POST /retain/session), the public keys,
+ * and the processors' notifications (signed item by item, never by a merchant's key).
+ */
 function needsCredentials(req: FastifyRequest): boolean {
   const path = (req.url ?? '').split('?')[0]!.replace(/\/+$/, '');
-  return path.startsWith('/retain/') && path !== '/retain/session' && !path.startsWith('/retain/keys');
+  return (
+    path.startsWith('/retain/') &&
+    path !== '/retain/session' &&
+    !path.startsWith('/retain/keys') &&
+    !path.startsWith('/retain/processors/')
+  );
 }
 
 function codeForStatus(status: number): string {

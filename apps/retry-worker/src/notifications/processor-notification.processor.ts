@@ -14,9 +14,12 @@ export class ProcessorNotificationProcessor extends WorkerHost {
     super();
   }
 
-  async process(job: Job<JobData<'processor.notification'>>): Promise<unknown> {
-    return this.runner.run(QueueName.ProcessorNotification, job, () =>
-      this.notifications.handle(job.data.notificationId),
+  async process(job: Job<JobData<'processor.notification'>>, token?: string): Promise<unknown> {
+    return this.runner.run(
+      QueueName.ProcessorNotification,
+      job,
+      () => this.notifications.handle(job.data.notificationId),
+      { token },
     );
   }
 }
