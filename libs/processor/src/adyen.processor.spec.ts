@@ -36,6 +36,7 @@ beforeAll(async () => {
 afterAll(() => fake.close());
 afterEach(() => {
   fake.rawCardDataAllowed = false;
+  fake.captureDelay = 'immediate';
 });
 
 describe('Adyen adapter against the Adyen Checkout wire fake', () => {
@@ -53,6 +54,7 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
       reference: r.idempotencyKey,
       shopperInteraction: 'ContAuth',
       recurringProcessingModel: 'Subscription',
+      captureDelayHours: 0,
       shopperReference: 'shopper-42',
       paymentMethod: {
         type: 'scheme',
@@ -61,6 +63,18 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
       },
     });
     expect(result.outcome === 'approved' && result.processorTransactionId).toMatch(/^[A-Z0-9]{16}$/);
+  });
+
+  it('an Authorised charge is captured at once on a merchant account set to manual or delayed capture', async () => {
+    // Retain records an Authorised charge as Captured: the money must be taken, not only reserved.
+    for (const setting of ['manual', 72] as const) {
+      fake.captureDelay = setting;
+      const result = await adapter().charge(req());
+      expect(result.outcome).toBe('approved');
+      expect(last(/^\/v71\/payments$/).body.captureDelayHours).toBe(0);
+      const id = result.outcome === 'approved' ? result.processorTransactionId : '';
+      expect(fake.payments.get(id)?.captured, `capture setting ${setting}`).toBe(true);
+    }
   });
 
   it('checkToken: a stored payment method needs its shopperReference; a bare number only as a network token', () => {

@@ -104,7 +104,8 @@ const ADYEN_REFUSAL_CODES: Readonly<Record<string, string>> = {
 
 /**
  * Adyen adapter (decisions §13) on Checkout `POST /payments`: a merchant-initiated recurring charge
- * (`shopperInteraction: ContAuth`, `recurringProcessingModel: Subscription`) of a stored payment
+ * (`shopperInteraction: ContAuth`, `recurringProcessingModel: Subscription`), captured at once
+ * (`captureDelayHours: 0`), of a stored payment
  * method (`storedPaymentMethodId` with its `shopperReference`), a network token
  * (`paymentMethod.type: networkToken` with `mpiData.tokenAuthenticationVerificationValue` and
  * `mpiData.eci`) or, for PCI accounts allowed raw card data, the card fields; the original
@@ -243,6 +244,9 @@ export class AdyenProcessor implements PaymentProcessor {
       reference: req.idempotencyKey,
       shopperInteraction: 'ContAuth',
       recurringProcessingModel: 'Subscription',
+      // An Authorised charge is recorded as Captured: capture it at once, whatever the merchant
+      // account's capture setting (manual or delayed capture would only reserve the money).
+      captureDelayHours: 0,
     };
     if (req.billingDescriptor) body.shopperStatement = req.billingDescriptor;
     if (inst.kind === 'pan') {

@@ -12,7 +12,11 @@ import { randomId, WireFake, type FakeResponse, type RecordedRequest } from './f
  * response, not processed again, echoing the `Idempotency-Key` header); errors as
  * `{status, errorCode, message, errorType, pspReference}`
  * (https://docs.adyen.com/development-resources/error-codes). Raw card fields are refused (403,
- * errorCode 010) unless the account may send them.
+ * errorCode 010) unless the account may send them. Capture per
+ * https://docs.adyen.com/online-payments/capture: an authorised payment is captured after the
+ * merchant account's capture delay (immediate by default; `manual` or a delay in hours are account
+ * settings), unless the request's `captureDelayHours` ("the delay between the authorisation and
+ * scheduled auto-capture, in hours", at most 672) sets it for that payment.
  */
 export interface AdyenRefusal {
   refusalReason: string;
@@ -53,10 +57,14 @@ interface StoredPayment {
   body: Record<string, unknown>;
   response: Record<string, unknown>;
   refunded: number;
+  /** Captured at authorisation (a capture delay of 0 hours); otherwise only reserved on the card. */
+  captured: boolean;
 }
 
 export class AdyenFake extends WireFake {
   rawCardDataAllowed = false;
+  /** The merchant account's capture setting (Customer Area): immediate, manual, or a delay in hours. */
+  captureDelay: 'immediate' | 'manual' | number = 'immediate';
   readonly payments = new Map<string, StoredPayment>();
   readonly refunds: Record<string, unknown>[] = [];
   private readonly scripted = new Map<string, Outcome>();
@@ -170,6 +178,10 @@ export class AdyenFake extends WireFake {
     }
     const key = pm.storedPaymentMethodId ?? pm.number;
     if (!key) return error(422, '129', 'Required field paymentMethod.number is not provided', 'validation');
+    const delay = b.captureDelayHours;
+    if (delay !== undefined && (!Number.isInteger(delay) || (delay as number) < 0 || (delay as number) > 672)) {
+      return error(422, '000', 'Invalid captureDelayHours', 'validation');
+    }
     const outcome = this.scripted.get(key) ?? TEST_CARDS[key] ?? 'Authorised';
     const brand = (typeof outcome === 'object' && outcome.brand) || brandOf(key);
     const pspReference = randomId(16).toUpperCase();
@@ -202,7 +214,9 @@ export class AdyenFake extends WireFake {
                 ...(outcome.merchantAdviceCode ? { merchantAdviceCode: outcome.merchantAdviceCode } : {}),
               },
             };
-    this.payments.set(pspReference, { body: b, response, refunded: 0 });
+    const captureHours = delay ?? (this.captureDelay === 'immediate' ? 0 : this.captureDelay);
+    const captured = outcome === 'Authorised' && captureHours === 0;
+    this.payments.set(pspReference, { body: b, response, refunded: 0, captured });
     return { status: 200, body: response };
   }
 
