@@ -99,6 +99,33 @@ describe('post-submission review with merchants processor accounts', () => {
     expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual(['rejected', 'passed']);
   });
 
+  it('Stripe three-decimal currencies: an amount whose last digit is not 0 (KWD 1.005) fails with RET012; KWD 1.010 passes', async () => {
+    const merchant = await createMerchant();
+    const db = await testDb();
+    const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+    await new ProcessorAccountsRepository(db, loadConfig('cli').cardKeys).set(merchantId, '', 'stripe', {
+      secret_key: 'sk_test_review_fils',
+    });
+    // docs.stripe.com/currencies: three-decimal amounts must end in 0; Stripe refuses 1005 fils every time.
+    const pm = { id: 'cus_R1|pm_1Q2w3E4r5T6y', is_tokenized: true, credit_card: { account: '424242' } };
+    const fils = txn({ amount: 1.005, currency: 'KWD', payment_method: pm });
+    const tens = txn({ amount: 1.01, currency: 'KWD', payment_method: pm });
+    const client = new ApiClient(api.url, merchant.api_key);
+    expect((await client.submit([fils, tens])).status).toBe(200);
+    const ids = [fils, tens].map((t) => t['id'] as string);
+    await waitFor(async () => (await Promise.all(ids.map(reviewed))).every((e) => e.length > 0), {
+      what: 'review done',
+    });
+    expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual(['rejected', 'passed']);
+    const [failed] = await db.query(
+      `SELECT body FROM webhook_messages WHERE merchant_id = $1 AND event_name = 'validation failed'`,
+      [merchantId],
+    );
+    expect(failed.body.content.rejected).toEqual([
+      { id: fils['id'], errors: [expect.objectContaining({ code: 'RET012' })] },
+    ]);
+  });
+
   it('an Adyen stored payment method without its shopperReference fails with RET011; with it, or a network token, it passes', async () => {
     const merchant = await createMerchant();
     const db = await testDb();

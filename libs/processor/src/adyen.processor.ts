@@ -11,7 +11,7 @@ import {
   type RefundResult,
 } from './processor.port';
 import {
-  ADYEN_CURRENCY_DECIMALS,
+  ADYEN_CURRENCIES,
   AmountNotExpressible,
   amountFitsProcessor,
   amountRefused,
@@ -120,7 +120,7 @@ export class AdyenProcessor implements PaymentProcessor {
     maxPaymentMethodIdLength: 128,
     // shopperStatement: at most 135 characters of a-z A-Z 0-9 spaces and . , ' _ - ? + * /.
     billingDescriptorPattern: /^[A-Za-z0-9 .,'_?+*/-]{1,135}$/,
-    amountFits: (amountMinor, currency) => amountFitsProcessor(amountMinor, currency, ADYEN_CURRENCY_DECIMALS),
+    amountFits: (amountMinor, currency) => amountFitsProcessor(amountMinor, currency, ADYEN_CURRENCIES),
   };
   private readonly checkout: CheckoutAPI;
   private readonly base: string;
@@ -368,7 +368,7 @@ function trustingClient(ca: string): HttpURLConnectionClient {
 /** Adyen's `amount` of an amount in ISO minor units; throws AmountNotExpressible where Adyen has none for it. */
 function adyenAmount(amountMinor: bigint, currency: string): { value: number; currency: string } {
   return {
-    value: Number(processorUnits(amountMinor, currency, ADYEN_CURRENCY_DECIMALS)),
+    value: Number(processorUnits(amountMinor, currency, ADYEN_CURRENCIES)),
     currency: currency.toUpperCase(),
   };
 }

@@ -3,31 +3,49 @@ import { currencyExponent } from '@retain/domain';
 /**
  * Retain keeps every amount in ISO 4217 minor units (libs/domain money.ts). A processor may count a
  * currency with other decimals: sent unconverted, an amount is charged 100 times too much or too
- * little. These tables list only the currencies whose processor decimals differ from ISO 4217.
+ * little. It may also take a currency's amounts only in multiples of some of its units. These tables
+ * list only the currencies where the processor differs from ISO 4217.
  */
-export type CurrencyDecimals = Readonly<Record<string, number>>;
+export interface ProcessorCurrencies {
+  /** The processor's decimals where they differ from ISO 4217. */
+  readonly decimals: Readonly<Record<string, number>>;
+  /** Amounts the processor takes only in multiples of this many of its units. */
+  readonly multipleOf?: Readonly<Record<string, number>>;
+}
 
 /**
  * Stripe (docs.stripe.com/currencies): MGA is zero-decimal (ISO: 2); ISK stays two-decimal in the API
- * (ISO: 0), whole krónur only (support.stripe.com, "Deprecation of fractional ISK charges").
+ * (ISO: 0), whole krónur only (support.stripe.com, "Deprecation of fractional ISK charges"). The
+ * three-decimal BHD, JOD, KWD, OMR and TND are sent in thousandths, but PaymentIntents and Refunds
+ * "require the least-significant (last) digit to be 0": multiples of 10 (1.005 KWD cannot be charged).
  */
-export const STRIPE_CURRENCY_DECIMALS: CurrencyDecimals = { ISK: 2, MGA: 0 };
+export const STRIPE_CURRENCIES: ProcessorCurrencies = {
+  decimals: { ISK: 2, MGA: 0 },
+  multipleOf: { BHD: 10, JOD: 10, KWD: 10, OMR: 10, TND: 10 },
+};
 
 /**
  * Adyen (docs.adyen.com/development-resources/currency-codes): "For CLP, CVE, IDR, and ISK the
  * standard has a different number of decimals": CLP and ISK two (ISO: 0), CVE and IDR none (ISO: 2).
  */
-export const ADYEN_CURRENCY_DECIMALS: CurrencyDecimals = { CLP: 2, ISK: 2, CVE: 0, IDR: 0 };
+export const ADYEN_CURRENCIES: ProcessorCurrencies = { decimals: { CLP: 2, ISK: 2, CVE: 0, IDR: 0 } };
 
 const TEN = 10n;
 
 /**
  * The processor's units of an amount in ISO minor units; null when the processor cannot express it
- * (fewer decimals there and a fraction here, e.g. 2,500.50 MGA at Stripe).
+ * (fewer decimals there and a fraction here, e.g. 2,500.50 MGA at Stripe; not a multiple it takes,
+ * e.g. 1.005 KWD at Stripe).
  */
-export function toProcessorUnits(amountMinor: bigint, currency: string, decimals: CurrencyDecimals): bigint | null {
+export function toProcessorUnits(amountMinor: bigint, currency: string, table: ProcessorCurrencies): bigint | null {
   const code = currency.toUpperCase();
-  const theirs = decimals[code];
+  const units = convert(amountMinor, code, table.decimals[code]);
+  const multiple = table.multipleOf?.[code];
+  if (units === null || multiple === undefined) return units;
+  return units % BigInt(multiple) === 0n ? units : null;
+}
+
+function convert(amountMinor: bigint, code: string, theirs: number | undefined): bigint | null {
   if (theirs === undefined) return amountMinor;
   const ours = currencyExponent(code);
   if (theirs >= ours) return amountMinor * TEN ** BigInt(theirs - ours);
@@ -39,31 +57,31 @@ export function toProcessorUnits(amountMinor: bigint, currency: string, decimals
  * An amount the processor reports (a partial authorization's captured part) in ISO minor units;
  * rounded down where the processor has more decimals (never more than it took).
  */
-export function fromProcessorUnits(units: bigint, currency: string, decimals: CurrencyDecimals): bigint {
+export function fromProcessorUnits(units: bigint, currency: string, table: ProcessorCurrencies): bigint {
   const code = currency.toUpperCase();
-  const theirs = decimals[code];
+  const theirs = table.decimals[code];
   if (theirs === undefined) return units;
   const ours = currencyExponent(code);
   return theirs >= ours ? units / TEN ** BigInt(theirs - ours) : units * TEN ** BigInt(ours - theirs);
 }
 
 /** The processor's units of an amount; throws AmountNotExpressible where it has none for it (never sent). */
-export function processorUnits(amountMinor: bigint, currency: string, decimals: CurrencyDecimals): bigint {
-  const units = toProcessorUnits(amountMinor, currency, decimals);
+export function processorUnits(amountMinor: bigint, currency: string, table: ProcessorCurrencies): bigint {
+  const units = toProcessorUnits(amountMinor, currency, table);
   if (units === null) throw new AmountNotExpressible(amountMinor, currency);
   return units;
 }
 
 /** Whether the processor can charge or refund this amount (the review refuses one it cannot, RET012). */
-export function amountFitsProcessor(amountMinor: bigint, currency: string, decimals: CurrencyDecimals): boolean {
-  return toProcessorUnits(amountMinor, currency, decimals) !== null;
+export function amountFitsProcessor(amountMinor: bigint, currency: string, table: ProcessorCurrencies): boolean {
+  return toProcessorUnits(amountMinor, currency, table) !== null;
 }
 
 /** An amount the processor has no units for: never sent (a charge answers a settled error, a refund fails). */
 export class AmountNotExpressible extends Error {
   constructor(amountMinor: bigint, currency: string) {
     super(
-      `The processor cannot charge ${amountMinor} minor units of ${currency.toUpperCase()} (no such fraction there)`,
+      `The processor cannot charge or refund ${amountMinor} minor units of ${currency.toUpperCase()} (no such fraction there)`,
     );
     this.name = 'AmountNotExpressible';
   }

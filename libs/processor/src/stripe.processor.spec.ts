@@ -104,6 +104,32 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     expect(adapter().limits.amountFits?.(250000n, 'MGA')).toBe(true);
   });
 
+  it('three-decimal currencies (BHD, JOD, KWD, OMR, TND): an amount whose last digit is not 0 is never sent', async () => {
+    // docs.stripe.com/currencies: PaymentIntents and Refunds take thousandths, the last digit 0.
+    for (const currency of ['BHD', 'JOD', 'KWD', 'OMR', 'TND']) {
+      expect(adapter().limits.amountFits?.(1005n, currency), currency).toBe(false);
+      expect(adapter().limits.amountFits?.(1010n, currency), currency).toBe(true);
+    }
+    const charged = await adapter().charge(req({ amountMinor: 10130n, currency: 'KWD' }));
+    if (charged.outcome !== 'approved') throw new Error('expected approval');
+    const before = fake.requests.length;
+    // 1.005 KWD: Stripe would refuse it (400) on every attempt; not sent, and final (settled).
+    expect(await adapter().charge(req({ amountMinor: 1005n, currency: 'KWD' }))).toMatchObject({
+      outcome: 'error',
+      settled: true,
+    });
+    // A partial refund of 1.005 KWD fails at once, saying why.
+    const refund = await adapter().refund({
+      idempotencyKey: `rfd_kwd_${Date.now()}`,
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor: 1005n,
+      currency: 'KWD',
+    });
+    expect(refund).toMatchObject({ outcome: 'failed', processorRefundId: null });
+    expect(refund.message).toMatch(/1005 minor units of KWD/);
+    expect(fake.requests.length).toBe(before);
+  });
+
   it('never sends a card number to an account without raw card data, and sends it where allowed', async () => {
     const pan = { kind: 'pan' as const, pan: '4242424242424242', expiration: '202812' };
     const before = fake.requests.length;

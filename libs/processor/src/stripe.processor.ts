@@ -12,7 +12,7 @@ import {
 } from './processor.port';
 import {
   AmountNotExpressible,
-  STRIPE_CURRENCY_DECIMALS,
+  STRIPE_CURRENCIES,
   amountFitsProcessor,
   amountRefused,
   fromProcessorUnits,
@@ -90,7 +90,7 @@ export class StripeProcessor implements PaymentProcessor {
     maxPaymentMethodIdLength: 255,
     // Stripe's statement_descriptor_suffix: at most 22 characters, no < > \ ' " *.
     billingDescriptorPattern: /^[A-Za-z0-9 .&-]{1,22}$/,
-    amountFits: (amountMinor, currency) => amountFitsProcessor(amountMinor, currency, STRIPE_CURRENCY_DECIMALS),
+    amountFits: (amountMinor, currency) => amountFitsProcessor(amountMinor, currency, STRIPE_CURRENCIES),
   };
   private readonly stripe: Stripe;
 
@@ -150,7 +150,7 @@ export class StripeProcessor implements PaymentProcessor {
 
   async refund(req: RefundRequest): Promise<RefundResult> {
     try {
-      const amount = Number(processorUnits(req.amountMinor, req.currency, STRIPE_CURRENCY_DECIMALS));
+      const amount = Number(processorUnits(req.amountMinor, req.currency, STRIPE_CURRENCIES));
       // Stripe may prune an idempotency key once it is 24 hours old and then makes the refund again
       // (docs.stripe.com/api/idempotent_requests), while an unanswered refund is resent by the next
       // day's batch: the intent's refunds are read first (a list, not the lagging search) and one made
@@ -210,7 +210,7 @@ export class StripeProcessor implements PaymentProcessor {
   params(req: ChargeRequest): Record<string, unknown> {
     const card: Record<string, unknown> = {};
     const p: Record<string, unknown> = {
-      amount: Number(processorUnits(req.amountMinor, req.currency, STRIPE_CURRENCY_DECIMALS)),
+      amount: Number(processorUnits(req.amountMinor, req.currency, STRIPE_CURRENCIES)),
       currency: req.currency.toLowerCase(),
       confirm: true,
       off_session: true,
@@ -271,7 +271,7 @@ function intentResult(pi: Stripe.PaymentIntent): ChargeResult {
       responseCode: '00',
       processorTransactionId: pi.id,
       message: 'Approved',
-      ...(partial ? { amountMinor: fromProcessorUnits(BigInt(received), pi.currency, STRIPE_CURRENCY_DECIMALS) } : {}),
+      ...(partial ? { amountMinor: fromProcessorUnits(BigInt(received), pi.currency, STRIPE_CURRENCIES) } : {}),
     };
   }
   const err = pi.last_payment_error;

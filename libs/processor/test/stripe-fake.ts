@@ -200,6 +200,7 @@ export class StripeFake extends WireFake {
       return err(400, { type: 'invalid_request_error', param: 'currency', message: 'Invalid currency' });
     }
     if (b.currency === 'isk' && amount % 100 !== 0) return wholeKronurOnly();
+    if (THREE_DECIMAL.includes(b.currency) && amount % 10 !== 0) return lastDigitNotZero(b.currency);
     if (b.off_session !== undefined && b.confirm !== 'true') {
       return err(400, {
         type: 'invalid_request_error',
@@ -313,6 +314,8 @@ export class StripeFake extends WireFake {
       });
     }
     if (stored.pi.currency === 'isk' && amount % 100 !== 0) return wholeKronurOnly();
+    const currency = stored.pi.currency as string;
+    if (THREE_DECIMAL.includes(currency) && amount % 10 !== 0) return lastDigitNotZero(currency);
     if (amount > remaining) {
       return err(400, {
         type: 'invalid_request_error',
@@ -349,6 +352,22 @@ function wholeKronurOnly(): FakeResponse {
     param: 'amount',
     message:
       'Invalid amount. Currency ISK has become effectively zero-decimal and charged amounts must be evenly divisible by 100.',
+  });
+}
+
+/**
+ * Three-decimal currencies (docs.stripe.com/currencies): the API takes their amounts in thousandths for
+ * PaymentIntents and Refunds, but "these API calls require the least-significant (last) digit to be 0"
+ * (5.124 KWD must be sent as 5120 or 5130).
+ */
+const THREE_DECIMAL = ['bhd', 'jod', 'kwd', 'omr', 'tnd'];
+
+function lastDigitNotZero(currency: string): FakeResponse {
+  return err(400, {
+    type: 'invalid_request_error',
+    code: 'invalid_charge_amount',
+    param: 'amount',
+    message: `Invalid amount. Amounts in ${currency.toUpperCase()} must have 0 as their last digit (rounded to the nearest ten).`,
   });
 }
 

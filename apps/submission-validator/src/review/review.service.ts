@@ -295,11 +295,14 @@ export class ReviewService {
       });
     }
     if (limits.amountFits && !limits.amountFits(BigInt(row.amount_minor), row.currency)) {
-      // A processor counting the currency with fewer decimals (Adyen IDR, Stripe MGA) has no units
-      // for the fraction: no attempt could ever charge it.
+      // A processor counting the currency with fewer decimals (Adyen IDR, Stripe MGA), or taking only
+      // multiples of some units (Stripe KWD: whole tens of fils), has no units for the fraction: no
+      // attempt could ever charge it.
       errors.push({
         code: RetCode.RET012,
-        message: RetMessage.check(`the processor cannot charge this amount in ${row.currency} (whole units only)`),
+        message: RetMessage.check(
+          `the processor cannot charge this amount in ${row.currency} (no such fraction there)`,
+        ),
       });
     }
     if (row.billing_descriptor !== null && !limits.billingDescriptorPattern.test(row.billing_descriptor)) {
