@@ -136,7 +136,13 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
   it('never sends card data to an account without raw card data; sends the card fields where allowed', async () => {
     const pan = { kind: 'pan' as const, pan: '4111111111111111', expiration: '202812' };
     const before = fake.requests.length;
-    expect((await adapter().charge(req({ instrument: pan }))).outcome).toBe('declined');
+    // Never sent: nothing charged (settled), never a decline (no issuer saw the card: it must not
+    // enter the card's network history nor block it).
+    const r = req({ instrument: pan });
+    const refused = await adapter().charge(r);
+    expect(refused).toMatchObject({ outcome: 'error', settled: true });
+    expect(refused.message).toMatch(/stored payment methods only/);
+    expect(await adapter().lookupCharge(r.idempotencyKey, r)).toMatchObject({ outcome: 'error', settled: true });
     expect(fake.requests.length).toBe(before);
 
     fake.rawCardDataAllowed = true;

@@ -15,6 +15,7 @@ import {
   AmountNotExpressible,
   amountFitsProcessor,
   amountRefused,
+  neverSent,
   processorUnits,
   refundAmountRefused,
 } from './processor-amounts';
@@ -146,14 +147,8 @@ export class AdyenProcessor implements PaymentProcessor {
       body = this.request(req);
     } catch (e) {
       if (e instanceof AmountNotExpressible) return amountRefused(e);
-      return {
-        outcome: 'declined',
-        responseCode: '14',
-        merchantAdviceCode: null,
-        network: 'other',
-        processorTransactionId: '',
-        message: (e as Error).message,
-      };
+      // Never sent: a request Retain cannot make for this account charged nothing (never a decline).
+      return neverSent(e as Error);
     }
     try {
       const res = await this.api('PaymentsApi').payments(body, { idempotencyKey: req.idempotencyKey });

@@ -89,6 +89,15 @@ export class AmountNotExpressible extends Error {
 
 /** A charge that was never sent because of its amount: nothing charged under its key (settled). */
 export function amountRefused(e: AmountNotExpressible): { outcome: 'error'; message: string; settled: true } {
+  return neverSent(e);
+}
+
+/**
+ * A charge that was never sent (its amount, or a request the account may not make, such as a card
+ * number on an account without raw card data): nothing charged under its key (settled, so the attempt
+ * ends not charged). Never a decline: no issuer answered, so nothing enters the card's network history.
+ */
+export function neverSent(e: Error): { outcome: 'error'; message: string; settled: true } {
   return { outcome: 'error', message: e.message, settled: true };
 }
 

@@ -133,9 +133,18 @@ describe('Stripe adapter against the Stripe wire fake', () => {
   it('never sends a card number to an account without raw card data, and sends it where allowed', async () => {
     const pan = { kind: 'pan' as const, pan: '4242424242424242', expiration: '202812' };
     const before = fake.requests.length;
-    const refused = await adapter().charge(req({ instrument: pan }));
-    expect(refused.outcome).toBe('declined');
+    // Never sent: nothing charged (settled), never a decline (no issuer saw the card: it must not
+    // enter the card's network history nor block it).
+    const r = req({ instrument: pan });
+    const refused = await adapter().charge(r);
+    expect(refused).toMatchObject({ outcome: 'error', settled: true });
+    expect(refused.message).toMatch(/tokenized payment methods only/);
     expect(fake.requests.length).toBe(before);
+    // Its lookup finds no PaymentIntent and its replay is refused the same way: settled.
+    expect(await adapter().lookupCharge(r.idempotencyKey, r)).toMatchObject({ outcome: 'error', settled: true });
+    expect(fake.received('POST', '/v1/payment_intents').slice(-1)[0]?.headers['idempotency-key']).not.toBe(
+      r.idempotencyKey,
+    );
     expect(fake.requests.some((x) => x.rawBody.includes('4242424242424242'))).toBe(false);
 
     fake.rawCardDataAllowed = true;

@@ -16,6 +16,7 @@ import {
   amountFitsProcessor,
   amountRefused,
   fromProcessorUnits,
+  neverSent,
   processorUnits,
   refundAmountRefused,
 } from './processor-amounts';
@@ -116,8 +117,8 @@ export class StripeProcessor implements PaymentProcessor {
       params = this.params(req);
     } catch (e) {
       if (e instanceof AmountNotExpressible) return amountRefused(e);
-      // Never sent: a request Retain cannot make for this account is a decline, not an unknown.
-      return { ...declined('14', null, 'other', ''), message: (e as Error).message };
+      // Never sent: a request Retain cannot make for this account charged nothing (never a decline).
+      return neverSent(e as Error);
     }
     try {
       const pi = await this.stripe.paymentIntents.create(params as unknown as Stripe.PaymentIntentCreateParams, {
