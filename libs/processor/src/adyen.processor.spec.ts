@@ -204,6 +204,34 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
   });
 
   it.each([
+    ...['mc', 'mcdebit', 'mccredit', 'mcprepaid', 'mc_applepay', 'mc_googlepay', 'mcmaestro', 'maestro'].map(
+      (b) => [b, 'mastercard'] as const,
+    ),
+    ...['visa', 'visadebit', 'visa_applepay', 'electron', 'vpay'].map((b) => [b, 'visa'] as const),
+    ...['amex', 'amex_applepay', 'amexcorporate'].map((b) => [b, 'amex'] as const),
+    ...['discover', 'discover_googlepay'].map((b) => [b, 'discover'] as const),
+    ...['jcb', 'diners', 'cup'].map((b) => [b, 'other'] as const),
+  ])('a refusal of brand %s is read as network %s: its rules apply', async (brand, network) => {
+    // docs.adyen.com/development-resources/paymentmethodvariant; Adyen: a rule for `mc` applies to
+    // "all payment instruments under mc, such as mcbusinessdebit and mcdebit".
+    const id = `BRAND${brand.replace(/_/g, '').toUpperCase()}00000000`.slice(0, 16);
+    fake.script(id, {
+      refusalReason: 'Refused',
+      refusalReasonCode: '2',
+      refusalReasonRaw: '05 : Do not honor',
+      merchantAdviceCode: '03: Do not try again',
+      brand,
+    });
+    const result = await adapter().charge(
+      req({ instrument: { kind: 'token', token: `shopper-42|${id}`, isNetworkToken: false } }),
+    );
+    expect(result).toMatchObject({ outcome: 'declined', network });
+    if (result.outcome !== 'declined') throw new Error('expected a decline');
+    // MAC 03 stops a Mastercard card for good; it means nothing on another network.
+    expect(classifyDecline(result).cardBlock).toBe(network === 'mastercard' ? 'permanent' : null);
+  });
+
+  it.each([
     ['7 : Pickup card, special condition', '07'],
     ['4 : Capture card', '04'],
   ])('reads a raw response without its leading zero (%s) as %s: Visa category 1, never retried', async (raw, code) => {

@@ -5,11 +5,18 @@ import type { CardNetwork, ChargeResult } from './processor.port';
  * processors' own decline reasons, and the `error` outcome of a failed wire call.
  */
 
-/** Retain's network name for a processor's brand string (`visa`, `mastercard`, `MC`, `amex`, ...). */
+/**
+ * Retain's network name for a processor's brand string: Stripe's `visa`, `mastercard`, `amex`, ...;
+ * Adyen's brand variants (docs.adyen.com/development-resources/paymentmethodvariant) name a family by
+ * its prefix (a rule for `mc` "is applied to all payment instruments under mc, such as mcbusinessdebit
+ * and mcdebit"): `mc…` (`mcdebit`, `mccredit`, `mc_applepay`, `mcmaestro`) and `maestro…` are
+ * Mastercard; `visa…`, `electron` (Visa Electron) and `vpay` (V PAY) Visa; `amex…` American Express;
+ * `discover…` Discover. Others (`jcb`, `diners`, `cup`) have no rules of their own: `other`.
+ */
 export function networkOfBrand(brand: string | null | undefined): CardNetwork {
-  const b = (brand ?? '').toLowerCase();
-  if (b.startsWith('visa')) return 'visa';
-  if (b === 'mc' || b.startsWith('mastercard') || b.startsWith('maestro')) return 'mastercard';
+  const b = (brand ?? '').trim().toLowerCase();
+  if (b.startsWith('visa') || b.startsWith('electron') || b.startsWith('vpay')) return 'visa';
+  if (b.startsWith('mc') || b.startsWith('mastercard') || b.startsWith('maestro')) return 'mastercard';
   if (b.startsWith('amex') || b === 'american express') return 'amex';
   if (b.startsWith('discover')) return 'discover';
   return 'other';
