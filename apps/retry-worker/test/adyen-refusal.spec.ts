@@ -13,11 +13,11 @@ import { TickProcessor } from '../src/scheduler/tick.processor';
 import { AdyenFake } from '../../../libs/processor/test/adyen-fake';
 
 /**
- * An attempt Adyen refuses as a request (4xx: here 403 010, raw card fields from a credential without
- * the role to send them) through the retry worker and its reconciliation, on the real Postgres with
- * the Adyen adapter against its wire fake.
+ * Attempts through the retry worker and its reconciliation, on the real Postgres with the Adyen
+ * adapter against its wire fake: a request Adyen refuses (4xx: here 403 010, raw card fields from a
+ * credential without the role to send them), and a refusal that names no card brand.
  */
-describe('retry worker with an Adyen account that refuses the request', () => {
+describe('retry worker with an Adyen account', () => {
   let mod: TestingModule;
   let db: DataSource;
   let redis: Redis;
@@ -81,5 +81,34 @@ describe('retry worker with an Adyen account that refuses the request', () => {
     expect(fake.payments.size).toBe(0);
     // The card number is never in what the attempt recorded.
     expect(JSON.stringify(row)).not.toContain('4111111111111111');
+  });
+
+  it('a refusal naming no brand, of a Mastercard card known from its BIN: its advice code 03 is read (Hard Failure)', async () => {
+    const pan = '5555555555554444';
+    fake.script(pan, {
+      refusalReason: 'Refused',
+      refusalReasonCode: '2',
+      refusalReasonRaw: '05 : Do not honor',
+      merchantAdviceCode: '03: Do not try again',
+      brand: null,
+    });
+    fake.rawCardDataAllowed = true;
+    try {
+      const t = await insertTransactionRow(db, merchantId, { card: pan });
+      // The review named the card's network from its BIN (the fixture's default is visa).
+      await db.query(`UPDATE transactions SET card_network = 'mastercard' WHERE id = $1`, [t.id]);
+      const a = await insertAttemptRow(db, t);
+      expect(await attempts.run(a.id)).toBe('declined');
+      const [row] = await db.query(
+        `SELECT response_code, merchant_advice_code, auth_code_description FROM attempts WHERE id = $1`,
+        [a.id],
+      );
+      expect([row.response_code, row.merchant_advice_code]).toEqual(['05', '03']);
+      expect(row.auth_code_description).toBe('Hard Failure');
+      const [txn] = await db.query(`SELECT status, card_network FROM transactions WHERE id = $1`, [t.id]);
+      expect(txn).toEqual({ status: 'Cancelled', card_network: 'mastercard' });
+    } finally {
+      fake.rawCardDataAllowed = false;
+    }
   });
 });

@@ -28,7 +28,8 @@ export interface AdyenRefusal {
   refusalReasonRaw?: string;
   /** e.g. `03: Do not try again` */
   merchantAdviceCode?: string;
-  brand?: string;
+  /** The card's brand variant (default: from the number); null: the answer names no brand. */
+  brand?: string | null;
 }
 
 /**
@@ -183,13 +184,14 @@ export class AdyenFake extends WireFake {
       return error(422, '000', 'Invalid captureDelayHours', 'validation');
     }
     const outcome = this.scripted.get(key) ?? TEST_CARDS[key] ?? 'Authorised';
-    const brand = (typeof outcome === 'object' && outcome.brand) || brandOf(key);
+    const scriptedBrand = typeof outcome === 'object' ? outcome.brand : undefined;
+    const brand = scriptedBrand === null ? null : scriptedBrand || brandOf(key);
     const pspReference = randomId(16).toUpperCase();
     const base = {
       pspReference,
       merchantReference: b.reference,
       amount,
-      paymentMethod: { type: 'scheme', brand },
+      paymentMethod: { type: 'scheme', ...(brand === null ? {} : { brand }) },
     };
     const response: Record<string, unknown> =
       outcome === 'Received'

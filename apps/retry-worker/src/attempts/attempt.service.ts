@@ -148,7 +148,7 @@ function notCapturedAttemptFields(
   const declined = result.outcome === 'declined';
   const classification = declined
     ? classifyDecline({
-        network: result.network,
+        network: attempt.cardNetwork ?? result.network,
         responseCode: result.responseCode,
         merchantAdviceCode: result.merchantAdviceCode,
       })
