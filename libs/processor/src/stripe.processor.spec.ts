@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { classifyDecline, updaterMayCure } from '@retain/domain';
 import type { ChargeRequest } from './processor.port';
 import { ProcessorUnavailableError } from './processor.port';
 import { STRIPE_KEY_METADATA, STRIPE_REFUND_METADATA, StripeProcessor } from './stripe.processor';
@@ -206,6 +207,42 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     });
     expect(result.outcome === 'declined' && result.processorTransactionId).toMatch(/^pi_/);
   });
+
+  it.each([
+    // do_not_try_again: never again on this card, unless the network's answer already says so.
+    ['do_not_try_again', 'generic_decline', '05', 'visa', '46', 'permanent'],
+    ['do_not_try_again', 'insufficient_funds', '51', 'mastercard', '46', 'permanent'],
+    ['do_not_try_again', 'do_not_honor', undefined, 'amex', '46', 'permanent'],
+    ['do_not_try_again', 'lost_card', '41', 'visa', '41', 'permanent'],
+    // confirm_card_data: the data-quality class (not again with the same data; the account updater first).
+    ['confirm_card_data', 'generic_decline', '05', 'visa', '6P', 'new-card-data'],
+    ['confirm_card_data', 'generic_decline', undefined, 'mastercard', '6P', 'new-card-data'],
+    ['confirm_card_data', 'expired_card', '54', 'visa', '54', 'new-card-data'],
+    ['confirm_card_data', 'stolen_card', '43', 'visa', '43', 'permanent'],
+    // try_again_later: soft, unless the network's own code stops (a decline_code alone does not).
+    ['try_again_later', 'transaction_not_allowed', undefined, 'mastercard', '91', null],
+    ['try_again_later', 'insufficient_funds', '51', 'visa', '51', null],
+    ['try_again_later', 'lost_card', '41', 'visa', '41', 'permanent'],
+  ] as const)(
+    'advice_code %s with decline_code %s, network code %s (%s): responseCode %s, card block %s',
+    async (advice, declineCode, networkCode, brand, code, block) => {
+      const pm = `pm_advice_${advice}_${declineCode}_${networkCode ?? 'none'}_${brand}`;
+      fake.script(pm, {
+        decline_code: declineCode,
+        ...(networkCode ? { network_decline_code: networkCode } : {}),
+        advice_code: advice,
+        brand,
+      });
+      const result = await adapter().charge(req({ instrument: { kind: 'token', token: pm, isNetworkToken: false } }));
+      expect(result).toMatchObject({ outcome: 'declined', responseCode: code });
+      if (result.outcome !== 'declined') throw new Error('expected a decline');
+      expect(result.message).toContain(advice);
+      const c = classifyDecline(result);
+      expect(c.cardBlock).toBe(block);
+      expect(c.retryable).toBe(block === null);
+      if (block === 'new-card-data') expect(updaterMayCure(c)).toBe(true);
+    },
+  );
 
   it('maps a decline without a network code from Stripe decline_code (lost_card is 41)', async () => {
     fake.script('pm_lost', { decline_code: 'lost_card', brand: 'visa' });

@@ -1,4 +1,5 @@
 import Stripe from 'stripe';
+import { classifyDecline, type DeclineInput } from '@retain/domain';
 import {
   ProcessorUnavailableError,
   type CardNetwork,
@@ -289,6 +290,7 @@ function intentResult(pi: Stripe.PaymentIntent): ChargeResult {
 interface StripeDeclineFields {
   code?: string | null;
   decline_code?: string | null;
+  advice_code?: string | null;
   network_decline_code?: string | null;
   network_advice_code?: string | null;
   message?: string | null;
@@ -297,16 +299,44 @@ interface StripeDeclineFields {
 
 function cardDecline(e: StripeDeclineFields, id: string): ChargeResult {
   const reason = e.decline_code ?? e.code ?? 'generic_decline';
-  const responseCode = e.network_decline_code || STRIPE_DECLINE_CODES[reason] || '05';
+  const network = networkOfBrand(e.payment_method?.card?.brand);
+  const merchantAdviceCode = e.network_advice_code || null;
+  const code = e.network_decline_code || STRIPE_DECLINE_CODES[reason] || '05';
+  const advice = e.advice_code || null;
   return {
     outcome: 'declined',
-    responseCode,
-    merchantAdviceCode: e.network_advice_code || null,
-    network: networkOfBrand(e.payment_method?.card?.brand),
+    responseCode: advisedCode({ network, responseCode: code, merchantAdviceCode }, advice, !!e.network_decline_code),
+    merchantAdviceCode,
+    network,
     processorTransactionId: id,
-    message: `Declined (${reason})`,
+    message: `Declined (${reason}${advice ? `, ${advice}` : ''})`,
   };
 }
+
+/**
+ * Stripe's `advice_code` (docs.stripe.com/declines/card, "retrying issuer declines"): how to proceed
+ * with an issuer's decline. The policy reads an attempt by its response code and the network's
+ * Mastercard advice code wherever it reads it (the card's history and limits, the next plan), so the
+ * advice becomes the code, and only where the network's answer does not already say as much or more:
+ * - `do_not_try_again`: never again on this card. Unless the answer already blocks the card for good,
+ *   the code is 46 (closed account: Visa category 1, a hard code of every network).
+ * - `confirm_card_data`: not again with the same card data (the account updater first). Unless the
+ *   answer already stops, the code is 6P (verification data failed: Visa category 3, a data-quality
+ *   code of every network).
+ * - `try_again_later`: soft. Without a network decline code, a stop read from Stripe's decline_code
+ *   alone is 91 (Stripe's own `try_again_later` decline code); the network's own code is kept.
+ */
+function advisedCode(decline: DeclineInput, advice: string | null, networkCode: boolean): string {
+  if (!advice) return decline.responseCode;
+  const c = classifyDecline(decline);
+  if (advice === 'do_not_try_again' && c.cardBlock !== 'permanent') return ADVICE_STOP_CODE;
+  if (advice === 'confirm_card_data' && c.retryable) return ADVICE_CARD_DATA_CODE;
+  if (advice === 'try_again_later' && !c.retryable && !networkCode) return STRIPE_DECLINE_CODES.try_again_later!;
+  return decline.responseCode;
+}
+
+const ADVICE_STOP_CODE = '46';
+const ADVICE_CARD_DATA_CODE = '6P';
 
 /** A Stripe answer that is a decision (4xx but 429/409), not a failure of the wire. */
 function isDecision(e: InstanceType<typeof Stripe.errors.StripeError>): boolean {

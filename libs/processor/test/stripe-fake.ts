@@ -7,7 +7,7 @@ import { randomId, WireFake, type FakeResponse, type RecordedRequest } from './f
  * /v1/refunds`; idempotency per https://docs.stripe.com/api/idempotent_requests (the same key
  * replays the stored status and body with `Idempotent-Replayed: true`; other parameters under a
  * used key: 400 `idempotency_error`; a key still in progress: 409); card declines as 402
- * `card_error` with `decline_code`, `network_decline_code`, `network_advice_code` and the
+ * `card_error` with `decline_code`, `advice_code`, `network_decline_code`, `network_advice_code` and the
  * PaymentIntent (https://docs.stripe.com/declines/codes). Outcomes follow Stripe's test cards and
  * PaymentMethods (https://docs.stripe.com/testing); `script()` adds others.
  */
@@ -15,6 +15,11 @@ export interface StripeDecline {
   decline_code: string;
   network_decline_code?: string;
   network_advice_code?: string;
+  /**
+   * Stripe's own advice (docs.stripe.com/api/errors: "a short string indicating how to proceed with an
+   * error if the issuer provides one"): `do_not_try_again`, `try_again_later`, `confirm_card_data`.
+   */
+  advice_code?: 'do_not_try_again' | 'try_again_later' | 'confirm_card_data';
   /** Card brand of the PaymentMethod (default: from the number or pm name). */
   brand?: string;
 }
@@ -277,6 +282,7 @@ export class StripeFake extends WireFake {
       decline_code: outcome.decline_code,
       ...(outcome.network_decline_code ? { network_decline_code: outcome.network_decline_code } : {}),
       ...(outcome.network_advice_code ? { network_advice_code: outcome.network_advice_code } : {}),
+      ...(outcome.advice_code ? { advice_code: outcome.advice_code } : {}),
       message: 'Your card was declined.',
       charge: chargeId,
       doc_url: 'https://docs.stripe.com/error-codes/card-declined',
