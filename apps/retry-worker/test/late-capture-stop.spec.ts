@@ -1,6 +1,7 @@
 import { type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
 import { Test } from '@nestjs/testing';
+import { RefundsRepository } from '@retain/db';
 import { RETAIN_CONFIG } from '@retain/platform';
 import {
   PgSandboxLedger,
@@ -8,6 +9,8 @@ import {
   SandboxProcessor,
   TRANSACTION_PROCESSORS,
   fixedProcessor,
+  type ChargeRequest,
+  type ChargeResult,
   type RefundRequest,
 } from '@retain/processor';
 import { OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
@@ -28,6 +31,9 @@ import { TickProcessor } from '../src/scheduler/tick.processor';
 // The refund batcher sends again what the worker's own send of a late capture's refund left unanswered.
 // eslint-disable-next-line @nx/enforce-module-boundaries -- a test of the two apps' hand-over on one database
 import { RefundBatchService } from '../../refund-batcher/src/batch/refund-batch.service';
+// The merchant's stop arrives through the refunds API's own service while a charge is out.
+// eslint-disable-next-line @nx/enforce-module-boundaries -- a test of the two apps' hand-over on one database
+import { RefundRequestService } from '../../intake-api/src/refunds/refund-request.service';
 
 /** The app's own processor: the sandbox, whose lookups get the original request (as the app calls them). */
 // Money found twice or charged after a stop (the money-flow audit of the fifteenth session), with the
@@ -47,6 +53,9 @@ describe('late captures and stops: never a charge unaccounted for', () => {
   /** Every refund request the processor received, and how many of the next ones go unanswered. */
   const refundsSent: RefundRequest[] = [];
   let unanswered = 0;
+  /** Runs inside the next charge call, which then answers a timeout: the request never arrived. */
+  let duringNextCharge: (() => Promise<void>) | null = null;
+  let stops: RefundRequestService;
 
   beforeAll(async () => {
     db = await testDb();
@@ -54,6 +63,13 @@ describe('late captures and stops: never a charge unaccounted for', () => {
     queues = new QueueRegistry(redis, config.queuePrefix);
     const sandbox = new SandboxProcessor(new PgSandboxLedger(db));
     const processor = Object.assign(Object.create(sandbox) as SandboxProcessor, {
+      charge: async (req: ChargeRequest): Promise<ChargeResult> => {
+        const during = duringNextCharge;
+        if (!during) return sandbox.charge(req);
+        duringNextCharge = null;
+        await during();
+        return { outcome: 'error', message: 'timeout: the request never reached the processor' };
+      },
       refund: async (req: RefundRequest) => {
         refundsSent.push(req);
         if (unanswered > 0) {
@@ -76,6 +92,7 @@ describe('late captures and stops: never a charge unaccounted for', () => {
       ],
     }).compile();
     batch = batchModule.get(RefundBatchService);
+    stops = new RefundRequestService(db, new RefundsRepository(db), new OutboxRelay(db, queues));
     merchantId = await insertMerchantRow(db);
   });
   afterAll(async () => {
@@ -113,6 +130,30 @@ describe('late captures and stops: never a charge unaccounted for', () => {
       charged: null,
       attempts: [{ state: 'unknown' }],
     });
+  });
+
+  it('a stop that lands while a charge times out: the lookup after the timeout is by key only, never a charge', async () => {
+    const t = await insertTransactionRow(db, merchantId); // 4111111111111111: approved
+    const a = await insertAttemptRow(db, t);
+    // The merchant stops the transaction while the charge is out; the charge then answers a timeout.
+    duringNextCharge = async () => {
+      const r = await stops.request(
+        { id: merchantId, merchantVid: 'v', login: 'l' },
+        { refunds: [{ id: t.merchantTxnId }] },
+        false,
+      );
+      expect(r.status).toBe(200);
+      expect((await txnRow(t.id)).status).toBe('Stop Requested');
+    };
+    const result = await attempts.run(a.id);
+    // Expected (README "Attempt states"): after a stop an attempt is looked up by its key only, never
+    // replayed with its request (that would make the charge now): no charge, the attempt unknown.
+    expect({ result, charged: await ledger(a.vid), attempts: await attemptRows(t.id) }).toMatchObject({
+      result: 'unknown',
+      charged: null,
+      attempts: [{ state: 'unknown' }],
+    });
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Stop Requested' });
   });
 
   it('an attempt settled as not charged that captures late after the next attempt captured: recorded and refunded', async () => {

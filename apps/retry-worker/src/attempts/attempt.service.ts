@@ -277,6 +277,8 @@ export interface AttemptCharge {
   request: ChargeRequest;
   /** Its transaction has a stop requested: the charge is looked up by key only (lookUp). */
   stopped: boolean;
+  /** Its transaction, whose stop lookUp reads again right before a replay. */
+  transactionId: string;
 }
 
 export interface Recorded {
@@ -339,6 +341,7 @@ export class AttemptService {
       processor: await this.processorFor(attempt, txn),
       request: this.chargeRequest(attempt, txn),
       stopped: txn.stopRequestedAt !== null,
+      transactionId: txn.id,
     };
   }
 
@@ -347,10 +350,15 @@ export class AttemptService {
    * attempt's one charge if the first request never arrived (Adyen has no other lookup; Stripe's search
    * lags): right while the attempt may still be made, never after a stop (decisions §8: the customer is
    * not charged after it): then by key only, and what is not found is settled by the reconciliation.
+   * The stop is read again right before a replay (a stop accepted while the caller's charge timed out,
+   * or since its rows were read, is seen); what is left is the few milliseconds of the call itself.
    */
-  lookUp(charge: AttemptCharge): Promise<ChargeResult | null> {
+  async lookUp(charge: AttemptCharge): Promise<ChargeResult | null> {
     const key = charge.request.idempotencyKey;
-    return charge.stopped ? charge.processor.lookupCharge(key) : charge.processor.lookupCharge(key, charge.request);
+    if (charge.stopped || (await AttemptsRepository.stopRequested(this.db, charge.transactionId))) {
+      return charge.processor.lookupCharge(key);
+    }
+    return charge.processor.lookupCharge(key, charge.request);
   }
 
   /**
@@ -465,8 +473,14 @@ export class AttemptService {
     }
     if (result.outcome === 'error') {
       // A timeout or 5xx says nothing about the charge: it may have gone through. Ask once by the
-      // same key; without a decision the attempt is recorded `unknown` and reconciled later.
-      const lookedUp = await processor.lookupCharge(request.idempotencyKey, request);
+      // same key (by key only if a stop was accepted meanwhile: lookUp); without a decision the
+      // attempt is recorded `unknown` and reconciled later.
+      const lookedUp = await this.lookUp({
+        processor,
+        request,
+        stopped: txn.stopRequestedAt !== null,
+        transactionId: txn.id,
+      });
       if (lookedUp && lookedUp.outcome !== 'error') result = lookedUp;
     }
     // decisions §15: a data-quality decline asks the account updater before the next step is planned.

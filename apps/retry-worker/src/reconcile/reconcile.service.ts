@@ -62,9 +62,9 @@ export class ReconcileService {
     let lookupFailed = false;
     try {
       // The processor of the attempt's transaction (its merchant's account), asked with the
-      // attempt's own ChargeRequest (AttemptService.lookUp: by key only after a stop). An attempt
-      // already settled as not charged (state error) is looked up by key only: replaying it would
-      // make its charge now.
+      // attempt's own ChargeRequest (AttemptService.lookUp: by key only after a stop, the stop read
+      // again right before a replay). An attempt already settled as not charged (state error) is
+      // looked up by key only: replaying it would make its charge now.
       const charge = await this.attempts.chargeOf(row.id);
       if (!charge) return false;
       found =

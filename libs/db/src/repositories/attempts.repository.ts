@@ -123,6 +123,15 @@ export class AttemptsRepository {
     return row ?? null;
   }
 
+  /** Whether the transaction has a stop requested, read now (no lock: right before a processor call). */
+  static async stopRequested(db: Sql, transactionId: string): Promise<boolean> {
+    const [row]: { stopped: boolean }[] = await db.query(
+      `SELECT stop_requested_at IS NOT NULL AS stopped FROM transactions WHERE id = $1`,
+      [transactionId],
+    );
+    return row?.stopped ?? false;
+  }
+
   /** Locks the attempt and its transaction (one statement: both rows FOR UPDATE), as lockMany. */
   static async lock(m: EntityManager, attemptId: string): Promise<LockedAttempt | null> {
     const [locked] = await AttemptsRepository.lockMany(m, [attemptId]);
