@@ -48,6 +48,7 @@ import { ErasedPushBodies1800200000000 } from './migrations/1800200000000-Erased
 import { RefundedAttempt1800400000000 } from './migrations/1800400000000-RefundedAttempt';
 import { NumericRollupAmounts1800450000000 } from './migrations/1800450000000-NumericRollupAmounts';
 import { HashOnlyCardErasure1800300000000 } from './migrations/1800300000000-HashOnlyCardErasure';
+import { LeftPendingAttempts1800500000000 } from './migrations/1800500000000-LeftPendingAttempts';
 import { ProcessorNotifications1800600000000 } from './migrations/1800600000000-ProcessorNotifications';
 
 /** Migrations, listed explicitly and applied in this order. */
@@ -98,6 +99,7 @@ export const MIGRATIONS = [
   HashOnlyCardErasure1800300000000,
   RefundedAttempt1800400000000,
   NumericRollupAmounts1800450000000,
+  LeftPendingAttempts1800500000000,
   ProcessorNotifications1800600000000,
 ];
 

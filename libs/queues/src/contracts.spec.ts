@@ -9,6 +9,7 @@ import {
   QUEUE_NAMES,
   QueueName,
   assertJobData,
+  jobLifetimeMs,
   queuesConsumedBy,
   workerOptions,
   type QueueJob,
@@ -99,6 +100,15 @@ describe('the queue record', () => {
       });
       expect(produced, `${q} producer`).toBe(true);
     }
+  });
+});
+
+describe('jobLifetimeMs', () => {
+  it('every try (its work and two job locks) and every backoff between tries', () => {
+    // retry.attempt: 10 tries, exponential backoff from 2 s: 2 + 4 + ... + 512 s = 1022 s between them.
+    expect(jobLifetimeMs(QueueName.RetryAttempt, 30_000, 150_000)).toBe(10 * (150_000 + 60_000) + 1_022_000);
+    // retry.tick: one try, its own 30 s lock whatever JOB_LOCK_MS says, no backoff.
+    expect(jobLifetimeMs(QueueName.RetryTick, 5_000, 1_000)).toBe(1_000 + 60_000);
   });
 });
 

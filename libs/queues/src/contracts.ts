@@ -229,6 +229,29 @@ export function workerOptions(
 }
 
 /**
+ * The longest a job of `queue` stays alive after its first try starts, for a job that fails every
+ * try: each of its `attempts` tries runs up to `perTryMs` and, when its worker dies under it, stays
+ * locked up to two job locks before the stalled check hands it over; between tries, the queue's
+ * backoff (BullMQ's exponential: delay x 2^(n-1) after the n-th failure; fixed: delay). Past it, a
+ * row the job would have moved on and did not is the job's leftover (the retry worker's sweep of
+ * attempts left pending). Not counted: a job whose workers keep dying, which the outbox sweeper puts
+ * back up to MAX_PUBLISHES_AFTER_STALLS times (whatever acts on the leftover re-checks under a lock).
+ */
+export function jobLifetimeMs(queue: QueueName, jobLockMs: number, perTryMs: number): number {
+  const s = QUEUES[queue];
+  const lock = s.lockDuration === 'JOB_LOCK_MS' ? jobLockMs : s.lockDuration;
+  const tries = s.jobOptions.attempts ?? 1;
+  const raw = s.jobOptions.backoff;
+  const backoff = typeof raw === 'number' ? { type: 'fixed', delay: raw } : raw;
+  let waits = 0;
+  for (let n = 1; n < tries && backoff; n++) {
+    const delay = backoff.delay ?? 0;
+    waits += backoff.type === 'exponential' ? delay * 2 ** (n - 1) : delay;
+  }
+  return tries * (perTryMs + 2 * lock) + waits;
+}
+
+/**
  * Checks a consumed payload against the queue's contract. A payload of another version, or without
  * its ids, can never succeed however often it is tried: UnrecoverableError fails the job for good
  * at once (recorded in failed_jobs) instead of burning its attempts.

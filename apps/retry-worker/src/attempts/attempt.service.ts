@@ -709,6 +709,48 @@ export class AttemptService {
     };
   }
 
+  /**
+   * A prepared attempt its job left pending (the job failed for good, or vanished; ReconcileService's
+   * sweep): `unknown`, looked up at once by the reconciliation, which records what the processor has
+   * under its key. A run of its job that comes after all finds it no longer pending and leaves it (runAlone,
+   * prepare, and `record(..., Pending)` for an answer that was still on its way). False: not left pending.
+   */
+  async markLeftPending(attemptId: string): Promise<boolean> {
+    return this.db.transaction(async (m) => {
+      const locked = await AttemptsRepository.lock(m, attemptId);
+      if (!locked || locked.attempt.state !== AttemptState.Pending || !locked.attempt.preparedAt) return false;
+      await this.markUnknown(m, locked.attempt, locked.txn, 'left pending by its job: looked up by the reconciliation');
+      return true;
+    });
+  }
+
+  /**
+   * A never-prepared attempt whose job failed for good (ReconcileService's sweep): dropped (it never
+   * reached the processor), and its transaction gets back the schedule the tick's claim took (the
+   * attempt's time and plan: the next tick makes a new attempt), or, stopped, its stop closes.
+   * False: no longer a never-prepared pending attempt.
+   */
+  async dropLeftPending(attemptId: string): Promise<boolean> {
+    const outbox = await this.db.transaction(async (m) => {
+      const locked = await AttemptsRepository.lock(m, attemptId);
+      if (!locked || !canDropAttempt(locked.attempt)) return null;
+      const { attempt, txn } = locked;
+      await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
+      if (txn.stopRequestedAt) return (await closeStopIfSettled(m, txn)) ?? [];
+      const inRetry = txn.status === TransactionStatus.Failed || txn.status === TransactionStatus.InRetry;
+      if (inRetry && txn.nextAttemptAt === null) {
+        await setFields(m, TransactionEntity, txn, {
+          nextAttemptAt: attempt.scheduledFor,
+          nextAttemptPlan: attempt.plan,
+        });
+      }
+      return [];
+    });
+    if (outbox === null) return false;
+    await this.publish(outbox);
+    return true;
+  }
+
   /** No decision from the processor: the attempt is unknown and the transaction waits for it. */
   private async markUnknown(m: EntityManager, attempt: AttemptEntity, txn: TransactionEntity, message: string) {
     await setFields(m, AttemptEntity, attempt, {

@@ -1,8 +1,9 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import type { RetainConfig } from '@retain/config';
+import { jobLockMs, type RetainConfig } from '@retain/config';
 import { AttemptsRepository, type ReconcileRow } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import type { ChargeResult } from '@retain/processor';
+import { QueueName, jobLifetimeMs } from '@retain/queues';
 import { AttemptState, reconcileDecision, type LookupReading } from '@retain/recovery';
 import { DataSource } from 'typeorm';
 import { AttemptService } from '../attempts/attempt.service';
@@ -18,6 +19,25 @@ const MAX_LOOKUP_INTERVAL_MS = 5 * 60_000;
 export const LATE_WATCH_MS = 24 * 3_600_000;
 
 /**
+ * Processor calls one run of an attempt may wait on, each up to PROCESSOR_TIMEOUT: the lookup of an
+ * attempt prepared by an earlier run (Stripe: a search, then a replay), its charge, and the lookup
+ * after a charge's timeout (a search and a replay again).
+ */
+const PROCESSOR_CALLS_PER_RUN = 5;
+
+/**
+ * How long after its in-flight mark (a never-prepared one: after it was made) an attempt may still be
+ * pending while its retry.attempt job lives: every try of the job (its processor calls, and two job
+ * locks when its worker dies) and the backoff between tries (jobLifetimeMs). With the defaults
+ * (JOB_LOCK_MS 30 s, PROCESSOR_TIMEOUT 30 s, 10 tries, backoff 2 s doubling): 10 x 210 s + 1022 s,
+ * about 52 min. Past it the sweep takes the attempt over. Real time (not divided by RETRY_TIME_SCALE):
+ * the queue's backoff is.
+ */
+export function leftPendingAfterMs(lockMs: number, processorTimeoutMs: number): number {
+  return jobLifetimeMs(QueueName.RetryAttempt, lockMs, PROCESSOR_CALLS_PER_RUN * processorTimeoutMs);
+}
+
+/**
  * The reconciliation, on every retry tick: looks up by idempotency key the attempts whose outcome
  * is unknown until they resolve (captured or declined: recorded like a charge's answer; nothing
  * found after RECONCILE_NOT_FOUND_AFTER: not charged, the schedule goes on), and raises the
@@ -29,16 +49,20 @@ export const LATE_WATCH_MS = 24 * 3_600_000;
 @Injectable()
 export class ReconcileService {
   private readonly logger = new Logger(ReconcileService.name);
+  private readonly leftPendingAfterMs: number;
 
   constructor(
     private readonly db: DataSource,
     private readonly attempts: AttemptService,
     private readonly metrics: RetainMetrics,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
-  ) {}
+  ) {
+    this.leftPendingAfterMs = leftPendingAfterMs(jobLockMs(), config.processorTimeoutMs);
+  }
 
   /** One pass; returns how many attempts were resolved or found captured late. */
   async reconcile(): Promise<number> {
+    await this.sweepLeftPending();
     const rows = await AttemptsRepository.dueForLookup(this.db, BATCH, LATE_WATCH_MS / this.config.retryTimeScale);
     let settled = 0;
     for (const row of rows) {
@@ -55,6 +79,35 @@ export class ReconcileService {
       ),
     );
     return settled;
+  }
+
+  /**
+   * Attempts left pending by a job that is over (it failed for good: a long Postgres outage, an error
+   * that repeats; or it vanished), past leftPendingAfterMs: nothing else would ever move them, and a
+   * pending attempt holds its customer's other charges and its transaction's stop. A prepared one may
+   * have charged: it becomes unknown, and this pass looks it up (by key only after a stop). A
+   * never-prepared one whose job failed for good is dropped and its transaction scheduled again.
+   */
+  private async sweepLeftPending(): Promise<void> {
+    const take = async (ids: string[], act: (id: string) => Promise<boolean>, what: string) => {
+      for (const id of ids) {
+        try {
+          if (await act(id)) this.logger.warn({ attempt: id }, what);
+        } catch (err) {
+          this.logger.warn({ attempt: id, err: (err as Error).message }, 'sweep of an attempt left pending failed');
+        }
+      }
+    };
+    await take(
+      await AttemptsRepository.leftPendingPrepared(this.db, this.leftPendingAfterMs, BATCH),
+      (id) => this.attempts.markLeftPending(id),
+      'an attempt its job left pending after its in-flight mark: unknown, looked up by the reconciliation',
+    );
+    await take(
+      await AttemptsRepository.leftPendingUnprepared(this.db, this.leftPendingAfterMs, BATCH),
+      (id) => this.attempts.dropLeftPending(id),
+      'a never-prepared attempt whose job failed for good: dropped, its transaction scheduled again',
+    );
   }
 
   private async reconcileOne(row: ReconcileRow): Promise<boolean> {

@@ -396,6 +396,47 @@ export class AttemptsRepository {
     );
   }
 
+  /**
+   * Prepared attempts still pending `olderThanMs` after their in-flight mark: their job is over (it
+   * failed for good, or vanished) without recording them (the retry worker's sweep makes them unknown).
+   * Read through attempts_left_pending (migration LeftPendingAttempts).
+   */
+  static async leftPendingPrepared(db: Sql, olderThanMs: number, limit: number): Promise<string[]> {
+    const rows: { id: string }[] = await db.query(
+      `SELECT id FROM attempts
+        WHERE state = 'pending' AND prepared_at IS NOT NULL
+          AND prepared_at < now() - ($1::double precision * interval '1 millisecond')
+        ORDER BY prepared_at LIMIT $2`,
+      [olderThanMs, limit],
+    );
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * Never-prepared pending attempts made more than `olderThanMs` ago whose retry.attempt job failed
+   * for good and was not redriven (an open failed_jobs row names them): no job will run them any
+   * more (the retry worker's sweep drops them and gives their transaction its schedule back). An id
+   * of the payload that is not a uuid names no attempt.
+   */
+  static async leftPendingUnprepared(db: Sql, olderThanMs: number, limit: number): Promise<string[]> {
+    const rows: { id: string }[] = await db.query(
+      `SELECT DISTINCT a.id
+         FROM failed_jobs f
+         CROSS JOIN LATERAL jsonb_array_elements_text(
+                CASE WHEN jsonb_typeof(f.payload -> 'attemptIds') = 'array' THEN f.payload -> 'attemptIds'
+                     ELSE jsonb_build_array(f.payload -> 'attemptId') END) AS x(id)
+         JOIN attempts a
+           ON a.id = CASE WHEN x.id ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                          THEN x.id::uuid END
+        WHERE f.queue = 'retry.attempt' AND f.redriven_at IS NULL
+          AND a.state = 'pending' AND a.prepared_at IS NULL
+          AND a.created_at < now() - ($1::double precision * interval '1 millisecond')
+        LIMIT $2`,
+      [olderThanMs, limit],
+    );
+    return rows.map((r) => r.id);
+  }
+
   /** Unknown attempts older than `olderThanMs` (the operator alert's gauge). */
   static async countUnknownOlderThan(db: Sql, olderThanMs: number): Promise<number> {
     const [{ n }]: { n: number }[] = await db.query(
