@@ -61,4 +61,45 @@ describe('refund request: a stop while an attempt outcome is unknown', () => {
     const pushes = await db.query(`SELECT event_name FROM webhook_messages WHERE transaction_id = $1`, [t.id]);
     expect(pushes).toEqual([]);
   });
+
+  it('an attempt made by the tick but never started (no in-flight mark) is dropped: the stop closes at once', async () => {
+    const merchantId = await insertMerchantRow(db);
+    const t = await insertTransactionRow(db, merchantId);
+    // The tick made it and its job has not prepared it (queued, or its job failed for good): it never
+    // reached the processor, and under the transaction's lock no worker can mark it in flight now.
+    await insertAttemptRow(db, t);
+    const r = await service.request(
+      { id: merchantId, merchantVid: 'v', login: 'l' },
+      { refunds: [{ id: t.merchantTxnId }] },
+      false,
+    );
+    expect(r.status).toBe(200);
+    expect({
+      txn: (await db.query(`SELECT status, attempt_count FROM transactions WHERE id = $1`, [t.id]))[0],
+      attempts: await db.query(`SELECT state FROM attempts WHERE transaction_id = $1`, [t.id]),
+      refunds: await db.query(`SELECT kind, status FROM refunds WHERE transaction_id = $1`, [t.id]),
+      pushes: await db.query(`SELECT event_name FROM webhook_messages WHERE transaction_id = $1`, [t.id]),
+    }).toEqual({
+      txn: { status: 'Stopped', attempt_count: 0 },
+      attempts: [],
+      refunds: [{ kind: 'stop', status: 'Completed' }],
+      pushes: [{ event_name: 'refund completed' }],
+    });
+  });
+
+  it('a prepared attempt (it may have reached the processor) is kept: the stop waits for it', async () => {
+    const merchantId = await insertMerchantRow(db);
+    const t = await insertTransactionRow(db, merchantId);
+    await insertAttemptRow(db, t, { preparedAt: new Date() });
+    const r = await service.request(
+      { id: merchantId, merchantVid: 'v', login: 'l' },
+      { refunds: [{ id: t.merchantTxnId }] },
+      false,
+    );
+    expect(r.status).toBe(200);
+    expect((await db.query(`SELECT status FROM transactions WHERE id = $1`, [t.id]))[0].status).toBe('Stop Requested');
+    expect(await db.query(`SELECT state FROM attempts WHERE transaction_id = $1`, [t.id])).toEqual([
+      { state: 'pending' },
+    ]);
+  });
 });

@@ -7,6 +7,7 @@ import {
   type ValidatedRefund,
 } from '@retain/api-contract';
 import {
+  AttemptsRepository,
   RefundIdempotencyRepository,
   RefundsRepository,
   inTransactionWithRetry,
@@ -211,9 +212,13 @@ export class RefundRequestService {
           continue;
         }
         await this.createRefund(m, txn, 'stop', amount);
-        // Attempts that may still have charged (pending, or unknown until reconciled) hold the stop open.
+        // An attempt the tick made that never went to the processor (no in-flight mark: queued, or its
+        // job failed for good) never starts now: dropped under this row lock, as the worker drops it.
+        const dropped = await AttemptsRepository.dropUnstarted(m, txn.id);
+        // Attempts that may still have charged (prepared pending, or unknown until reconciled) hold the stop open.
         const n = await unresolvedAttempts(m, txn.id);
         Object.assign(txn, {
+          attemptCount: txn.attemptCount - dropped,
           status: TransactionStatus.StopRequested,
           stopRequestedAt: new Date(),
           nextAttemptAt: null,

@@ -351,6 +351,25 @@ export class AttemptsRepository {
     await m.query(`UPDATE transactions SET attempt_count = attempt_count - 1 WHERE id = $1`, [transactionId]);
   }
 
+  /**
+   * Deletes the transaction's never-prepared pending attempts (made by the tick, never at the
+   * processor) for a stop; returns how many. The caller holds the transaction's row lock, so no worker
+   * can mark one in flight meanwhile (that mark is made under the same row's lock); one a worker has
+   * locked already is skipped (SKIP LOCKED: never a wait), and that worker's prepare sees the stop.
+   * The caller lowers the transaction's attempt_count by the count in its own write of the row.
+   */
+  static async dropUnstarted(m: EntityManager, transactionId: string): Promise<number> {
+    const [, deleted]: [unknown[], number] = await m.query(
+      `DELETE FROM attempts
+        WHERE id IN (SELECT id FROM attempts
+                      WHERE transaction_id = $1 AND state = 'pending' AND prepared_at IS NULL
+                        FOR UPDATE SKIP LOCKED)
+          AND state = 'pending' AND prepared_at IS NULL`,
+      [transactionId],
+    );
+    return deleted;
+  }
+
   /** The transaction waits for its next attempt until `at` (a network limit deferred it). */
   static async deferTransaction(m: EntityManager, transactionId: string, at: Date): Promise<void> {
     await m.query(`UPDATE transactions SET next_attempt_at = $2, updated_at = now() WHERE id = $1`, [
