@@ -111,4 +111,23 @@ describe('retry worker with an Adyen account', () => {
       fake.rawCardDataAllowed = false;
     }
   });
+
+  it('an unknown attempt prepared 25 h ago is never replayed (Adyen keeps keys 31 days at least, then charges anew): unknown, the operator alert', async () => {
+    const t = await insertTransactionRow(db, merchantId, { card: '4111111111111111' });
+    const a = await insertAttemptRow(db, t, {
+      state: 'unknown',
+      preparedAt: new Date(Date.now() - 25 * 3_600_000),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    await tick.process();
+    const sent = fake.received('POST', /^\/v71\/payments$/).filter((r) => r.headers['idempotency-key'] === a.vid);
+    const [row] = await db.query(`SELECT state, alerted_at FROM attempts WHERE id = $1`, [a.id]);
+    // Adyen has no lookup by reference: without a replay the attempt stays unknown, and the alert fires.
+    expect({ replays: sent.length, state: row.state, alerted: row.alerted_at !== null }).toEqual({
+      replays: 0,
+      state: 'unknown',
+      alerted: true,
+    });
+  });
 });

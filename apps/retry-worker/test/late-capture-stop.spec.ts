@@ -156,6 +156,36 @@ describe('late captures and stops: never a charge unaccounted for', () => {
     expect(await txnRow(t.id)).toMatchObject({ status: 'Stop Requested' });
   });
 
+  // Past the processor's idempotency window (24 h: Stripe prunes keys then) a replay under the key makes a
+  // NEW charge: an attempt prepared that long ago is looked up by its key only, as after a stop.
+  it('an unknown attempt prepared 25 h ago is looked up by key only: never replayed, nothing charged', async () => {
+    const t = await insertTransactionRow(db, merchantId); // 4111111111111111: a replay would be approved
+    const a = await insertAttemptRow(db, t, {
+      state: 'unknown',
+      preparedAt: new Date(Date.now() - 25 * 3_600_000),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    await tick.process();
+    // Nothing under the key (the request never arrived): not charged, the schedule goes on.
+    expect({ charged: await ledger(a.vid), attempts: await attemptRows(t.id) }).toMatchObject({
+      charged: null,
+      attempts: [{ state: 'error' }],
+    });
+    expect(await txnRow(t.id)).toMatchObject({ status: 'In Retry', captured_amount_minor: null });
+  });
+
+  it('a prepared attempt whose job runs again 25 h later is not sent again: unknown, nothing charged', async () => {
+    const t = await insertTransactionRow(db, merchantId);
+    const a = await insertAttemptRow(db, t, { preparedAt: new Date(Date.now() - 25 * 3_600_000) });
+    const result = await attempts.run(a.id);
+    expect({ result, charged: await ledger(a.vid), attempts: await attemptRows(t.id) }).toMatchObject({
+      result: 'unknown',
+      charged: null,
+      attempts: [{ state: 'unknown' }],
+    });
+  });
+
   it('an attempt settled as not charged that captures late after the next attempt captured: recorded and refunded', async () => {
     const t = await insertTransactionRow(db, merchantId); // 4111111111111111: approved
     // Attempt 1: the processor answered a timeout; the reconciliation settled it "not charged" an hour ago.

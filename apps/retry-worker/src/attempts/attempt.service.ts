@@ -242,6 +242,20 @@ type Prepared =
 type Alone = { kind: 'alone' };
 const ALONE: Alone = { kind: 'alone' };
 
+/**
+ * The processor's idempotency window, real time: Stripe may prune a key once it is 24 h old (Adyen
+ * keeps keys 31 days at least), and a request replayed under a pruned key is a NEW charge. An attempt
+ * prepared longer ago is never sent again, only looked up by its key (lookUp, prepare). The
+ * reconciliation watches an attempt settled as not charged for a late capture as long (LATE_WATCH_MS,
+ * divided by RETRY_TIME_SCALE there; this rule is not: the processor keeps keys by its own clock).
+ */
+export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
+
+/** Whether an attempt was prepared longer ago than the processor keeps its key (never sent again then). */
+function pastIdempotencyWindow(preparedAt: Date | null): boolean {
+  return preparedAt !== null && Date.now() - new Date(preparedAt).getTime() >= IDEMPOTENCY_WINDOW_MS;
+}
+
 /** Attempts a grouped prepare or record takes at most. */
 const MAX_BATCH = 256;
 /** How long an attempt waits while another attempt checks the limits of the card it would switch to. */
@@ -279,6 +293,8 @@ export interface AttemptCharge {
   stopped: boolean;
   /** Its transaction, whose stop lookUp reads again right before a replay. */
   transactionId: string;
+  /** Its in-flight mark: past IDEMPOTENCY_WINDOW_MS, looked up by key only (lookUp). */
+  preparedAt: Date | null;
 }
 
 export interface Recorded {
@@ -342,6 +358,7 @@ export class AttemptService {
       request: this.chargeRequest(attempt, txn),
       stopped: txn.stopRequestedAt !== null,
       transactionId: txn.id,
+      preparedAt: attempt.preparedAt,
     };
   }
 
@@ -352,10 +369,16 @@ export class AttemptService {
    * not charged after it): then by key only, and what is not found is settled by the reconciliation.
    * The stop is read again right before a replay (a stop accepted while the caller's charge timed out,
    * or since its rows were read, is seen); what is left is the few milliseconds of the call itself.
+   * Past the processor's idempotency window a replay would be a new charge: by key only too (Adyen,
+   * which has no lookup by reference, then leaves the attempt unknown for the operator alert).
    */
   async lookUp(charge: AttemptCharge): Promise<ChargeResult | null> {
     const key = charge.request.idempotencyKey;
-    if (charge.stopped || (await AttemptsRepository.stopRequested(this.db, charge.transactionId))) {
+    if (
+      charge.stopped ||
+      pastIdempotencyWindow(charge.preparedAt) ||
+      (await AttemptsRepository.stopRequested(this.db, charge.transactionId))
+    ) {
       return charge.processor.lookupCharge(key);
     }
     return charge.processor.lookupCharge(key, charge.request);
@@ -480,6 +503,7 @@ export class AttemptService {
         request,
         stopped: txn.stopRequestedAt !== null,
         transactionId: txn.id,
+        preparedAt: attempt.preparedAt,
       });
       if (lookedUp && lookedUp.outcome !== 'error') result = lookedUp;
     }
@@ -562,6 +586,12 @@ export class AttemptService {
       return done((await closeStopIfSettled(m, txn)) ?? []);
     }
     if (attempt.preparedAt) {
+      if (pastIdempotencyWindow(attempt.preparedAt)) {
+        // Its key may be pruned at the processor: sent again, it would be a new charge. Unknown,
+        // looked up by key only by the reconciliation.
+        await this.markUnknown(m, attempt, txn, "prepared past the processor's idempotency window: not sent again");
+        return done([], AttemptState.Unknown);
+      }
       // An earlier run passed the limit check and may have reached the processor: the same key
       // again (the processor answers a key once), never dropped.
       return this.toCharge(attempt, txn);

@@ -6,7 +6,7 @@ import type { ChargeResult } from '@retain/processor';
 import { QueueName, jobLifetimeMs } from '@retain/queues';
 import { AttemptState, reconcileDecision, type LookupReading } from '@retain/recovery';
 import { DataSource } from 'typeorm';
-import { AttemptService } from '../attempts/attempt.service';
+import { AttemptService, IDEMPOTENCY_WINDOW_MS } from '../attempts/attempt.service';
 
 /** Attempts looked up per tick (of each kind); the next tick takes the rest. */
 const BATCH = 100;
@@ -16,7 +16,7 @@ const MAX_LOOKUP_INTERVAL_MS = 5 * 60_000;
  * How long an attempt settled as not charged is still watched for a late capture: the processor's
  * idempotency window (24 h at Stripe), divided by RETRY_TIME_SCALE.
  */
-export const LATE_WATCH_MS = 24 * 3_600_000;
+export const LATE_WATCH_MS = IDEMPOTENCY_WINDOW_MS;
 
 /**
  * Processor calls one run of an attempt may wait on, each up to PROCESSOR_TIMEOUT: the lookup of an
