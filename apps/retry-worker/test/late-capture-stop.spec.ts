@@ -56,6 +56,13 @@ describe('late captures and stops: never a charge unaccounted for', () => {
   /** Runs inside the next charge call, which then answers a timeout: the request never arrived. */
   let duringNextCharge: (() => Promise<void>) | null = null;
   let stops: RefundRequestService;
+  /**
+   * Keys whose replays (a lookup with the original request) reach the processor and charge but whose
+   * answer is lost (a timeout), and when each was last replayed: a lookup by key only finds such a
+   * charge only SEARCH_LAG_MS after it (Stripe's search is eventually consistent, about a minute).
+   */
+  const lostReplays = new Map<string, number>();
+  const SEARCH_LAG_MS = 60_000;
 
   beforeAll(async () => {
     db = await testDb();
@@ -69,6 +76,15 @@ describe('late captures and stops: never a charge unaccounted for', () => {
         duringNextCharge = null;
         await during();
         return { outcome: 'error', message: 'timeout: the request never reached the processor' };
+      },
+      lookupCharge: async (key: string, original?: ChargeRequest): Promise<ChargeResult | null> => {
+        if (!lostReplays.has(key)) return sandbox.lookupCharge(key, original);
+        if (original) {
+          await sandbox.charge(original);
+          lostReplays.set(key, Date.now());
+          return { outcome: 'error', message: 'timeout: the replay got no answer' };
+        }
+        return Date.now() - lostReplays.get(key)! < SEARCH_LAG_MS ? null : sandbox.lookupCharge(key);
       },
       refund: async (req: RefundRequest) => {
         refundsSent.push(req);
@@ -181,6 +197,44 @@ describe('late captures and stops: never a charge unaccounted for', () => {
       charged: null,
       attempts: [{ state: 'unknown' }],
     });
+  });
+
+  it("a key-only lookup right after a replay is not taken for 'not charged': the not-found timer runs from the last send", async () => {
+    const t = await insertTransactionRow(db, merchantId);
+    // Unknown for an hour (past RECONCILE_NOT_FOUND_AFTER since its in-flight mark).
+    const a = await insertAttemptRow(db, t, {
+      state: 'unknown',
+      preparedAt: new Date(Date.now() - 3_600_000),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    lostReplays.set(a.vid, 0);
+    // The reconciliation replays it: the processor charges, the answer is lost.
+    await tick.process();
+    expect(await ledger(a.vid)).toBe('approved');
+    const r = await stops.request(
+      { id: merchantId, merchantVid: 'v', login: 'l' },
+      { refunds: [{ id: t.merchantTxnId }] },
+      false,
+    );
+    expect(r.status).toBe(200);
+    // The next lookup is by key only (the stop) and the search does not show the charge yet.
+    await db.query(`UPDATE attempts SET lookup_after = now() WHERE id = $1`, [a.id]);
+    await tick.process();
+    // Expected: still unknown, the stop waits (never closed "nothing charged" over the charge just made).
+    expect({ attempts: await attemptRows(t.id), txn: (await txnRow(t.id)).status }).toMatchObject({
+      attempts: [{ state: 'unknown' }],
+      txn: 'Stop Requested',
+    });
+    // Once the search shows it: the capture is recorded and the stop becomes its refund.
+    lostReplays.set(a.vid, Date.now() - SEARCH_LAG_MS);
+    await db.query(`UPDATE attempts SET lookup_after = now() WHERE id = $1`, [a.id]);
+    await tick.process();
+    expect({ attempts: await attemptRows(t.id), refunds: await refundRows(t.id) }).toMatchObject({
+      attempts: [{ state: 'captured' }],
+      refunds: [{ kind: 'refund', status: 'Processing' }],
+    });
+    expect((await txnRow(t.id)).status).toBe('Refund Requested');
   });
 
   it('an attempt settled as not charged that captures late after the next attempt captured: recorded and refunded', async () => {

@@ -49,6 +49,7 @@ import { RefundedAttempt1800400000000 } from './migrations/1800400000000-Refunde
 import { NumericRollupAmounts1800450000000 } from './migrations/1800450000000-NumericRollupAmounts';
 import { HashOnlyCardErasure1800300000000 } from './migrations/1800300000000-HashOnlyCardErasure';
 import { LeftPendingAttempts1800500000000 } from './migrations/1800500000000-LeftPendingAttempts';
+import { AttemptLastSent1800500000100 } from './migrations/1800500000100-AttemptLastSent';
 import { ProcessorNotifications1800600000000 } from './migrations/1800600000000-ProcessorNotifications';
 
 /** Migrations, listed explicitly and applied in this order. */
@@ -100,6 +101,7 @@ export const MIGRATIONS = [
   RefundedAttempt1800400000000,
   NumericRollupAmounts1800450000000,
   LeftPendingAttempts1800500000000,
+  AttemptLastSent1800500000100,
   ProcessorNotifications1800600000000,
 ];
 

@@ -129,6 +129,11 @@ describe('reconciliation decision', () => {
     expect(reconcileDecision('no-decision', 999, limits)).toBe('keep');
     expect(reconcileDecision('no-decision', 1000, limits)).toBe('resolvedNotCharged');
   });
+  it('nothing found right after a request was sent again under the key: the window runs from that send', () => {
+    expect(reconcileDecision('no-decision', 4000, limits, 999)).toBe('keep');
+    expect(reconcileDecision('no-decision', 6000, limits, 999)).toBe('alert');
+    expect(reconcileDecision('no-decision', 4000, limits, 1000)).toBe('resolvedNotCharged');
+  });
   it('a lookup that fails never settles: kept, then the alert', () => {
     expect(reconcileDecision('lookup-failed', 4999, limits)).toBe('keep');
     expect(reconcileDecision('lookup-failed', 5000, limits)).toBe('alert');

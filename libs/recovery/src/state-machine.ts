@@ -185,10 +185,15 @@ export function reconcileDecision(
   reading: LookupReading | 'lookup-failed',
   ageMs: number,
   limits: { notFoundAfterMs: number; alertAfterMs: number },
+  /**
+   * How long the processor has had to show a charge under the key: since the last request sent
+   * under it (a replay made a charge the processor's search may show only later). Default: ageMs.
+   */
+  shownForMs: number = ageMs,
 ): 'resolvedCaptured' | 'resolvedDeclined' | 'resolvedNotCharged' | 'keep' | 'alert' {
   if (reading === 'captured') return 'resolvedCaptured';
   if (reading === 'declined') return 'resolvedDeclined';
   // The processor answered and has no charge for the key: after its window, nothing will appear.
-  if (reading === 'no-decision' && ageMs >= limits.notFoundAfterMs) return 'resolvedNotCharged';
+  if (reading === 'no-decision' && shownForMs >= limits.notFoundAfterMs) return 'resolvedNotCharged';
   return ageMs >= limits.alertAfterMs ? 'alert' : 'keep';
 }

@@ -291,6 +291,8 @@ export interface AttemptCharge {
   request: ChargeRequest;
   /** Its transaction has a stop requested: the charge is looked up by key only (lookUp). */
   stopped: boolean;
+  /** The attempt, stamped sent (last_sent_at) before a replay. */
+  attemptId: string;
   /** Its transaction, whose stop lookUp reads again right before a replay. */
   transactionId: string;
   /** Its in-flight mark: past IDEMPOTENCY_WINDOW_MS, looked up by key only (lookUp). */
@@ -357,6 +359,7 @@ export class AttemptService {
       processor: await this.processorFor(attempt, txn),
       request: this.chargeRequest(attempt, txn),
       stopped: txn.stopRequestedAt !== null,
+      attemptId: attempt.id,
       transactionId: txn.id,
       preparedAt: attempt.preparedAt,
     };
@@ -381,6 +384,8 @@ export class AttemptService {
     ) {
       return charge.processor.lookupCharge(key);
     }
+    // A replay may make the charge now: the reconciliation's "not found" counts from here.
+    await AttemptsRepository.markSent(this.db, charge.attemptId);
     return charge.processor.lookupCharge(key, charge.request);
   }
 
@@ -502,6 +507,7 @@ export class AttemptService {
         processor,
         request,
         stopped: txn.stopRequestedAt !== null,
+        attemptId,
         transactionId: txn.id,
         preparedAt: attempt.preparedAt,
       });
@@ -593,7 +599,8 @@ export class AttemptService {
         return done([], AttemptState.Unknown);
       }
       // An earlier run passed the limit check and may have reached the processor: the same key
-      // again (the processor answers a key once), never dropped.
+      // again (the processor answers a key once), never dropped; stamped sent before it goes.
+      await AttemptsRepository.markSent(m, attempt.id);
       return this.toCharge(attempt, txn);
     }
     // The merchant's processor asked to slow down (429): its attempts wait, other merchants' do not.

@@ -143,10 +143,18 @@ export class ReconcileService {
             ? 'declined'
             : 'no-decision';
     const scale = this.config.retryTimeScale;
-    const decision = reconcileDecision(reading, ageMs, {
-      notFoundAfterMs: this.config.reconcileNotFoundMs / scale,
-      alertAfterMs: this.config.reconcileAlertMs / scale,
-    });
+    // Nothing found under the key: counted from the latest request sent under it (a replay may have
+    // charged just now, and Stripe's search shows a charge about a minute late), not the in-flight mark.
+    const lastSent = Math.max(new Date(row.prepared_at ?? now).getTime(), new Date(row.last_sent_at ?? 0).getTime());
+    const decision = reconcileDecision(
+      reading,
+      ageMs,
+      {
+        notFoundAfterMs: this.config.reconcileNotFoundMs / scale,
+        alertAfterMs: this.config.reconcileAlertMs / scale,
+      },
+      found === null ? now - lastSent : ageMs,
+    );
     if (decision === 'keep' || decision === 'alert') {
       const retryAfterMs = found?.outcome === 'error' ? (found.retryAfterMs ?? 0) : 0;
       const wait = Math.max(this.interval(ageMs), retryAfterMs);

@@ -50,6 +50,11 @@ export class AttemptEntity {
    * set with the in-flight mark; null: the app's PROCESSOR. Its lookups and its refund go there too.
    */
   @Column({ name: 'processor_account_id', type: 'uuid', nullable: true }) processorAccountId: string | null;
+  /**
+   * The latest time a request was sent again under its key after the first (a rerun's charge, a
+   * lookup's replay); null: only the first, at prepared_at. The reconciliation's "not found" counts from it.
+   */
+  @Column({ name: 'last_sent_at', type: 'timestamptz', nullable: true }) lastSentAt: Date | null;
   @Column({ name: 'processed_at', type: 'timestamptz', nullable: true }) processedAt: Date | null;
   /** Next reconciliation lookup of an unknown attempt (or of an error watched for a late capture). */
   @Column({ name: 'lookup_after', type: 'timestamptz', nullable: true }) lookupAfter: Date | null;

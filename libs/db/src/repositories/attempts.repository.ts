@@ -19,6 +19,7 @@ export interface ReconcileRow {
   merchant_id: string;
   state: string;
   prepared_at: Date | null;
+  last_sent_at: Date | null;
   processed_at: Date | null;
   alerted_at: Date | null;
   transaction_status: string;
@@ -378,6 +379,14 @@ export class AttemptsRepository {
     ]);
   }
 
+  /**
+   * A request goes to the processor again under the attempt's key (a rerun's charge, a lookup's
+   * replay): stamped before it is sent, so the reconciliation's "not found" counts from it.
+   */
+  static async markSent(m: Sql, attemptId: string): Promise<void> {
+    await m.query(`UPDATE attempts SET last_sent_at = now() WHERE id = $1`, [attemptId]);
+  }
+
   static async setLookupAfter(m: Sql, attemptId: string, at: Date | null): Promise<void> {
     await m.query(`UPDATE attempts SET lookup_after = $2 WHERE id = $1`, [attemptId, at]);
   }
@@ -398,13 +407,13 @@ export class AttemptsRepository {
    */
   static async dueForLookup(db: Sql, limit: number, lateWatchMs: number): Promise<ReconcileRow[]> {
     return db.query(
-      `(SELECT a.id, a.vid, a.merchant_id, a.state, a.prepared_at, a.processed_at, a.alerted_at,
+      `(SELECT a.id, a.vid, a.merchant_id, a.state, a.prepared_at, a.last_sent_at, a.processed_at, a.alerted_at,
                t.status AS transaction_status
           FROM attempts a JOIN transactions t ON t.id = a.transaction_id
          WHERE a.state = 'unknown' AND (a.lookup_after IS NULL OR a.lookup_after <= now())
          ORDER BY a.lookup_after NULLS FIRST LIMIT $1)
        UNION ALL
-       (SELECT a.id, a.vid, a.merchant_id, a.state, a.prepared_at, a.processed_at, a.alerted_at,
+       (SELECT a.id, a.vid, a.merchant_id, a.state, a.prepared_at, a.last_sent_at, a.processed_at, a.alerted_at,
                t.status AS transaction_status
           FROM attempts a JOIN transactions t ON t.id = a.transaction_id
          WHERE a.state = 'error' AND a.processed_at > now() - ($2::double precision * interval '1 millisecond')
