@@ -260,6 +260,14 @@ function pastIdempotencyWindow(preparedAt: Date | null): boolean {
 const MAX_BATCH = 256;
 /** How long an attempt waits while another attempt checks the limits of the card it would switch to. */
 const CARD_BUSY_WAIT_MS = 2_000;
+/**
+ * An attempt run this long after its planned moment (a backlog, workers down) is checked against
+ * its transaction's recovery window before it is charged: planned attempts lie inside the window,
+ * and the check reads the policy inputs, so attempts on time skip it.
+ */
+const LATE_ATTEMPT_MS = 60_000;
+const runLate = (attempt: AttemptEntity, now: number): boolean =>
+  now - attempt.scheduledFor.getTime() > LATE_ATTEMPT_MS;
 
 /** An outcome waiting for the grouped record. */
 interface RecordItem {
@@ -603,19 +611,25 @@ export class AttemptService {
       await AttemptsRepository.markSent(m, attempt.id);
       return this.toCharge(attempt, txn);
     }
+    // No attempt after the recovery window: one run late is checked against it first.
+    if (runLate(attempt, Date.now()) && Date.now() >= (await this.windowEnd(m, txn)).getTime()) {
+      await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
+      return done(await this.endWithWindow(m, txn, 'run after the recovery window ended'));
+    }
     // The merchant's processor asked to slow down (429): its attempts wait, other merchants' do not.
     const notBefore = await ProcessorThrottlesRepository.notBefore(m, txn.merchantId);
     if (notBefore) {
       await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
-      await AttemptsRepository.deferTransaction(m, txn.id, notBefore);
       this.logger.log({ merchant: txn.merchantId }, 'attempt deferred: the processor rate-limits this merchant');
-      return done();
+      return done(await this.deferWithinWindow(m, txn, notBefore, "the processor's Retry-After"));
     }
     // decisions §15: one charge at a time per customer; the card to charge (newer data, or the account's next).
     const choice = await this.paymentMethods.chooseCard(m, attempt, txn);
     if (choice.kind !== 'charge') {
       await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
-      if (choice.kind === 'wait') await AttemptsRepository.deferTransaction(m, txn.id, choice.until);
+      if (choice.kind === 'wait') {
+        return done(await this.deferWithinWindow(m, txn, choice.until, "the customer's charge in flight"));
+      }
       return done(choice.kind === 'none' ? await this.cancel(m, txn, choice.reason, null) : []);
     }
     dataVersion = cardDataVersion(txn.expirationDate);
@@ -640,9 +654,9 @@ export class AttemptService {
         const free = !txn.cardHmac || (await AttemptsRepository.tryLockCard(m, txn.merchantId, txn.cardHmac));
         if (!free || !(await this.cardLimits(m, attempt, txn, dataVersion)).allowed) {
           await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
-          await AttemptsRepository.deferTransaction(m, txn.id, new Date(Date.now() + CARD_BUSY_WAIT_MS));
           this.logger.log('the account’s other card is being checked by another attempt: a short wait');
-          return done();
+          const until = new Date(Date.now() + CARD_BUSY_WAIT_MS);
+          return done(await this.deferWithinWindow(m, txn, until, 'the card checked by another attempt'));
         }
         check = { allowed: true };
       } else later = other;
@@ -690,6 +704,24 @@ export class AttemptService {
 
   private windowEnd(m: EntityManager, txn: TransactionEntity): Promise<Date> {
     return transactionWindowEnd(m, txn, this.config.retryTimeScale);
+  }
+
+  /**
+   * The transaction waits until `until` (its attempt dropped by the caller), or, when that is after
+   * its recovery window, its recovery ends now: no attempt is ever made after the window.
+   */
+  private async deferWithinWindow(m: EntityManager, txn: TransactionEntity, until: Date, why: string) {
+    if (until.getTime() < (await this.windowEnd(m, txn)).getTime()) {
+      await AttemptsRepository.deferTransaction(m, txn.id, until);
+      return [];
+    }
+    return this.endWithWindow(m, txn, `${why} ends after the recovery window`);
+  }
+
+  /** The recovery window is over (or will be before the next attempt could be made): Cancelled. */
+  private endWithWindow(m: EntityManager, txn: TransactionEntity, why: string): Promise<string[]> {
+    this.logger.log({ transaction: txn.vid }, `recovery ended: ${why}`);
+    return this.cancel(m, txn, `recovery window ends: ${why}`, txn.authCodeDescription);
   }
 
   /** The attempt goes to the processor: from now on it counts in the card's history until recorded. */
@@ -970,6 +1002,8 @@ export class AttemptService {
       // Alone: prepared by an earlier run (looked up first), a stop, earlier attempts to look up for
       // a late capture, a throttled merchant, an expired card for the updater, no card to charge.
       if (attempt.preparedAt || txn.stopRequestedAt || errored.has(txn.id) || throttled.has(txn.merchantId)) continue;
+      // Run late: alone, checked against the recovery window first.
+      if (runLate(attempt, now.getTime())) continue;
       if (txn.paymentMethodRef && updaterReaches(txn) && cardExpired(txn.expirationDate, now)) continue;
       if (txn.cardKind !== 'token' && (!txn.cardEnc || !txn.cardKeyId)) continue;
       candidates.push(l);
