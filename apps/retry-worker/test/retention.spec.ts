@@ -137,6 +137,30 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     expect(await exists(`SELECT 1 FROM outbox WHERE id = $1`, [recent])).toBe(true);
   });
 
+  it("processor notifications: acted on past the outbox's retention go; unprocessed and recent ones stay", async () => {
+    const [{ id: accountId }] = await db.query(`SELECT gen_random_uuid() AS id`);
+    const notification = async (processedAt: Date | null, receivedAt: Date): Promise<string> => {
+      const [{ id }] = await db.query(
+        `INSERT INTO processor_notifications (processor, merchant_id, account_id, merchant_account_code, event_code,
+           success, psp_reference, amount_value, currency, live, received_at, processed_at)
+         VALUES ('adyen', $1, $2, 'RetainTest', 'AUTHORISATION', true, $3, 1999, 'EUR', false, $4, $5) RETURNING id`,
+        [merchantId, accountId, `psp_${randomBytes(6).toString('hex')}`, receivedAt, processedAt],
+      );
+      return id;
+    };
+    const old = await notification(OLD, OLD);
+    const unprocessed = await notification(null, OLD);
+    const recent = await notification(RECENT, RECENT);
+    const done = await sweep.sweep(NOW);
+    expect(done.processor_notifications).toBeGreaterThanOrEqual(1);
+    const kept = async (id: string) => exists(`SELECT 1 FROM processor_notifications WHERE id = $1`, [id]);
+    expect({ old: await kept(old), unprocessed: await kept(unprocessed), recent: await kept(recent) }).toEqual({
+      old: false,
+      unprocessed: true,
+      recent: true,
+    });
+  });
+
   it('an attempt settled as not charged long ago does not hold the card data for ever (its late-capture watch ended)', async () => {
     // A processor error settled as "not charged" (state error, lookup_after set), then a capture.
     const t = await ended('Captured', OLD);

@@ -48,6 +48,7 @@ export class RetentionService implements OnModuleInit, OnApplicationShutdown {
       card_data: 0,
       payment_method_card_data: 0,
       refund_idempotency_keys: 0,
+      processor_notifications: 0,
     };
     if (this.running) return done;
     this.running = true;
@@ -64,6 +65,8 @@ export class RetentionService implements OnModuleInit, OnApplicationShutdown {
       ['payment_method_card_data', (n) => RetentionRepository.paymentMethodCardData(this.db, before(r.cardDataMs), n)],
       // Stripe's window: a retry of a refund call within 24 h gets the first answer.
       ['refund_idempotency_keys', (n) => RetentionRepository.refundIdempotencyKeys(this.db, before(IDEMPOTENCY_MS), n)],
+      // Kept as long as the outbox rows that carried them to the worker.
+      ['processor_notifications', (n) => RetentionRepository.processorNotifications(this.db, before(r.outboxMs), n)],
     ];
     try {
       for (const [kind, batch] of kinds) {

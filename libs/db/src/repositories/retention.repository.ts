@@ -10,6 +10,7 @@ export const RETENTION_KINDS = [
   'card_data',
   'payment_method_card_data',
   'refund_idempotency_keys',
+  'processor_notifications',
 ] as const;
 export type RetentionKind = (typeof RETENTION_KINDS)[number];
 
@@ -85,6 +86,22 @@ export class RetentionRepository {
         `DELETE FROM outbox WHERE id IN (
            SELECT id FROM outbox WHERE completed_at IS NOT NULL AND completed_at < $1
             ORDER BY completed_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+        [before, batch],
+      ),
+    );
+  }
+
+  /**
+   * Processor notifications acted on before `before`. One not acted on yet stays (its job settles it).
+   * A notification the processor delivers again after its row is gone is acted on again, which
+   * changes nothing: the attempt or refund it names is settled already.
+   */
+  static async processorNotifications(db: Sql, before: Date, batch: number): Promise<number> {
+    return count(
+      await db.query(
+        `DELETE FROM processor_notifications WHERE id IN (
+           SELECT id FROM processor_notifications WHERE processed_at IS NOT NULL AND processed_at < $1
+            ORDER BY processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
         [before, batch],
       ),
     );
