@@ -1,6 +1,7 @@
 import { RefundEntity, TransactionEntity } from '@retain/db';
-import { RefundStatus, TransactionStatus } from '@retain/domain';
+import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
 import type { EntityManager } from 'typeorm';
+import { announceTransaction } from './transaction-events';
 
 /** The processor's answer to a refund (the port's RefundResult, without depending on libs/processor). */
 export interface RefundAnswer {
@@ -59,8 +60,8 @@ export async function reverseCompletedRefund(
 /**
  * Writes a processor's answer on its refund row, under the refund's and then its transaction's row
  * locks: Completed or Failed, when, the processor's id and the failure message. Null when the refund
- * is no longer Processing (another run recorded it). The caller moves the transaction on and announces.
- * Shared by the refund batcher and the retry worker's refund of a late capture.
+ * is no longer Processing (another run recorded it). applyRefundAnswer moves the transaction on and
+ * announces.
  */
 export async function recordRefundAnswer(
   m: EntityManager,
@@ -89,8 +90,8 @@ export async function recordRefundAnswer(
 /**
  * A transaction's status once a refund's answer is recorded (recordRefundAnswer): Refund Requested
  * while another refund is in flight, Refunded when completed refunds reach what was captured, Partially
- * Refunded below it, else the status before the refund. Shared by the refund batcher and the retry
- * worker's refund of a late capture.
+ * Refunded below it, else the status before the refund (applyRefundAnswer, and a completed refund the
+ * processor reverses).
  */
 export async function settleRefundedTransaction(
   m: EntityManager,
@@ -114,4 +115,30 @@ export async function settleRefundedTransaction(
     Object.assign(txn, { status, statusChangedAt: new Date() });
     await m.save(txn);
   }
+}
+
+/**
+ * A processor's answer to a refund, applied in the caller's database transaction: Completed or Failed
+ * (recordRefundAnswer), the transaction settled (settleRefundedTransaction) and its `refund completed` /
+ * `refund failed` push announced (outbox ids to publish after commit); or, accepted without a result
+ * (`pending`), kept Processing for the processor's notification (recordRefundPending). Null when the
+ * refund is no longer Processing. Shared by the refund batcher, the retry worker's refund of a late
+ * capture and the processor notifications.
+ */
+export async function applyRefundAnswer(
+  m: EntityManager,
+  refundId: string,
+  answer: RefundAnswer | { outcome: 'pending'; processorRefundId: string; message: string },
+): Promise<{ outcome: 'completed' | 'failed' | 'awaiting'; txn: TransactionEntity | null; outbox: string[] } | null> {
+  if (answer.outcome === 'pending') {
+    return (await recordRefundPending(m, refundId, answer.processorRefundId))
+      ? { outcome: 'awaiting', txn: null, outbox: [] }
+      : null;
+  }
+  const recorded = await recordRefundAnswer(m, refundId, answer);
+  if (!recorded) return null;
+  const { refund, txn, completed, now } = recorded;
+  await settleRefundedTransaction(m, txn, refund);
+  const outbox = await announceTransaction(m, txn, completed ? EventName.RefundCompleted : EventName.RefundFailed, now);
+  return { outcome: completed ? 'completed' : 'failed', txn, outbox };
 }

@@ -1,7 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import { REFUNDED_CAPTURE_SQL, RefundsRepository, TransactionEntity } from '@retain/db';
-import { EventName } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import {
   ProcessorUnavailableError,
@@ -10,15 +9,7 @@ import {
   type RefundResult,
   type TransactionProcessors,
 } from '@retain/processor';
-import {
-  UNRESOLVED_ATTEMPT_STATES,
-  announceTransaction,
-  closeStopIfSettled,
-  recordRefundAnswer,
-  recordRefundPending,
-  settleRefundedTransaction,
-  stopToRefund,
-} from '@retain/recovery';
+import { UNRESOLVED_ATTEMPT_STATES, applyRefundAnswer, closeStopIfSettled, stopToRefund } from '@retain/recovery';
 import { OutboxRelay } from '@retain/queues';
 import { DataSource } from 'typeorm';
 
@@ -199,25 +190,10 @@ export class RefundBatchService {
     refundId: string,
     result: RefundResult,
   ): Promise<'completed' | 'failed' | 'awaiting' | 'skipped'> {
-    if (result.outcome === 'pending') {
-      const kept = await this.db.transaction((m) => recordRefundPending(m, refundId, result.processorRefundId));
-      return kept ? 'awaiting' : 'skipped';
-    }
-    const { outcome, outbox } = await this.db.transaction(async (m) => {
-      const recorded = await recordRefundAnswer(m, refundId, result);
-      if (!recorded) return { outcome: 'skipped' as const, outbox: [] };
-      const { refund, txn, completed, now } = recorded;
-      await settleRefundedTransaction(m, txn, refund);
-      const ids = await announceTransaction(
-        m,
-        txn,
-        completed ? EventName.RefundCompleted : EventName.RefundFailed,
-        now,
-      );
-      return { outcome: completed ? ('completed' as const) : ('failed' as const), outbox: ids };
-    });
-    await this.publish(outbox);
-    return outcome;
+    const applied = await this.db.transaction((m) => applyRefundAnswer(m, refundId, result));
+    if (!applied) return 'skipped';
+    await this.publish(applied.outbox);
+    return applied.outcome;
   }
 
   private async publish(ids: string[]): Promise<void> {

@@ -44,7 +44,6 @@ import {
   type ChargeResult,
   type PaymentInstrument,
   type PaymentProcessor,
-  type RefundResult,
   type TransactionProcessors,
 } from '@retain/processor';
 import { OutboxRelay, announce } from '@retain/queues';
@@ -54,6 +53,7 @@ import {
   ENDED_WITHOUT_CAPTURE,
   PROCESSOR_ERROR_CODE,
   announceTransaction,
+  applyRefundAnswer,
   attemptTransition,
   canDropAttempt,
   canTransition,
@@ -70,9 +70,6 @@ import {
   transactionWindowEnd,
   policyRowsFor,
   storedExplanation,
-  recordRefundAnswer,
-  recordRefundPending,
-  settleRefundedTransaction,
   stopToRefund,
   transition,
   unresolvedAttempts,
@@ -1335,31 +1332,17 @@ export class AttemptService {
       amountMinor: refund.amountMinor,
       currency: refund.currency,
     });
-    if (result.outcome === 'pending') {
-      // Adyen `received` on an account with notifications: the REFUND notification settles it.
-      await this.db.transaction((m) => recordRefundPending(m, refund.refundId, result.processorRefundId));
-      return;
+    // Completed or failed, the transaction settled as the refund batcher settles it (a second
+    // capture's refund leaves the first capture: Partially Refunded); Adyen `received` on an account
+    // with notifications stays Processing for the REFUND notification.
+    const applied = await this.db.transaction((m) => applyRefundAnswer(m, refund.refundId, result));
+    if (applied?.outcome === 'failed') {
+      this.logger.error(
+        { transaction: applied.txn?.vid },
+        'the refund of a late capture failed: operator action needed',
+      );
     }
-    const outbox = await this.db.transaction((m) => this.recordLateRefund(m, refund.refundId, result));
-    await this.publish(outbox);
-  }
-
-  private async recordLateRefund(
-    m: EntityManager,
-    refundId: string,
-    result: RefundResult & { outcome: 'completed' | 'failed' },
-  ): Promise<string[]> {
-    const recorded = await recordRefundAnswer(m, refundId, result);
-    if (!recorded) return [];
-    const { txn, refund, completed, now } = recorded;
-    if (!completed) {
-      this.logger.error({ transaction: txn.vid }, 'the refund of a late capture failed: operator action needed');
-    }
-    // Refunded once completed refunds reach what was captured (a second capture's refund leaves the
-    // first capture: Partially Refunded), as the refund batcher settles a transaction.
-    await settleRefundedTransaction(m, txn, refund);
-    const announces = completed ? EventName.RefundCompleted : EventName.RefundFailed;
-    return announceTransaction(m, txn, announces, now);
+    await this.publish(applied?.outbox ?? []);
   }
 
   /** Schedule exhausted or retry forbidden: Cancelled, and a `retry failed` push. */

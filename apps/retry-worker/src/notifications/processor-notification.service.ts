@@ -5,7 +5,7 @@ import { leadingCode, type ChargeResult } from '@retain/processor';
 import {
   AttemptState,
   announceTransaction,
-  recordRefundAnswer,
+  applyRefundAnswer,
   reverseCompletedRefund,
   settleRefundedTransaction,
 } from '@retain/recovery';
@@ -138,21 +138,14 @@ export class ProcessorNotificationService {
     const failed = n.event_code !== 'REFUND' || !n.success;
     const reason = `${n.event_code}${n.reason ? `: ${n.reason}` : ''}`;
     if (found.status === 'Processing') {
-      const recorded = await recordRefundAnswer(m, found.id, {
+      const applied = await applyRefundAnswer(m, found.id, {
         outcome: failed ? 'failed' : 'completed',
         processorRefundId: n.psp_reference,
         message: failed ? `Refund failed at the processor (${reason})` : 'Refunded',
       });
-      if (!recorded) return none('refund already settled');
-      await settleRefundedTransaction(m, recorded.txn, recorded.refund);
+      if (!applied) return none('refund already settled');
       if (failed) this.logger.error({ refund: found.vid, event: n.event_code }, 'the processor refused a refund');
-      const outbox = await announceTransaction(
-        m,
-        recorded.txn,
-        failed ? EventName.RefundFailed : EventName.RefundCompleted,
-        recorded.now,
-      );
-      return { outcome: failed ? 'refund failed' : 'refund completed', outbox, lateRefund: null };
+      return { outcome: failed ? 'refund failed' : 'refund completed', outbox: applied.outbox, lateRefund: null };
     }
     if (found.status === 'Completed' && failed) {
       const reversed = await reverseCompletedRefund(m, found.id, `Refund failed at the processor (${reason})`);
