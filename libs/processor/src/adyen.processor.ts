@@ -14,7 +14,6 @@ import {
   ADYEN_CURRENCIES,
   AmountNotExpressible,
   amountFitsProcessor,
-  amountRefused,
   neverSent,
   processorUnits,
   refundAmountRefused,
@@ -146,8 +145,8 @@ export class AdyenProcessor implements PaymentProcessor {
     try {
       body = this.request(req);
     } catch (e) {
-      if (e instanceof AmountNotExpressible) return amountRefused(e);
-      // Never sent: a request Retain cannot make for this account charged nothing (never a decline).
+      // Never sent (an amount the processor has no units for, a request the account may not make):
+      // nothing charged, never a decline.
       return neverSent(e as Error);
     }
     try {

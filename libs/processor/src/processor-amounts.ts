@@ -87,11 +87,6 @@ export class AmountNotExpressible extends Error {
   }
 }
 
-/** A charge that was never sent because of its amount: nothing charged under its key (settled). */
-export function amountRefused(e: AmountNotExpressible): { outcome: 'error'; message: string; settled: true } {
-  return neverSent(e);
-}
-
 /**
  * A charge that was never sent (its amount, or a request the account may not make, such as a card
  * number on an account without raw card data): nothing charged under its key (settled, so the attempt

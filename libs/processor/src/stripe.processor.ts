@@ -15,7 +15,6 @@ import {
   AmountNotExpressible,
   STRIPE_CURRENCIES,
   amountFitsProcessor,
-  amountRefused,
   fromProcessorUnits,
   neverSent,
   processorUnits,
@@ -117,8 +116,8 @@ export class StripeProcessor implements PaymentProcessor {
     try {
       params = this.params(req);
     } catch (e) {
-      if (e instanceof AmountNotExpressible) return amountRefused(e);
-      // Never sent: a request Retain cannot make for this account charged nothing (never a decline).
+      // Never sent (an amount the processor has no units for, a request the account may not make):
+      // nothing charged, never a decline.
       return neverSent(e as Error);
     }
     try {
