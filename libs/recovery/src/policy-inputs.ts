@@ -43,16 +43,31 @@ export async function policyInputsFor(
 
 /**
  * The end of a transaction's recovery window under its own policy version and experiment arm: no
- * attempt is ever made after it (README, the retry policy).
+ * attempt is ever made after it (README, the retry policy). It depends only on the submission time,
+ * the version and the arm's settings (what policyInputsFor would give recoveryWindowEnd), so it reads
+ * nothing but the arm: a late attempt of a backlog checks it without the slot counts and account
+ * history a plan reads.
  */
 export async function transactionWindowEnd(
   m: Sql,
-  txn: { merchantId: string; id: string; submittedTs: Date },
+  txn: {
+    merchantId: string;
+    submittedTs: Date;
+    policyVersion: string | null;
+    experimentId: string | null;
+    experimentArm: string | null;
+  },
   timeScale: number,
 ): Promise<Date> {
-  // The window depends only on the version and the arm's settings, not on the card: updaterOn is moot.
-  const inputs = await policyInputsFor(m, txn.merchantId, txn.id, false);
-  return recoveryWindowEnd({ ...inputs, startedAt: txn.submittedTs, timeScale });
+  const variant =
+    txn.experimentId && txn.experimentArm
+      ? await ExperimentsRepository.armOf(m, txn.merchantId, txn.experimentId, txn.experimentArm)
+      : null;
+  const config = variant && Object.keys(variant.config).length > 0 ? variant.config : undefined;
+  const policy = adaptive({ policy_version: txn.policyVersion })
+    ? { version: txn.policyVersion!, learning: variant?.learning ?? true }
+    : undefined;
+  return recoveryWindowEnd({ config, policy, startedAt: txn.submittedTs, timeScale });
 }
 
 function adaptiveInputs(
