@@ -4,6 +4,7 @@ import {
   ProcessorAccountsRepository,
   ProcessorNotificationsRepository,
   type NewProcessorNotification,
+  type StoredProcessorAccount,
 } from '@retain/db';
 import { RetCode } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
@@ -20,7 +21,25 @@ import { DataSource } from 'typeorm';
 interface Verifier {
   accountId: string;
   merchantId: string;
+  merchantAccountCode: string;
   hmacKey: string;
+}
+
+/** An opened Adyen account version's verifier; null when it has no hmac_key (or its config is unreadable). */
+function verifierOf(a: StoredProcessorAccount): Verifier | null {
+  let parsed;
+  try {
+    parsed = parseAccountConfig(a.processor, a.config);
+  } catch {
+    return null;
+  }
+  if (parsed.processor !== 'adyen' || !parsed.config.hmac_key) return null;
+  return {
+    accountId: a.id,
+    merchantId: a.merchantId,
+    merchantAccountCode: parsed.config.merchant_account,
+    hmacKey: parsed.config.hmac_key,
+  };
 }
 
 /**
@@ -34,6 +53,8 @@ interface Verifier {
 export class AdyenNotificationsService {
   private readonly logger = new Logger(AdyenNotificationsService.name);
   private readonly accounts: ProcessorAccountsRepository;
+  /** Opened account versions by id (null: no hmac_key): see verifiers(). */
+  private readonly opened = new Map<string, Verifier | null>();
 
   constructor(
     private readonly db: DataSource,
@@ -87,20 +108,25 @@ export class AdyenNotificationsService {
     return { items: items.length, stored: outbox.length };
   }
 
-  /** The Adyen accounts with an hmac_key, by merchant_account (configs are sealed: read and opened here). */
+  /**
+   * The Adyen accounts with an hmac_key, by merchant_account, current versions first. Configs are
+   * sealed and the endpoint takes no credentials: each version is opened once per process (its config
+   * never changes) and kept, so a flood of posts reads one list of ids, never every config again.
+   */
   private async verifiers(): Promise<Map<string, Verifier[]>> {
+    const ids = await this.accounts.idsOf('adyen');
+    const unseen = ids.filter((id) => !this.opened.has(id));
+    for (const a of await this.accounts.byIds(unseen)) this.opened.set(a.id, verifierOf(a));
+    // Versions gone (their merchant deleted) are forgotten.
+    const current = new Set(ids);
+    for (const id of this.opened.keys()) if (!current.has(id)) this.opened.delete(id);
     const byCode = new Map<string, Verifier[]>();
-    for (const a of await this.accounts.allOf('adyen')) {
-      let parsed;
-      try {
-        parsed = parseAccountConfig(a.processor, a.config);
-      } catch {
-        continue;
-      }
-      if (parsed.processor !== 'adyen' || !parsed.config.hmac_key) continue;
-      const list = byCode.get(parsed.config.merchant_account) ?? [];
-      list.push({ accountId: a.id, merchantId: a.merchantId, hmacKey: parsed.config.hmac_key });
-      byCode.set(parsed.config.merchant_account, list);
+    for (const id of ids) {
+      const v = this.opened.get(id);
+      if (!v) continue;
+      const list = byCode.get(v.merchantAccountCode) ?? [];
+      list.push(v);
+      byCode.set(v.merchantAccountCode, list);
     }
     return byCode;
   }

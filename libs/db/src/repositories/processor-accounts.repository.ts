@@ -123,14 +123,23 @@ export class ProcessorAccountsRepository {
   }
 
   /**
-   * Every version (current or retired: what they charged may still be notified) of every merchant's
-   * accounts of `processor`, opened; the caller picks by config (configs are sealed, not searchable).
+   * The ids of every version (current or retired: what they charged may still be notified) of every
+   * merchant's accounts of `processor`, current ones first, newest first. A version's config never
+   * changes (set inserts a new one; reseal keeps the clear config), so a caller may keep what it
+   * opened by id (byIds) and open only the ids it has not seen.
    */
-  async allOf(processor: StoredProcessorAccount['processor']): Promise<StoredProcessorAccount[]> {
-    const rows: Row[] = await this.db.query(
-      `SELECT * FROM processor_accounts WHERE processor = $1 ORDER BY retired_at IS NOT NULL, updated_at DESC`,
+  async idsOf(processor: StoredProcessorAccount['processor']): Promise<string[]> {
+    const rows: { id: string }[] = await this.db.query(
+      `SELECT id FROM processor_accounts WHERE processor = $1 ORDER BY retired_at IS NOT NULL, updated_at DESC, id`,
       [processor],
     );
+    return rows.map((r) => r.id);
+  }
+
+  /** Account versions by id, opened (ids that name none are left out). */
+  async byIds(ids: readonly string[]): Promise<StoredProcessorAccount[]> {
+    if (ids.length === 0) return [];
+    const rows: Row[] = await this.db.query(`SELECT * FROM processor_accounts WHERE id = ANY($1::uuid[])`, [ids]);
     return rows.map((r) => this.opened(r));
   }
 
