@@ -34,7 +34,8 @@
 // Prints a final table of each figure against its goal. Both private databases are dropped.
 // Run: npx node bench/scale/scale.bench.mjs [transactions]
 //   (env SCALE_DRAIN=<n> changes the drained count, default 50000; SCALE_STALE=<n> the stale
-//   insert, default 400000; SCALE_CALLS=<n> the calls per variant, default 200)
+//   insert, default 400000; SCALE_CALLS=<n> the calls per variant, default 200; SCALE_BACKLOG_MIN=<m>
+//   plans the drained transactions m minutes ago, a backlog met late, default 0)
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -48,6 +49,9 @@ const STALE = Number(process.env.SCALE_STALE ?? 400_000);
 const DRAIN = Number(process.env.SCALE_DRAIN ?? 50_000);
 const DUE = 50_000;
 const CALLS = Number(process.env.SCALE_CALLS ?? 200);
+// The drained transactions' planned moment, minutes ago: 0 = due now; 60 = a backlog the workers
+// (down for an hour) meet late, every attempt past LATE_ATTEMPT_MS and checked against its window.
+const BACKLOG_MIN = Number(process.env.SCALE_BACKLOG_MIN ?? 0);
 const BATCH = 100_000;
 const S = Math.max(1, Math.floor(N / 4)); // subscriptions: 4 transactions each, a quarter of the history apart
 const A = Math.max(1, Math.floor((S * 2) / 3)); // accounts: ~1.5 subscriptions, ~6 transactions each
@@ -657,10 +661,11 @@ async function main() {
     // Skip the review: every drained transaction is due now.
     // TypeORM answers an UPDATE ... RETURNING with [rows, affected count].
     const [made] = await e.db.query(
-      `UPDATE transactions t SET review_status = 'passed', next_attempt_at = now()
+      `UPDATE transactions t SET review_status = 'passed',
+              next_attempt_at = now() - ($3::double precision * interval '1 minute')
        FROM submissions s WHERE s.id = t.submission_id AND s.merchant_id = $1 AND t.merchant_id = $1
         AND t.merchant_txn_id LIKE $2 AND t.review_status = 'pending' RETURNING t.id`,
-      [mid, `${prefix}\\_%`],
+      [mid, `${prefix}\\_%`, BACKLOG_MIN],
     );
     const drained = made.map((r) => r.id);
     const n = drained.length;
@@ -763,7 +768,7 @@ async function main() {
   );
   console.log(`EXPLAIN ANALYZE of the tick's claim:\n${tickPlan}`);
   console.log(
-    `\ndrain of ${fmt(DRAIN)} due transactions by one retry-worker (sandbox processor, SCHEDULER_TICK 200ms):`,
+    `\ndrain of ${fmt(DRAIN)} due transactions${BACKLOG_MIN ? `, planned ${BACKLOG_MIN} min ago (a backlog met late)` : ''} by one retry-worker (sandbox processor, SCHEDULER_TICK 200ms):`,
   );
   table(
     [

@@ -74,6 +74,32 @@ describe('no attempt after the recovery window', () => {
     });
   });
 
+  it('a backlog run together: the late attempt inside its window is charged, the one past it ends its recovery', async () => {
+    const merchantId = await insertMerchantRow(db);
+    const inside = await insertTransactionRow(db, merchantId, { status: 'In Retry', attemptCount: 1 });
+    const past = await insertTransactionRow(db, merchantId, { status: 'In Retry', attemptCount: 1 });
+    await submittedAgo(inside.id, 10 * DAY);
+    await submittedAgo(past.id, 31 * DAY);
+    // Both planned hours ago (inside their windows then); the workers were down until now.
+    await db.query(`UPDATE transactions SET next_attempt_at = now() - interval '3 hours' WHERE id = ANY($1::uuid[])`, [
+      [inside.id, past.id],
+    ]);
+    await mod.get(AttemptSchedulerService).scheduleDue();
+    const rows: { id: string; vid: string; transaction_id: string }[] = await db.query(
+      `SELECT id, vid, transaction_id FROM attempts WHERE transaction_id = ANY($1::uuid[])`,
+      [[inside.id, past.id]],
+    );
+    expect(rows).toHaveLength(2);
+    await attempts.runMany(rows.map((r) => r.id));
+    const outcome = async (t: { id: string }) => {
+      const a = rows.find((r) => r.transaction_id === t.id)!;
+      const [txn] = await db.query(`SELECT status FROM transactions WHERE id = $1`, [t.id]);
+      return { charges: await charges(a.vid), status: txn.status };
+    };
+    expect(await outcome(inside)).toEqual({ charges: 1, status: 'Captured' });
+    expect(await outcome(past)).toEqual({ charges: 0, status: 'Cancelled' });
+  });
+
   it("the processor's Retry-After past the window's end: the recovery ends instead of waiting to charge after it", async () => {
     const merchantId = await insertMerchantRow(db);
     const t = await insertTransactionRow(db, merchantId);

@@ -260,7 +260,7 @@ const CARD_BUSY_WAIT_MS = 2_000;
 /**
  * An attempt run this long after its planned moment (a backlog, workers down) is checked against
  * its transaction's recovery window before it is charged: planned attempts lie inside the window,
- * and the check reads the policy inputs, so attempts on time skip it.
+ * so attempts on time skip the check (it reads the experiment arm of a transaction in one).
  */
 const LATE_ATTEMPT_MS = 60_000;
 const runLate = (attempt: AttemptEntity, now: number): boolean =>
@@ -999,8 +999,9 @@ export class AttemptService {
       // Alone: prepared by an earlier run (looked up first), a stop, earlier attempts to look up for
       // a late capture, a throttled merchant, an expired card for the updater, no card to charge.
       if (attempt.preparedAt || txn.stopRequestedAt || errored.has(txn.id) || throttled.has(txn.merchantId)) continue;
-      // Run late: alone, checked against the recovery window first.
-      if (runLate(attempt, now.getTime())) continue;
+      // Run late (a backlog) and past its recovery window: alone, where it ends the recovery. One late
+      // but inside its window is charged like any other (the window's end reads at most its arm).
+      if (runLate(attempt, now.getTime()) && now.getTime() >= (await this.windowEnd(m, txn)).getTime()) continue;
       if (txn.paymentMethodRef && updaterReaches(txn) && cardExpired(txn.expirationDate, now)) continue;
       if (txn.cardKind !== 'token' && (!txn.cardEnc || !txn.cardKeyId)) continue;
       candidates.push(l);
