@@ -257,6 +257,19 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     });
   });
 
+  // Visa's codes (never-recover.ts, the merchant's view of the decline): R0 stop payment order, R1
+  // revocation of authorization, R3 revocation of all authorizations.
+  it.each([
+    ['stop_payment_order', 'R0'],
+    ['revocation_of_authorization', 'R1'],
+    ['revocation_of_all_authorizations', 'R3'],
+  ])('maps decline_code %s without a network code to %s', async (declineCode, code) => {
+    const token = `pm_${declineCode}`;
+    fake.script(token, { decline_code: declineCode, brand: 'visa' });
+    const result = await adapter().charge(req({ instrument: { kind: 'token', token, isNetworkToken: false } }));
+    expect(result).toMatchObject({ outcome: 'declined', responseCode: code });
+  });
+
   it.each(['timeout', 'reset', '5xx', 'garbage'] as const)(
     'a %s is an unknown outcome, never a decline',
     async (fault) => {
