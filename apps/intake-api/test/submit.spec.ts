@@ -1,4 +1,5 @@
 import http from 'node:http';
+import { createHash } from 'node:crypto';
 import { loadConfig } from '@retain/config';
 import { cardFingerprintCandidates } from '@retain/domain';
 import { Redis } from 'ioredis';
@@ -143,6 +144,52 @@ describe('POST /retain/transactions', () => {
       },
     ]);
     expect(await rowsOf([masked['id'] as string])).toHaveLength(0);
+  });
+
+  // service-spec CreditCard.account_hash: "May be left blank when the full number is sent; optional with
+  // tokenization." Blank is absent: the full number's hash is computed, a token's stays null, and a masked
+  // number gets the RET006 of a missing hash.
+  it('takes a blank account_hash as absent: accepted with a full number or a token, RET006 with a masked number', async () => {
+    const withHash = (card: string, hash: string, extra: Record<string, unknown> = {}) => {
+      const t = txn({}, card);
+      const pm = t['payment_method'] as any;
+      Object.assign(pm, extra);
+      pm.credit_card = { ...pm.credit_card, account_hash: hash };
+      return t;
+    };
+    const clear = withHash(PAN, '');
+    const spaced = withHash('5555555555554444', '  ');
+    const token = withHash('411111', '', { id: 'tok_sandbox_1111', is_tokenized: true });
+    const masked = withHash('411111******1111', '');
+    const badHash = withHash(PAN, 'abc');
+    const r = await client.submit([clear, spaced, token, masked, badHash]);
+    expect(r.status).toBe(207);
+    expect(r.json.success_count).toBe(3);
+    expect(r.json.rejected).toEqual([
+      {
+        id: masked['id'],
+        errors: [{ code: 'RET006', message: 'Missing transaction element: payment_method.credit_card.account_hash' }],
+      },
+      {
+        id: badHash['id'],
+        errors: [
+          {
+            code: 'RET009',
+            message:
+              'Schema validation error: payment_method.credit_card.account_hash must be 40 hexadecimal characters',
+          },
+        ],
+      },
+    ]);
+    const rows = await rowsOf([clear, spaced, token, masked, badHash].map((t) => t['id'] as string));
+    const hashOf = Object.fromEntries(rows.map((x: any) => [x.merchant_txn_id, x.account_hash]));
+    expect(hashOf).toEqual({
+      [clear['id'] as string]: createHash('sha1').update(PAN).digest('hex'),
+      [spaced['id'] as string]: createHash('sha1').update('5555555555554444').digest('hex'),
+      [token['id'] as string]: null,
+    });
+    const got = await client.request('GET', `/v1/retain/transactions/${clear['id']}`);
+    expect(got.json.data[0].payment_method.credit_card.account_hash).toBe(hashOf[clear['id'] as string]);
   });
 
   it('rejects a repeated id in one call with RETDUP (first processed) and a prior one with RETDUP2', async () => {

@@ -19,9 +19,10 @@ import {
   MaxLength,
   Min,
   ValidateBy,
+  ValidateIf,
   ValidateNested,
 } from 'class-validator';
-import { EMAIL_RE, SHA1_HEX_RE, YYYYMM_RE, isPlainObject, metadataProblems } from './field-rules';
+import { EMAIL_RE, SHA1_HEX_RE, YYYYMM_RE, isBlank, isPlainObject, metadataProblems } from './field-rules';
 import {
   TRANSACTION_FIELDS,
   type FieldFormat,
@@ -133,6 +134,12 @@ export function ContractField(path: TransactionFieldPath, options: ApiPropertyOp
   if (spec.format !== undefined) {
     decorators.push(...FORMAT_DECORATORS[spec.format].validators);
     Object.assign(schema, FORMAT_DECORATORS[spec.format].schema);
+  }
+  if (spec.blankIsAbsent === true) {
+    // Left blank, the field is not checked, as when it is left out; the schema's pattern allows it.
+    decorators.push(ValidateIf((_: object, v: unknown) => !isBlank(v)));
+    const pattern = schema['pattern'];
+    if (typeof pattern === 'string') schema['pattern'] = `^(?:${pattern.replace(/^\^|\$$/g, '')}|\\s*)$`;
   }
   decorators.push(ApiProperty({ ...(schema as ApiPropertyOptions), ...options } as ApiPropertyOptions));
 

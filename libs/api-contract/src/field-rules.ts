@@ -20,6 +20,16 @@ export const EMAIL_RE =
   /^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)+$/;
 const COUNTRY_SHAPE_RE = /^[A-Z]{2}$/;
 
+/** A string left blank: empty or only whitespace. */
+export const isBlank = (v: unknown): boolean => typeof v === 'string' && v.trim() === '';
+
+/**
+ * Whether a field's value counts as sent: not null/undefined, and not blank where the table allows
+ * the field to be left blank (`blankIsAbsent`).
+ */
+export const isPresent = (spec: FieldSpec, v: unknown): boolean =>
+  v !== undefined && v !== null && !(spec.blankIsAbsent === true && isBlank(v));
+
 export const isPlainObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 

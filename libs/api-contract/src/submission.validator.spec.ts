@@ -507,6 +507,20 @@ describe('validateSubmission: card account', () => {
     expect(errorsOf(card({ account: '411111******1111', account_hash: null }))).toEqual([
       missingError('payment_method.credit_card.account_hash'),
     ]);
+    // Left blank it is missing too (the spec lets it be blank only beside a full number or a token).
+    for (const blank of ['', '   ']) {
+      expect(errorsOf(card({ account: '411111******1111', account_hash: blank }))).toEqual([
+        missingError('payment_method.credit_card.account_hash'),
+      ]);
+    }
+  });
+
+  // service-spec CreditCard.account_hash: "May be left blank when the full number is sent".
+  it.each(['', ' '])('takes an account_hash left blank (%j) beside a full number as absent', (blank) => {
+    const v = accepted(card({ account: '4111111111111111', account_hash: blank }));
+    expect(v.card).toEqual({ kind: 'clear', pan: '4111111111111111' });
+    expect(v.account_hash).toBeNull();
+    expect(accepted(card({ account: 'aaa.bbb.ccc.ddd.eee', account_hash: blank })).card.kind).toBe('jwe');
   });
 
   it('rejects a number that is not a string with RET009', () => {
@@ -535,6 +549,11 @@ describe('validateSubmission: card account', () => {
       expect(accepted(tokenized({ account: '411111', account_hash: 'B'.repeat(40) })).account_hash).toBe(
         'b'.repeat(40),
       );
+    });
+
+    it('takes an account_hash left blank as absent ("optional with tokenization")', () => {
+      expect(accepted(tokenized({ account: '411111', account_hash: '' })).account_hash).toBeNull();
+      expect(accepted(tokenized({ account_hash: '' })).card).toEqual({ kind: 'token' });
     });
 
     it('accepts a network token with its BIN, no expiration, and a cryptogram', () => {

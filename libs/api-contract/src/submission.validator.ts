@@ -2,7 +2,7 @@ import { RetCode, RetMessage, type ErrorEntry } from '@retain/domain';
 import { amountToMinor } from './amount.validator';
 import { classifyCardAccount, isCardError, type CardInput } from './card-account.validator';
 import { parseDateTime } from './date-time.parser';
-import { checkField, isPlainObject, longerThan, metadataProblems } from './field-rules';
+import { checkField, isPlainObject, isPresent, longerThan, metadataProblems } from './field-rules';
 import {
   ADDRESS_FIELDS,
   MAX_TRANSACTIONS_PER_CALL,
@@ -86,6 +86,8 @@ const FIELDS: CompiledField[] = Object.entries(TRANSACTION_FIELDS).map(([path, s
   };
 });
 
+const HASH_SPEC: FieldSpec = TRANSACTION_FIELDS['payment_method.credit_card.account_hash'];
+
 /** The parent of the field is absent: required children are reported, others skipped. */
 const PARENT_MISSING = Symbol('parent missing');
 /** The parent is not an object: its own check reports it, children are skipped. */
@@ -153,7 +155,7 @@ function validateTransaction(input: unknown, index: number): ValidatedItem {
     const value = lookup(input, f.segments);
     if (value === PARENT_INVALID) continue;
     if (unsafe.length > 0 && failed!.includes(f.path)) continue;
-    if (value === PARENT_MISSING || value === undefined || value === null) {
+    if (value === PARENT_MISSING || !isPresent(f.spec, value)) {
       const required = f.spec.required === true || (f.spec.required === 'unless-tokenized' && !tokenized);
       if (!required) continue;
       // A missing required parent is reported once, not once per required child.
@@ -217,7 +219,9 @@ function crossFieldChecks(
   const cc = isPlainObject(pm['credit_card']) ? pm['credit_card'] : null;
   if (cc !== null) {
     const account = cc['account'] ?? undefined;
-    const hash = cc['account_hash'] ?? undefined;
+    // Left blank, the hash is absent (spec CreditCard.account_hash): computed for a full number,
+    // optional with tokenization, missing (RET006) beside a masked number.
+    const hash = isPresent(HASH_SPEC, cc['account_hash']) ? cc['account_hash'] : undefined;
     const accountOk = account === undefined || !failed.includes('payment_method.credit_card.account');
     const hashOk = hash === undefined || !failed.includes('payment_method.credit_card.account_hash');
     // Without tokenization a missing account is already a RET006.
@@ -245,7 +249,7 @@ function normalize(tx: Record<string, unknown>, amountMinor: bigint, card: CardI
   const pm = obj(tx['payment_method']);
   const cc = obj(pm['credit_card']);
   const address = pm['billing_address'];
-  const hash = str(cc['account_hash']);
+  const hash = isPresent(HASH_SPEC, cc['account_hash']) ? str(cc['account_hash']) : null;
   return {
     id: tx['id'] as string,
     amountMinor,

@@ -30,6 +30,11 @@ export interface FieldSpec {
   readonly max?: number;
   /** Numbers must be strictly greater than this (amount > 0). */
   readonly exclusiveMin?: number;
+  /**
+   * A blank string (empty or only whitespace) is taken as the field left out: only where the spec
+   * says the field "may be left blank" (CreditCard.account_hash).
+   */
+  readonly blankIsAbsent?: true;
 }
 
 const INT32_MAX = 2_147_483_647;
@@ -82,7 +87,9 @@ export const TRANSACTION_FIELDS = {
   'payment_method.credit_card': { kind: 'object', required: 'unless-tokenized' },
   // A compact JWE under an RSA-4096 key stays well below 4096 characters.
   'payment_method.credit_card.account': { kind: 'string', required: 'unless-tokenized', maxLength: 4096 },
-  'payment_method.credit_card.account_hash': { kind: 'string', maxLength: 40, format: 'sha1-hex' },
+  // Spec: "May be left blank when the full number is sent; optional with tokenization." A blank hash
+  // beside a masked number is then a missing one (RET006, card-account.validator.ts).
+  'payment_method.credit_card.account_hash': { kind: 'string', maxLength: 40, format: 'sha1-hex', blankIsAbsent: true },
   'payment_method.credit_card.expiration_date': {
     kind: 'string',
     required: 'unless-tokenized',

@@ -58,7 +58,9 @@ export class CreditCardDto {
   account?: string;
 
   @ContractField('payment_method.credit_card.account_hash', {
-    description: 'SHA-1 hex of the digits of the full number; computed by the service for full numbers',
+    description:
+      'SHA-1 hex of the digits of the full number; computed by the service for full numbers. Required with a ' +
+      'masked number; may be left blank (empty, taken as absent) with a full number or a token',
   })
   account_hash?: string;
 
