@@ -1,5 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApiClient, closeTestDb, createMerchant, startApp, testDb, txn, type RunningApp } from '@retain/testing';
+import {
+  ApiClient,
+  closeTestDb,
+  createMerchant,
+  insertRefundRow,
+  insertTransactionRow,
+  startApp,
+  testDb,
+  txn,
+  type RunningApp,
+} from '@retain/testing';
 
 // decisions §5: cursor paging newest first, filters, related reads and bad parameters.
 describe('GET /retain/transactions', () => {
@@ -87,5 +97,99 @@ describe('GET /retain/transactions', () => {
     expect(r.status).toBe(200);
     expect(r.json.data[0].id).toBe(ids[1]);
     expect(r.json.data[0].retry_number).toBe(0);
+  });
+});
+
+// A date-only upper bound (`submitted_until`, refunds' `until`) names a whole UTC day: everything up to
+// the end of that day, so since=D&until=D lists day D and until=<today> includes today. A date-time
+// bound stays exact (at or before that instant).
+describe('date-only upper bounds of the lists', () => {
+  let api: RunningApp;
+  let client: ApiClient;
+  let merchantId: string;
+  const times = [
+    '2026-11-26T23:59:59.999Z',
+    '2026-11-27T00:00:00.000Z',
+    '2026-11-27T23:59:59.999Z',
+    '2026-11-28T00:00:00.000Z',
+  ];
+  const txnIds: string[] = [];
+  const refundVids: string[] = [];
+
+  beforeAll(async () => {
+    api = await startApp('intake-api');
+    const merchant = await createMerchant();
+    client = new ApiClient(api.url, merchant.api_key);
+    const db = await testDb();
+    [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+    for (const at of times) {
+      const t = await insertTransactionRow(db, merchantId, { status: 'Captured', capturedMinor: '1999' });
+      await db.query(`UPDATE transactions SET submitted_ts = $2 WHERE id = $1`, [t.id, at]);
+      const refund = await insertRefundRow(db, t, 'refund', '100');
+      await db.query(`UPDATE refunds SET timestamp = $2 WHERE id = $1`, [refund, at]);
+      const [{ vid }] = await db.query(`SELECT vid FROM refunds WHERE id = $1`, [refund]);
+      txnIds.push(t.merchantTxnId);
+      refundVids.push(vid);
+    }
+  });
+  afterAll(async () => {
+    await api.stop();
+    await closeTestDb();
+  });
+
+  /** Indexes (into `times`) of the transactions and of the refunds the two lists return, oldest first. */
+  const listed = async (txnQuery: string, refundQuery: string) => {
+    const t = await client.request('GET', `/v1/retain/transactions?${txnQuery}`);
+    const r = await client.request('GET', `/v1/retain/refunds?${refundQuery}`);
+    expect([t.status, r.status], `${txnQuery} / ${refundQuery}`).toEqual([200, 200]);
+    return {
+      transactions: t.json.data.map((x: any) => txnIds.indexOf(x.id)).reverse(),
+      refunds: r.json.data.map((x: any) => refundVids.indexOf(x.vid)).reverse(),
+    };
+  };
+
+  it('a date-only until includes the whole day it names', async () => {
+    expect(
+      await listed('submitted_since=2026-11-27&submitted_until=2026-11-27', 'since=2026-11-27&until=2026-11-27'),
+    ).toEqual({ transactions: [1, 2], refunds: [1, 2] });
+    expect(await listed('submitted_until=2026-11-27', 'until=2026-11-27')).toEqual({
+      transactions: [0, 1, 2],
+      refunds: [0, 1, 2],
+    });
+    expect(
+      await listed(
+        'submitted_since=2026-11-27T12:00:00Z&submitted_until=2026-11-27',
+        'since=2026-11-27T12:00:00Z&until=2026-11-27',
+      ),
+    ).toEqual({ transactions: [2], refunds: [2] });
+  });
+
+  it('a date-time until stays exact', async () => {
+    expect(await listed('submitted_until=2026-11-27T00:00:00Z', 'until=2026-11-27T00:00:00Z')).toEqual({
+      transactions: [0, 1],
+      refunds: [0, 1],
+    });
+    expect(await listed('submitted_until=2026-11-27T23:59:59.998Z', 'until=2026-11-27T23:59:59.998Z')).toEqual({
+      transactions: [0, 1],
+      refunds: [0, 1],
+    });
+  });
+
+  it('pages a date-only range with the date kept in the links, and refuses a since after the day', async () => {
+    const p1 = await client.request('GET', '/v1/retain/transactions?submitted_until=2026-11-27&limit=2');
+    expect(p1.json.data.map((x: any) => txnIds.indexOf(x.id))).toEqual([2, 1]);
+    expect(p1.json.next).toBe(`/retain/transactions?submitted_until=2026-11-27&limit=2&starting_after=${txnIds[1]}`);
+    const p2 = await client.request('GET', `/v1${p1.json.next}`);
+    expect(p2.json.data.map((x: any) => txnIds.indexOf(x.id))).toEqual([0]);
+    expect(p2.json.next).toBeNull();
+    for (const [path, name] of [
+      ['/v1/retain/transactions?submitted_since=2026-11-28&submitted_until=2026-11-27', 'submitted_until'],
+      ['/v1/retain/refunds?since=2026-11-28&until=2026-11-27', 'until'],
+    ]) {
+      expect((await client.request('GET', path!)).json).toEqual({
+        code: 'RET400',
+        message: `Invalid parameter: ${name}`,
+      });
+    }
   });
 });

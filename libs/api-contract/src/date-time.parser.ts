@@ -108,10 +108,27 @@ export function parseDateTimeMillis(s: string, zone: ZoneRule = 'required'): num
   return ms < MIN_MILLIS || ms > MAX_MILLIS ? null : ms;
 }
 
-/** Query parameters also accept a plain date (`YYYY-MM-DD`, midnight UTC). */
+/**
+ * Query parameters also accept a plain date (`YYYY-MM-DD`, midnight UTC): the start of that day, as a
+ * lower bound (`since`) uses it. An upper bound reads a plain date as the whole day: parseUpperBound.
+ */
 export function parseDateOrDateTime(value: string): Date | null {
   if (value.length !== 10) return parseDateTime(value, 'required');
   const date = datePart(value);
   if (date === null || date[0] < 1) return null;
   return new Date(utcMillis(date[0], date[1], date[2]));
+}
+
+const DAY_MS = 86_400_000;
+
+/**
+ * The upper bound of a query range (`submitted_until`, refunds' `until`). A date-time is exact: at or
+ * before that instant (`inclusive`). A plain date names its whole UTC day: before the next day's
+ * midnight (not inclusive), so `since=D&until=D` is day D and `until=<today>` includes today.
+ */
+export function parseUpperBound(value: string): { at: Date; inclusive: boolean } | null {
+  const at = parseDateOrDateTime(value);
+  if (at === null) return null;
+  // UTC days are all 24 h long; 9999-12-31 ends at 10000-01-01, which a Date and Postgres both hold.
+  return value.length === 10 ? { at: new Date(at.getTime() + DAY_MS), inclusive: false } : { at, inclusive: true };
 }

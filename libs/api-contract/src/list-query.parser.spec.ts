@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseDateOrDateTime, parseDateTime } from './date-time.parser';
+import { parseDateOrDateTime, parseDateTime, parseUpperBound } from './date-time.parser';
 import { parseDryrun, parseListRefundsQuery, parseListTransactionsQuery, parseRelated } from './list-query.parser';
 
 const invalid = (name: string) => ({ error: `Invalid parameter: ${name}` });
@@ -30,8 +30,38 @@ describe('parseListTransactionsQuery', () => {
       subscriptionId: 'sub_1',
       accountId: 'acct_1',
       submittedSince: new Date('2026-11-01T00:00:00Z'),
-      submittedUntil: new Date('2026-11-30T00:00:00Z'),
+      // A plain date names the whole day: before the next day's midnight.
+      submittedBefore: new Date('2026-12-01T00:00:00Z'),
       updatedSince: new Date('2026-11-20T09:00:00Z'),
+    });
+  });
+
+  it('reads a date-only submitted_until as the whole UTC day and a date-time one as exact', () => {
+    expect(parseListTransactionsQuery({ submitted_since: '2026-11-27', submitted_until: '2026-11-27' })).toEqual({
+      limit: 100,
+      submittedSince: new Date('2026-11-27T00:00:00Z'),
+      submittedBefore: new Date('2026-11-28T00:00:00Z'),
+    });
+    expect(parseListTransactionsQuery({ submitted_until: '2026-12-31' })).toEqual({
+      limit: 100,
+      submittedBefore: new Date('2027-01-01T00:00:00Z'),
+    });
+    expect(parseListTransactionsQuery({ submitted_until: '2028-02-28' })).toEqual({
+      limit: 100,
+      submittedBefore: new Date('2028-02-29T00:00:00Z'),
+    });
+    expect(parseListTransactionsQuery({ submitted_until: '2026-11-27T00:00:00Z' })).toEqual({
+      limit: 100,
+      submittedUntil: new Date('2026-11-27T00:00:00Z'),
+    });
+    // A since inside the named day is a range; one at the next day's start or later is not.
+    expect(
+      parseListTransactionsQuery({ submitted_since: '2026-11-27T23:59:59.999Z', submitted_until: '2026-11-27' }),
+    ).toMatchObject({ submittedBefore: new Date('2026-11-28T00:00:00Z') });
+    expect(
+      parseListTransactionsQuery({ submitted_since: '2026-11-27T10:00:00Z', submitted_until: '2026-11-27T10:00:00Z' }),
+    ).toMatchObject({
+      submittedUntil: new Date('2026-11-27T10:00:00Z'),
     });
   });
 
@@ -65,6 +95,8 @@ describe('parseListTransactionsQuery', () => {
     [{ submitted_until: '2026-13-01' }, 'submitted_until'],
     [{ updated_since: '2026-11-20T10:00:00' }, 'updated_since'],
     [{ submitted_since: '2026-11-02', submitted_until: '2026-11-01' }, 'submitted_until'],
+    [{ submitted_since: '2026-11-02T00:00:00Z', submitted_until: '2026-11-01' }, 'submitted_until'],
+    [{ submitted_since: '2026-11-01T10:00:01Z', submitted_until: '2026-11-01T10:00:00Z' }, 'submitted_until'],
   ])('%j -> Invalid parameter: %s', (query, name) => {
     expect(parseListTransactionsQuery(query)).toEqual(invalid(name));
   });
@@ -94,12 +126,18 @@ describe('parseListRefundsQuery', () => {
       since: new Date('2026-11-01T00:00:00Z'),
       until: new Date('2026-11-30T23:59:59Z'),
     });
+    expect(parseListRefundsQuery({ since: '2026-11-30', until: '2026-11-30' })).toEqual({
+      limit: 100,
+      since: new Date('2026-11-30T00:00:00Z'),
+      before: new Date('2026-12-01T00:00:00Z'),
+    });
   });
 
   it.each([
     [{ since: 'x' }, 'since'],
     [{ until: '2026-02-30' }, 'until'],
     [{ since: '2026-11-02', until: '2026-11-01' }, 'until'],
+    [{ since: '2026-11-02T00:00:00Z', until: '2026-11-01' }, 'until'],
     [{ limit: '5000' }, 'limit'],
     [{ starting_after: 'a', ending_before: 'b' }, 'ending_before'],
   ])('%j -> Invalid parameter: %s', (query, name) => {
@@ -180,5 +218,19 @@ describe('date-time parsing', () => {
 
   it('keeps years below 100 as written', () => {
     expect(parseDateOrDateTime('0099-01-01')!.getUTCFullYear()).toBe(99);
+    expect(parseUpperBound('0099-12-31')).toEqual({
+      at: new Date(parseDateOrDateTime('0100-01-01')!),
+      inclusive: false,
+    });
+  });
+
+  it('reads an upper bound: a plain date to the next midnight, a date-time exactly', () => {
+    expect(parseUpperBound('2026-11-27')).toEqual({ at: new Date('2026-11-28T00:00:00Z'), inclusive: false });
+    expect(parseUpperBound('9999-12-31')!.at.getTime()).toBe(Date.UTC(10000, 0, 1));
+    expect(parseUpperBound('2026-11-27T08:00:00+01:00')).toEqual({
+      at: new Date('2026-11-27T07:00:00Z'),
+      inclusive: true,
+    });
+    expect(parseUpperBound('2026-02-29')).toBeNull();
   });
 });

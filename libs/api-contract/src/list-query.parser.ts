@@ -1,5 +1,5 @@
 import { RetMessage, TRANSACTION_STATUSES, type TransactionStatus } from '@retain/domain';
-import { parseDateOrDateTime } from './date-time.parser';
+import { parseDateOrDateTime, parseUpperBound } from './date-time.parser';
 import { longerThan } from './field-rules';
 import { MERCHANT_ID_MAX_LENGTH } from './transaction-fields.table';
 
@@ -16,7 +16,10 @@ export interface ListTransactionsQuery {
   subscriptionId?: string;
   accountId?: string;
   submittedSince?: Date;
+  /** `submitted_until` as a date-time: submitted at or before it. */
   submittedUntil?: Date;
+  /** `submitted_until` as a plain date: submitted before the next day's midnight (UTC). */
+  submittedBefore?: Date;
   updatedSince?: Date;
 }
 
@@ -25,7 +28,10 @@ export interface ListRefundsQuery {
   startingAfter?: string;
   endingBefore?: string;
   since?: Date;
+  /** `until` as a date-time: refund timestamp at or before it. */
   until?: Date;
+  /** `until` as a plain date: refund timestamp before the next day's midnight (UTC). */
+  before?: Date;
 }
 
 export const LIST_LIMIT_DEFAULT = 100;
@@ -60,6 +66,19 @@ function date(query: Query, name: string): Date | undefined {
   const d = parseDateOrDateTime(v);
   if (d === null) throw new BadParam(name);
   return d;
+}
+
+/**
+ * An upper bound (parseUpperBound): `{ until }` for a date-time (inclusive), `{ before }` for a plain
+ * date (the next day's midnight, exclusive). A `since` past the range is a bad bound.
+ */
+function upperBound(query: Query, name: string, since: Date | undefined): { until?: Date; before?: Date } {
+  const v = single(query, name);
+  if (v === undefined) return {};
+  const b = parseUpperBound(v);
+  if (b === null) throw new BadParam(name);
+  if (since !== undefined && (b.inclusive ? since > b.at : since >= b.at)) throw new BadParam(name);
+  return b.inclusive ? { until: b.at } : { before: b.at };
 }
 
 function limit(query: Query): number {
@@ -114,8 +133,7 @@ function defined<T extends object>(o: T): T {
 export function parseListTransactionsQuery(query: Query): ListTransactionsQuery | QueryError {
   return run(() => {
     const submittedSince = date(query, 'submitted_since');
-    const submittedUntil = date(query, 'submitted_until');
-    if (submittedSince && submittedUntil && submittedSince > submittedUntil) throw new BadParam('submitted_until');
+    const { until: submittedUntil, before: submittedBefore } = upperBound(query, 'submitted_until', submittedSince);
     return defined({
       limit: limit(query),
       ...cursors(query),
@@ -124,6 +142,7 @@ export function parseListTransactionsQuery(query: Query): ListTransactionsQuery 
       accountId: identifier(query, 'account_id'),
       submittedSince,
       submittedUntil,
+      submittedBefore,
       updatedSince: date(query, 'updated_since'),
     });
   });
@@ -133,9 +152,8 @@ export function parseListTransactionsQuery(query: Query): ListTransactionsQuery 
 export function parseListRefundsQuery(query: Query): ListRefundsQuery | QueryError {
   return run(() => {
     const since = date(query, 'since');
-    const until = date(query, 'until');
-    if (since && until && since > until) throw new BadParam('until');
-    return defined({ limit: limit(query), ...cursors(query), since, until });
+    const { until, before } = upperBound(query, 'until', since);
+    return defined({ limit: limit(query), ...cursors(query), since, until, before });
   });
 }
 

@@ -8,7 +8,11 @@ import { TRANSACTION_STATUSES } from '@retain/domain';
  * (`@Query() Record<string, unknown>`) and parse it with the api-contract parsers, so Swagger
  * cannot infer the parameters: they are declared here, next to each other, for both lists.
  */
-const DATE = 'ISO 8601 date (YYYY-MM-DD) or date-time';
+const DATE = 'ISO 8601 date (YYYY-MM-DD: from midnight UTC of that day) or date-time';
+/** An upper bound: a plain date names the whole day it names (up to the next midnight UTC, excluded). */
+const UNTIL_DATE =
+  'ISO 8601 date-time (at or before that instant) or date (YYYY-MM-DD: the whole UTC day included, so ' +
+  'since=D&until=D lists day D)';
 
 const paging = [
   ApiQuery({
@@ -49,7 +53,7 @@ export function ApiListTransactionsQuery(): MethodDecorator {
       name: 'submitted_until',
       required: false,
       type: String,
-      description: `Submitted at or before; ${DATE}`,
+      description: `Submitted at or before; ${UNTIL_DATE}`,
     }),
     ApiQuery({ name: 'updated_since', required: false, type: String, description: `Updated at or after; ${DATE}` }),
   );
@@ -60,6 +64,11 @@ export function ApiListRefundsQuery(): MethodDecorator {
   return applyDecorators(
     ...paging,
     ApiQuery({ name: 'since', required: false, type: String, description: `Refund timestamp at or after; ${DATE}` }),
-    ApiQuery({ name: 'until', required: false, type: String, description: `Refund timestamp at or before; ${DATE}` }),
+    ApiQuery({
+      name: 'until',
+      required: false,
+      type: String,
+      description: `Refund timestamp at or before; ${UNTIL_DATE}`,
+    }),
   );
 }

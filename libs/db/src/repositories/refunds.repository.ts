@@ -7,7 +7,10 @@ export interface RefundListFilters {
   startingAfter?: string;
   endingBefore?: string;
   since?: Date;
+  /** Refund timestamp at or before (a date-time bound). */
   until?: Date;
+  /** Refund timestamp strictly before (a date-only bound: the next day's midnight). */
+  before?: Date;
 }
 
 /** Reads of refunds, always scoped to the merchant. A Refund's `id` is its transaction's merchant id. */
@@ -54,6 +57,7 @@ export class RefundsRepository {
       .where('r.merchant_id = :merchantId', { merchantId });
     if (f.since) qb.andWhere('r.timestamp >= :since', { since: f.since });
     if (f.until) qb.andWhere('r.timestamp <= :until', { until: f.until });
+    if (f.before) qb.andWhere('r.timestamp < :before', { before: f.before });
     const cursorVid = f.startingAfter ?? f.endingBefore;
     if (cursorVid !== undefined) {
       const cursor = await this.db.getRepository(RefundEntity).findOne({ where: { merchantId, vid: cursorVid } });

@@ -18,7 +18,10 @@ export interface TransactionListFilters {
   subscriptionId?: string;
   accountId?: string;
   submittedSince?: Date;
+  /** Submitted at or before (a date-time bound). */
   submittedUntil?: Date;
+  /** Submitted strictly before (a date-only bound: the next day's midnight). */
+  submittedBefore?: Date;
   updatedSince?: Date;
 }
 
@@ -192,6 +195,7 @@ export function listQuery(
   if (f.accountId !== undefined) where.push(`account_id = ${p(f.accountId)}`);
   if (f.submittedSince) where.push(`submitted_ts >= ${p(f.submittedSince)}`);
   if (f.submittedUntil) where.push(`submitted_ts <= ${p(f.submittedUntil)}`);
+  if (f.submittedBefore) where.push(`submitted_ts < ${p(f.submittedBefore)}`);
   if (f.updatedSince) where.push(`status_changed_at >= ${p(f.updatedSince)}`);
   if (cursor)
     where.push(
