@@ -97,6 +97,14 @@ describe('GET /retain/transactions', () => {
     expect(r.status).toBe(200);
     expect(r.json.data[0].id).toBe(ids[1]);
     expect(r.json.data[0].retry_number).toBe(0);
+    // The whole set in one answer: no page beyond it (README: the fetch's envelope).
+    expect(r.json).toMatchObject({ url: '?related=true', next: null, previous: null });
+    expect((await client.request('GET', `/v1/retain/transactions/${ids[1]}`)).json).toMatchObject({
+      url: '',
+      next: null,
+      previous: null,
+      total_count: 1,
+    });
   });
 });
 
