@@ -331,6 +331,65 @@ describe('Adyen notifications (end to end)', () => {
     expect(await pushes(t['id'] as string)).toEqual(['retry succeeded', 'refund completed']);
   });
 
+  it('a refund whose notification does not come raises the operator alert once, until the notification settles it', async () => {
+    const { t, psp } = await captured();
+    const { refund, adyenRefund } = await pendingRefund(t['id'] as string, psp);
+    const batcher = apps[3]!;
+    const gauge = async () => {
+      const text = await (await fetch(`${batcher.url}/metrics`)).text();
+      return Number(/^retain_refunds_awaiting_notification(?:\{[^}]*\})? (\d+)$/m.exec(text)?.[1] ?? NaN);
+    };
+    const alerts = () =>
+      batcher
+        .logs()
+        .split('\n')
+        .filter((l) => l.includes(refund.vid) && l.includes('REFUND_NOTIFICATION_ALERT_AFTER'));
+    // REFUND_NOTIFICATION_ALERT_AFTER (24 h) ÷ RETRY_TIME_SCALE has passed: the alert is up.
+    await waitFor(async () => alerts().length > 0 && (await gauge()) >= 1, {
+      timeoutMs: 10_000,
+      what: 'the alert for the refund awaiting its notification',
+    });
+    // Several batches later: still one error log for it, the refund still Processing.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(alerts()).toHaveLength(1);
+    expect(JSON.parse(alerts()[0]!)).toMatchObject({ level: 'error', refund: refund.vid });
+    expect((await refundRow(t['id'] as string))!.status).toBe('Processing');
+    const overdue = async () =>
+      (
+        await (
+          await testDb()
+        ).query(
+          `SELECT vid FROM refunds WHERE status = 'Processing' AND processor_refund_id IS NOT NULL AND alerted_at IS NOT NULL`,
+        )
+      ).map((r: { vid: string }) => r.vid);
+    expect(await overdue()).toContain(refund.vid);
+    expect(await gauge()).toBe((await overdue()).length);
+
+    expect(
+      (
+        await notify([
+          {
+            eventCode: 'REFUND',
+            success: true,
+            pspReference: adyenRefund['pspReference'] as string,
+            originalReference: psp,
+            merchantReference: refund.vid,
+            amount: { value: 1999, currency: 'EUR' },
+          },
+        ])
+      ).status,
+    ).toBe(200);
+    await waitFor(async () => (await refundRow(t['id'] as string))?.status === 'Completed', {
+      timeoutMs: 20_000,
+      what: 'the refund completed',
+    });
+    // The next batches count it no more.
+    await waitFor(async () => !(await overdue()).includes(refund.vid) && (await gauge()) === (await overdue()).length, {
+      timeoutMs: 10_000,
+      what: 'the gauge without the settled refund',
+    });
+  });
+
   it('a refund whose REFUND notification says success=false is Failed, the transaction Captured again', async () => {
     const { t, psp } = await captured();
     const { refund, adyenRefund } = await pendingRefund(t['id'] as string, psp);

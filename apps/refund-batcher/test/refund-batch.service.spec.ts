@@ -1,6 +1,6 @@
 import { Test, type TestingModule } from '@nestjs/testing';
 import { loadConfig } from '@retain/config';
-import { RETAIN_CONFIG } from '@retain/platform';
+import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import { newVid } from '@retain/domain';
 import {
   PgSandboxLedger,
@@ -48,6 +48,7 @@ describe('refund batch: stops over unknown attempts', () => {
       providers: [
         RefundBatchService,
         { provide: DataSource, useValue: db },
+        { provide: RetainMetrics, useValue: new RetainMetrics('refund-batcher') },
         { provide: RETAIN_CONFIG, useValue: config },
         { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
         { provide: TRANSACTION_PROCESSORS, useValue: fixedProcessor(flaky()) },

@@ -2,7 +2,7 @@ import { type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
 import { Test } from '@nestjs/testing';
 import { RefundsRepository } from '@retain/db';
-import { RETAIN_CONFIG } from '@retain/platform';
+import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import {
   PgSandboxLedger,
   ProcessorUnavailableError,
@@ -99,6 +99,7 @@ describe('late captures and stops: never a charge unaccounted for', () => {
       providers: [
         RefundBatchService,
         { provide: DataSource, useValue: db },
+        { provide: RetainMetrics, useValue: new RetainMetrics('refund-batcher') },
         { provide: RETAIN_CONFIG, useValue: loadConfig('refund-batcher') },
         { provide: OutboxRelay, useValue: new OutboxRelay(db, queues) },
         { provide: TRANSACTION_PROCESSORS, useValue: fixedProcessor(processor) },

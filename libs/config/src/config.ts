@@ -86,6 +86,11 @@ export interface RetainConfig {
    */
   reconcileNotFoundMs: number;
   reconcileAlertMs: number;
+  /**
+   * refund-batcher: a refund awaiting the processor's notification (Adyen `received`) this long after
+   * it was sent raises the operator alert (REFUND_NOTIFICATION_ALERT_AFTER, default 24h, ÷ RETRY_TIME_SCALE).
+   */
+  refundNotificationAlertMs: number;
   /** How often the retry worker asks the processors which captures have settled (SETTLEMENT_CHECK_INTERVAL, real time). */
   settlementCheckMs: number;
   /** Per-request timeout of the Stripe/Adyen adapters (PROCESSOR_TIMEOUT, default 30s): then the outcome is unknown. */
@@ -454,6 +459,11 @@ export function configSchema(app: AppName) {
       default: '1h',
       desc: 'an unknown attempt whose lookups keep failing this long raises the operator alert',
     }),
+    REFUND_NOTIFICATION_ALERT_AFTER: variable({
+      parse: durationAtLeast(1),
+      default: '24h',
+      desc: 'a refund the processor accepted without a result (Adyen received) whose notification has not come this long after it was sent raises the operator alert',
+    }),
     JOB_LOCK_MS: variable({
       parse: intBetween(1000, 600_000, ' number of milliseconds'),
       default: '30000',
@@ -662,6 +672,7 @@ export function loadConfig(
     tickMs: v.SCHEDULER_TICK!,
     reconcileNotFoundMs: v.RECONCILE_NOT_FOUND_AFTER!,
     reconcileAlertMs: v.RECONCILE_ALERT_AFTER!,
+    refundNotificationAlertMs: v.REFUND_NOTIFICATION_ALERT_AFTER!,
     settlementCheckMs: v.SETTLEMENT_CHECK_INTERVAL!,
     processorTimeoutMs: v.PROCESSOR_TIMEOUT!,
     httpRequestTimeoutMs: v.HTTP_REQUEST_TIMEOUT!,

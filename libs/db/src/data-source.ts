@@ -51,6 +51,7 @@ import { HashOnlyCardErasure1800300000000 } from './migrations/1800300000000-Has
 import { LeftPendingAttempts1800500000000 } from './migrations/1800500000000-LeftPendingAttempts';
 import { AttemptLastSent1800500000100 } from './migrations/1800500000100-AttemptLastSent';
 import { ProcessorNotifications1800600000000 } from './migrations/1800600000000-ProcessorNotifications';
+import { RefundNotificationAlert1800700000000 } from './migrations/1800700000000-RefundNotificationAlert';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -103,6 +104,7 @@ export const MIGRATIONS = [
   LeftPendingAttempts1800500000000,
   AttemptLastSent1800500000100,
   ProcessorNotifications1800600000000,
+  RefundNotificationAlert1800700000000,
 ];
 
 export interface PoolTuning {

@@ -103,6 +103,12 @@ export class RetainMetrics {
     help: 'Attempts whose charge outcome is still unknown after RECONCILE_ALERT_AFTER (alert when > 0)',
     registers: [this.registry],
   });
+  /** The refund batcher's operator alert: refunds awaiting their notification past REFUND_NOTIFICATION_ALERT_AFTER. */
+  readonly refundsAwaitingNotification = new Gauge({
+    name: 'retain_refunds_awaiting_notification',
+    help: 'Refunds the processor accepted without a result whose notification has not come after REFUND_NOTIFICATION_ALERT_AFTER (alert when > 0)',
+    registers: [this.registry],
+  });
   /** Captures found after the transaction ended without money (refunded automatically). */
   readonly lateCaptures = new Counter({
     name: 'retain_late_captures_total',

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import { REFUNDED_CAPTURE_SQL, RefundsRepository, TransactionEntity } from '@retain/db';
-import { RETAIN_CONFIG } from '@retain/platform';
+import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import {
   ProcessorUnavailableError,
   TRANSACTION_PROCESSORS,
@@ -59,6 +59,7 @@ export class RefundBatchService {
   constructor(
     private readonly db: DataSource,
     private readonly relay: OutboxRelay,
+    private readonly metrics: RetainMetrics,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
     @Inject(TRANSACTION_PROCESSORS) private readonly processors: TransactionProcessors,
   ) {}
@@ -112,7 +113,27 @@ export class RefundBatchService {
     if (summary.sent > 0 || summary.stopsClosed > 0 || summary.deferred > 0 || summary.awaiting > 0) {
       this.logger.log(summary, 'refund batch done');
     }
+    await this.watchAwaiting();
     return summary;
+  }
+
+  /**
+   * The operator alert for refunds the processor accepted without a result (Adyen `received`) whose
+   * notification has not come after REFUND_NOTIFICATION_ALERT_AFTER: nothing else would ever settle
+   * them (Adyen has no refund lookup), so the money's state is unknown until an operator checks the
+   * processor (gauge `retain_refunds_awaiting_notification`, one error log per refund).
+   */
+  private async watchAwaiting(): Promise<void> {
+    const { count, newlyAlerted } = await RefundsRepository.overdueAwaitingNotification(
+      this.db,
+      this.config.refundNotificationAlertMs / this.config.retryTimeScale,
+    );
+    this.metrics.refundsAwaitingNotification.set(count);
+    for (const r of newlyAlerted)
+      this.logger.error(
+        { refund: r.vid, merchant: r.merchant_id, sentAt: r.sent_at },
+        "refund accepted by the processor without a result, and its notification has not come after REFUND_NOTIFICATION_ALERT_AFTER: it stays Processing, check it with the processor (its webhook configuration, the refund's pspReference)",
+      );
   }
 
   /**

@@ -108,6 +108,29 @@ export class RefundsRepository {
     return BigInt(sum);
   }
 
+  /**
+   * Refunds the processor accepted without a result (Processing with the processor's id: Adyen
+   * `received`) whose notification has not come `olderThanMs` after they were sent: how many (the
+   * operator alert's gauge), and those not alerted yet, marked alerted now (one error log each).
+   */
+  static async overdueAwaitingNotification(
+    m: Pick<EntityManager, 'query'>,
+    olderThanMs: number,
+  ): Promise<{ count: number; newlyAlerted: { vid: string; merchant_id: string; sent_at: Date }[] }> {
+    const overdue = `status = 'Processing' AND kind = 'refund' AND processor_refund_id IS NOT NULL
+                     AND sent_at < now() - ($1::double precision * interval '1 millisecond')`;
+    // TypeORM answers an UPDATE ... RETURNING with [rows, affected count].
+    const [newlyAlerted]: [{ vid: string; merchant_id: string; sent_at: Date }[]] = await m.query(
+      `UPDATE refunds SET alerted_at = now() WHERE ${overdue} AND alerted_at IS NULL
+       RETURNING vid, merchant_id, sent_at`,
+      [olderThanMs],
+    );
+    const [{ n }]: { n: number }[] = await m.query(`SELECT count(*)::int AS n FROM refunds WHERE ${overdue}`, [
+      olderThanMs,
+    ]);
+    return { count: n, newlyAlerted };
+  }
+
   /** The transaction's oldest refund in `status`, if any. */
   firstWithStatus(
     m: EntityManager,
