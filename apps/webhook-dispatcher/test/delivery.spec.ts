@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { EventName } from '@retain/domain';
 import { OutboxRelay, QueueName, QueueRegistry, announce, createRedis } from '@retain/queues';
@@ -266,28 +267,32 @@ describe('webhook delivery', () => {
     expect((await message(id)).replay_count).toBe(5);
   });
 
-  it('gives up on a receiver after 10 s in all, even one that answers at once and then trickles its body', async () => {
-    // decisions §9: timeouts (10 s) are retried. Headers at once, then one byte of body every second
-    // for 25 s: an idle-socket timeout never fires, and the body has no end in sight.
+  it('gives up on a receiver after 10 s in all, even one that trickles its status line and headers', async () => {
+    // decisions §9: timeouts (10 s) are retried. The status line and headers one line a second for 25 s:
+    // an idle-socket timeout never fires, and no answer is in sight.
     const trickling = new Set<NodeJS.Timeout>();
+    const sockets = new Set<net.Socket>();
     let requests = 0;
-    const slow = http.createServer((req, res) => {
-      requests++;
-      req.resume();
-      res.writeHead(200, { 'content-type': 'text/plain' });
-      let left = 25;
-      const t = setInterval(() => {
-        if (res.destroyed || --left === 0) {
-          clearInterval(t);
-          trickling.delete(t);
-          res.end();
-        } else res.write('.');
-      }, 1000);
-      trickling.add(t);
+    const slow = net.createServer((socket) => {
+      sockets.add(socket);
+      socket.once('data', () => {
+        requests++;
+        socket.write('HTTP/1.1 200 OK\r\n');
+        let left = 25;
+        const t = setInterval(() => {
+          if (socket.destroyed || --left === 0) {
+            clearInterval(t);
+            trickling.delete(t);
+            socket.end('\r\n');
+          } else socket.write(`x-slow-${left}: .\r\n`);
+        }, 1000);
+        trickling.add(t);
+      });
+      socket.on('error', () => undefined);
     });
     await new Promise<void>((r) => slow.listen(0, '127.0.0.1', r));
     try {
-      const m = await createMerchant(`http://127.0.0.1:${(slow.address() as { port: number }).port}/hooks`);
+      const m = await createMerchant(`http://127.0.0.1:${(slow.address() as net.AddressInfo).port}/hooks`);
       const id = await push(await merchantRow(m.login));
       const db = await testDb();
       const [first] = await waitFor(
@@ -308,8 +313,117 @@ describe('webhook delivery', () => {
       expect(requests).toBeGreaterThanOrEqual(1);
     } finally {
       for (const t of trickling) clearInterval(t);
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => slow.close(r));
+    }
+  });
+
+  it('takes the 2xx of a receiver that answers at once and then trickles its body, cutting the body off at 10 s', async () => {
+    // decisions §9: any 2xx accepts; the status line is the answer. The body (read only to be
+    // dropped) still gets no more than what is left of the 10 s, so the receiver holds no slot longer.
+    const trickling = new Set<NodeJS.Timeout>();
+    let requests = 0;
+    let cutOff = false;
+    const slow = http.createServer((req, res) => {
+      requests++;
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      let left = 25;
+      const t = setInterval(() => {
+        if (res.destroyed || --left === 0) {
+          cutOff ||= res.destroyed;
+          clearInterval(t);
+          trickling.delete(t);
+          res.end();
+        } else res.write('.');
+      }, 1000);
+      trickling.add(t);
+    });
+    await new Promise<void>((r) => slow.listen(0, '127.0.0.1', r));
+    try {
+      const m = await createMerchant(`http://127.0.0.1:${(slow.address() as net.AddressInfo).port}/hooks`);
+      const id = await push(await merchantRow(m.login));
+      const db = await testDb();
+      const log = await waitFor(
+        async () => {
+          const rows = await db.query(
+            `SELECT status_code, latency_ms, error FROM webhook_deliveries WHERE message_id = $1 ORDER BY attempt`,
+            [id],
+          );
+          return rows.length > 0 ? rows : null;
+        },
+        { timeoutMs: 18_000, what: 'the first attempt logged' },
+      );
+      expect({ status: (await message(id)).status, requests, log: log.length }).toEqual({
+        status: 'delivered',
+        requests: 1,
+        log: 1,
+      });
+      expect(log[0]).toMatchObject({ status_code: 200, error: null });
+      // The dispatcher closed the connection at 10 s (the receiver meant to trickle for 25 s).
+      expect(log[0].latency_ms).toBeGreaterThanOrEqual(9_000);
+      expect(log[0].latency_ms).toBeLessThan(12_000);
+      await waitFor(() => cutOff, { what: 'the receiver saw its connection closed' });
+    } finally {
+      for (const t of trickling) clearInterval(t);
       slow.closeAllConnections();
       await new Promise((r) => slow.close(r));
+    }
+  });
+
+  it('takes a 2xx whose body cannot be read: not decoded (gzip that is not), or the connection dropped mid-body', async () => {
+    // decisions §9: any 2xx accepts. The status line is the receiver's answer; what follows it is read
+    // only to be dropped. Seen: a 202 with `Content-Encoding: gzip` and a plain "Accepted" (Z_DATA_ERROR),
+    // and a 202 whose connection was reset half-way through its body (ECONNRESET), both retried to dead.
+    const seen: { path: string; acceptEncoding: string | undefined }[] = [];
+    const odd = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        seen.push({ path: req.url ?? '', acceptEncoding: req.headers['accept-encoding'] });
+        if (req.url === '/gzip') {
+          res.writeHead(202, { 'content-type': 'text/plain', 'content-encoding': 'gzip' });
+          res.end('Accepted');
+        } else {
+          res.writeHead(202, { 'content-type': 'text/plain', 'content-length': '1000' });
+          res.write('Acc');
+          setTimeout(() => req.socket.resetAndDestroy(), 50);
+        }
+      });
+    });
+    await new Promise<void>((r) => odd.listen(0, '127.0.0.1', r));
+    try {
+      const base = `http://127.0.0.1:${(odd.address() as net.AddressInfo).port}`;
+      const gzip = await createMerchant(`${base}/gzip`);
+      const reset = await createMerchant(`${base}/reset`);
+      const ids = {
+        gzip: await push(await merchantRow(gzip.login)),
+        reset: await push(await merchantRow(reset.login)),
+      };
+      const db = await testDb();
+      const outcomes = [];
+      for (const [kind, id] of Object.entries(ids)) {
+        await waitFor(async () => (await message(id)).status !== 'pending', {
+          timeoutMs: 20_000,
+          what: `the ${kind} push settled`,
+        });
+        const { status, last_error } = await message(id);
+        const log = await db.query(`SELECT status_code, error FROM webhook_deliveries WHERE message_id = $1`, [id]);
+        outcomes.push({ kind, status, last_error, sent: seen.filter((s) => s.path === `/${kind}`).length, log });
+      }
+      expect(outcomes).toEqual(
+        Object.keys(ids).map((kind) => ({
+          kind,
+          status: 'delivered',
+          last_error: null,
+          sent: 1,
+          log: [{ status_code: 202, error: null }],
+        })),
+      );
+      // Nothing is decoded, so no encoding is asked for.
+      for (const s of seen) expect(s.acceptEncoding ?? 'identity').toBe('identity');
+    } finally {
+      odd.closeAllConnections();
+      await new Promise((r) => odd.close(r));
     }
   });
 

@@ -64,6 +64,10 @@ export class DeliveryService {
       validateStatus: () => true,
       // The body is drained by discardBody (bounded), not buffered by axios.
       responseType: 'stream',
+      // The body is dropped, so it is never decoded: a receiver's broken or mislabelled encoding (a
+      // 202 labelled gzip with a plain body) must not turn its answer into an error. Nothing is asked
+      // for either: `accept-encoding: identity` on every request (axios would advertise gzip and br).
+      decompress: false,
     });
   }
 
@@ -133,6 +137,7 @@ export class DeliveryService {
       const headers: Record<string, string> = {
         'content-type': 'application/json',
         'user-agent': 'Retain-Webhooks/1.0',
+        'accept-encoding': 'identity',
         'webhook-id': claimed.message_id,
         'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
       };
@@ -142,8 +147,13 @@ export class DeliveryService {
       // body gets what is left of the 10 s: a receiver trickling its body would otherwise hold a slot,
       // and then its lease would run out and the push be sent twice at once.
       const res = await this.http.post<Readable>(url, payload, { headers });
-      await discardBody(res.data, MAX_RESPONSE_BYTES, started + this.config.webhookTimeoutMs - Date.now());
+      // decisions §9: any 2xx accepts, and the status line is the receiver's answer. It stands whatever
+      // happens to the (dropped) body after it: cut at 64 KiB or at the 10 s, or its connection dropped.
       statusCode = res.status;
+      await discardBody(res.data, MAX_RESPONSE_BYTES, started + this.config.webhookTimeoutMs - Date.now()).catch(
+        (err: unknown) =>
+          this.logger.debug({ message: claimed.message_id, err: describe(err) }, 'response body cut off'),
+      );
     } catch (err) {
       error = describe(err);
     }
@@ -220,8 +230,9 @@ export class DeliveryService {
 }
 
 /**
- * Reads a response body to its end and drops it; past `max` bytes the connection is closed (the
- * status already read stands). Fails with a TimeoutError if it has not ended within `withinMs`.
+ * Reads a response body to its end and drops it; past `max` bytes the connection is closed. Fails
+ * with a TimeoutError (the connection closed) if it has not ended within `withinMs`, or with the
+ * stream's error (a connection dropped mid-body). Either way the status already read stands.
  */
 function discardBody(body: Readable, max: number, withinMs: number): Promise<void> {
   return new Promise<void>((resolve, reject) => {
