@@ -222,6 +222,58 @@ describe('webhook delivery', () => {
     await waitFor(() => receiver.received.filter((p) => p.body.header['message_id'] === single).length === 2);
   });
 
+  it("delivers a push replayed while its last attempt was in flight: that attempt's failure does not end it dead", async () => {
+    // `webhooks replay <id>` takes a pending message too (an operator making a retry hours away due now).
+    // Its last attempt (4 of 4 with this schedule) is still waiting for the receiver when the replay comes,
+    // and the replay's own attempt is sent meanwhile; the old attempt then fails, the new one is accepted.
+    const held: http.ServerResponse[] = [];
+    let requests = 0;
+    const flaky = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (++requests < 4) {
+          res.writeHead(500).end();
+          return;
+        }
+        held.push(res);
+      });
+    });
+    await new Promise<void>((r) => flaky.listen(0, '127.0.0.1', r));
+    try {
+      const m = await createMerchant(`http://127.0.0.1:${(flaky.address() as net.AddressInfo).port}/hooks`);
+      const id = await push(await merchantRow(m.login));
+      const db = await testDb();
+      const logged = async (): Promise<{ attempt: number; status_code: number | null }[]> =>
+        db.query(`SELECT attempt, status_code FROM webhook_deliveries WHERE message_id = $1 ORDER BY id`, [id]);
+      await waitFor(() => held.length === 1, { what: 'the last attempt waiting for its answer' });
+      expect(await message(id)).toMatchObject({ status: 'pending', attempt_count: 4 });
+      expect(cli('webhooks', 'replay', id)).toEqual({ replayed: 1, message_ids: [id] });
+      await waitFor(() => held.length === 2, { what: "the replay's attempt sent" });
+      // The old attempt fails (recorded first), then the replay's is accepted.
+      held[0]!.writeHead(500).end();
+      await waitFor(async () => (await logged()).length === 4, { what: "the old attempt's failure logged" });
+      held[1]!.writeHead(202).end();
+      await waitFor(async () => (await logged()).length === 5, { what: "the replay's attempt logged" });
+      const { status, replay_count, last_status_code, dead_at } = await message(id);
+      expect({ status, replay_count, last_status_code, dead_at, log: await logged() }).toEqual({
+        status: 'delivered',
+        replay_count: 1,
+        last_status_code: 202,
+        dead_at: null,
+        log: [
+          { attempt: 1, status_code: 500 },
+          { attempt: 2, status_code: 500 },
+          { attempt: 3, status_code: 500 },
+          { attempt: 4, status_code: 500 },
+          { attempt: 1, status_code: 202 },
+        ],
+      });
+    } finally {
+      flaky.closeAllConnections();
+      await new Promise((r) => flaky.close(r));
+    }
+  });
+
   it('replays by id a push that found no webhook URL, once the merchant has one; --dead leaves it alone', async () => {
     const m = await createMerchant(null);
     const id = await push(await merchantRow(m.login));

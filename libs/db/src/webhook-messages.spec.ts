@@ -160,14 +160,14 @@ describe('webhook messages: the claim and the record (real Postgres)', () => {
   });
 
   it('records a batch holding the longest retry delay WEBHOOK_RETRY_SCHEDULE allows, jitter (20%) included', async () => {
-    const [longest, next] = (
-      await db.query(`SELECT message_id FROM webhook_messages WHERE merchant_id = $1 AND status = 'pending' LIMIT 2`, [
-        merchant.c,
-      ])
-    ).map((r: { message_id: string }) => r.message_id);
+    type Claim = { message_id: string; attempt_count: number; replay_count: number };
+    const [longest, next]: Claim[] = await db.query(
+      `SELECT message_id, attempt_count, replay_count FROM webhook_messages WHERE merchant_id = $1 AND status = 'pending' LIMIT 2`,
+      [merchant.c],
+    );
     const delayMs = Math.round(parseDuration(MAX_WEBHOOK_RETRY_STEP)! * 1.2);
-    const record = (message_id: string, delay_ms: number) => ({
-      message_id,
+    const record = (claim: Claim, delay_ms: number) => ({
+      ...claim,
       outbox_id: null,
       log: {
         attempt: 1,
@@ -181,14 +181,14 @@ describe('webhook messages: the claim and the record (real Postgres)', () => {
       delay_ms,
       last_error: 'HTTP 503',
     });
-    await new WebhookMessagesRepository(db).recordAttempts([record(longest, delayMs), record(next, 5000)]);
+    await new WebhookMessagesRepository(db).recordAttempts([record(longest!, delayMs), record(next!, 5000)]);
     const rows: { message_id: string; wait_ms: number }[] = await db.query(
       `SELECT message_id, extract(epoch FROM next_attempt_at - now()) * 1000 AS wait_ms FROM webhook_messages
         WHERE message_id = ANY($1)`,
-      [[longest, next]],
+      [[longest!.message_id, next!.message_id]],
     );
     const wait = new Map(rows.map((r) => [r.message_id, Number(r.wait_ms)]));
-    expect(wait.get(longest)).toBeGreaterThan(delayMs - 60_000);
-    expect(wait.get(next)).toBeLessThan(60_000);
+    expect(wait.get(longest!.message_id)).toBeGreaterThan(delayMs - 60_000);
+    expect(wait.get(next!.message_id)).toBeLessThan(60_000);
   });
 });

@@ -115,6 +115,8 @@ export class DeliveryService {
       await this.recordDurably(
         {
           message_id: claimed.message_id,
+          attempt_count: claimed.attempt_count,
+          replay_count: claimed.replay_count,
           outbox_id: outboxId,
           log: null,
           status: 'no_endpoint',
@@ -180,6 +182,8 @@ export class DeliveryService {
       this.recordDurably(
         {
           message_id: claimed.message_id,
+          attempt_count: claimed.attempt_count,
+          replay_count: claimed.replay_count,
           outbox_id: outboxId,
           log,
           status,

@@ -5,12 +5,21 @@ export interface ClaimedWebhookMessage {
   message_id: string;
   merchant_id: string;
   body: { header: Record<string, unknown>; content: unknown };
+  /** With replay_count, names this claim: its result is recorded only while the message is still under it. */
   attempt_count: number;
+  replay_count: number;
 }
 
 /** The outcome of one delivery attempt, written with its delivery-log row. */
 export interface WebhookAttemptRecord {
   message_id: string;
+  /**
+   * The claim this attempt was made under (the claim's attempt_count and replay_count): the message's new
+   * state is written only while it is still under that claim. A replay since (a new generation) or a new
+   * claim after the lease ran out makes this result stale: its delivery-log row is still written.
+   */
+  attempt_count: number;
+  replay_count: number;
   /** The outbox row of the job that made this attempt, completed in the same statement. */
   outbox_id: string | null;
   /** null: no attempt was made (no endpoint), so no delivery-log row. */
@@ -62,7 +71,7 @@ export const CLAIM_NEXT_DUE_SQL = `WITH RECURSIVE busy AS (
          next_attempt_at = now() + ($2::int * interval '1 second'), updated_at = now()
     FROM share
    WHERE m.id IN (SELECT id FROM fresh UNION ALL SELECT id FROM due)
-   RETURNING m.message_id, m.merchant_id, m.body, m.attempt_count, share.k AS share`;
+   RETURNING m.message_id, m.merchant_id, m.body, m.attempt_count, m.replay_count, share.k AS share`;
 
 /**
  * The pushes waiting for a dispatcher, counted up to `cap`: pending and due (new, or a retry whose time
@@ -131,13 +140,15 @@ export class WebhookMessagesRepository {
 
   /**
    * Records attempts in ONE statement: the jobs' outbox rows completed, the delivery-log rows
-   * inserted and the messages' new states (a message no longer pending is left as it is).
+   * inserted and the messages' new states. A message no longer pending, or no longer under the claim
+   * the attempt was made under (replayed since, or claimed again after its lease), is left as it is:
+   * an operator's replay during an attempt in flight is not undone by that attempt's result.
    */
   async recordAttempts(records: readonly WebhookAttemptRecord[]): Promise<void> {
     await this.db.query(
       `WITH x AS (
-         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(message_id char(27), outbox_id uuid, log jsonb,
-           status varchar, status_code int, delay_ms int, last_error text)
+         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(message_id char(27), attempt_count int, replay_count int,
+           outbox_id uuid, log jsonb, status varchar, status_code int, delay_ms int, last_error text)
        ), done AS (
          UPDATE outbox SET completed_at = now()
           WHERE id IN (SELECT outbox_id FROM x WHERE outbox_id IS NOT NULL) AND completed_at IS NULL
@@ -153,14 +164,16 @@ export class WebhookMessagesRepository {
               last_status_code = x.status_code, last_error = x.last_error,
               delivered_at = CASE WHEN x.status = 'delivered' THEN now() ELSE m.delivered_at END,
               dead_at = CASE WHEN x.status = 'dead' THEN now() ELSE m.dead_at END, updated_at = now()
-         FROM x WHERE m.message_id = x.message_id AND m.status = 'pending'`,
+         FROM x WHERE m.message_id = x.message_id AND m.status = 'pending'
+          AND m.attempt_count = x.attempt_count AND m.replay_count = x.replay_count`,
       [JSON.stringify(records)],
     );
   }
 
   /**
-   * Puts a message back to pending, due now, as a new replay generation (fresh delivery job ids).
-   * False when there is no such message.
+   * Puts a message back to pending, due now, as a new replay generation (fresh delivery job ids), also
+   * one still pending (a retry hours away made due now): an attempt in flight under the previous
+   * generation's claim is then not recorded (recordAttempts). False when there is no such message.
    */
   async replay(messageId: string): Promise<boolean> {
     const [rows]: [{ message_id: string }[], number] = await this.db.query(
