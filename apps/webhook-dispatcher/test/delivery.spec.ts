@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
+import { WebhookMessagesRepository } from '@retain/db';
 import { EventName } from '@retain/domain';
 import { OutboxRelay, QueueName, QueueRegistry, announce, createRedis } from '@retain/queues';
 import { Webhook } from 'standardwebhooks';
@@ -562,6 +563,99 @@ describe('webhook delivery', () => {
     // Once delivered it is never claimed again; unrecorded, it is delivered only by a second send at the lease's end.
     expect(receiver.received.filter((p) => p.body.header['message_id'] === id)).toHaveLength(1);
   }, 120_000);
+
+  it('does not send a push it claimed but held back until its lease ran out: another dispatcher has it by then', async () => {
+    // The pump holds claimed pushes back while MAX_UNRECORDED (256) deliveries wait for their records
+    // (Postgres refusing or stalling them). Those it claimed but had not started when the records went
+    // through again had their lease (60 s from the claim) run out meanwhile, and another dispatcher's
+    // claim may have them: this dispatcher must not send them too.
+    const db = await testDb();
+    await waitFor(
+      async () =>
+        (await db.query(`SELECT count(*)::int AS n FROM webhook_messages WHERE status = 'pending'`))[0].n === 0,
+      { what: "earlier tests' pushes settled" },
+    );
+    const hooks = await new WebhookReceiver().start();
+    const merchantIds: string[] = [];
+    for (let i = 0; i < 3; i++) merchantIds.push(await merchantRow((await createMerchant(hooks.url)).login));
+    const received = (id: string) => hooks.received.filter((p) => p.body.header['message_id'] === id).length;
+    const other = new WebhookMessagesRepository(db);
+    // Records stall: every insert into the delivery log waits for this lock.
+    const stall = db.createQueryRunner();
+    await stall.connect();
+    await stall.startTransaction();
+    let stalled = true;
+    try {
+      await stall.query(`LOCK TABLE webhook_deliveries IN SHARE MODE`);
+      // Three merchants: a claim takes 3 x 22 = 66 pushes, so the fourth one is only partly started at 256.
+      const outbox = await db.transaction((tx) =>
+        announce(
+          tx,
+          merchantIds.flatMap((merchantId, m) =>
+            Array.from({ length: 100 }, (_, i) => ({
+              merchantId,
+              eventName: EventName.RetrySucceeded,
+              payloadId: `${m}${String(i).padStart(39, 'h')}`,
+              merchantTransactionId: `inv-held-${m}-${i}`,
+              content: { id: `inv-held-${m}-${i}` },
+            })),
+          ),
+        ),
+      );
+      await relay.publish(outbox);
+      type Row = { message_id: string; attempt_count: number };
+      const rows = (): Promise<Row[]> =>
+        db.query(`SELECT message_id, attempt_count FROM webhook_messages WHERE merchant_id = ANY($1)`, [merchantIds]);
+      await waitFor(() => hooks.received.length >= 256, { what: '256 pushes sent, their records waiting' });
+      // Claimed by the dispatcher and held back (never sent).
+      const held = (await rows()).filter((r) => r.attempt_count > 0 && received(r.message_id) === 0);
+      expect(held.length).toBeGreaterThan(0);
+      // Another dispatcher claims what is due, the held ones as soon as their lease runs out.
+      const taken = new Map<string, Awaited<ReturnType<typeof other.claimNextDue>>['rows'][number]>();
+      await waitFor(
+        async () => {
+          for (const r of (await other.claimNextDue(1000, 60)).rows) taken.set(r.message_id, r);
+          return held.every((h) => taken.has(h.message_id));
+        },
+        { timeoutMs: 90_000, intervalMs: 500, what: 'the held pushes claimed by another dispatcher' },
+      );
+      // The records go through; the dispatcher's deliveries are all recorded (logged).
+      await stall.commitTransaction();
+      stalled = false;
+      await waitFor(
+        async () =>
+          (
+            await db.query(
+              `SELECT count(*)::int AS n FROM webhook_deliveries d JOIN webhook_messages w USING (message_id)
+                WHERE w.merchant_id = ANY($1)`,
+              [merchantIds],
+            )
+          )[0].n >= 256,
+        { what: "the dispatcher's 256 records" },
+      );
+      // Its pump starts what it holds on its next ticks (250 ms): a few of them.
+      await new Promise((r) => setTimeout(r, 3_000));
+      expect(held.filter((h) => received(h.message_id) > 0).map((h) => h.message_id)).toEqual([]);
+      // The other dispatcher hands its claims back unsent: every push is then delivered, the held ones once.
+      await other.releaseClaimed([...taken.values()]);
+      await waitFor(
+        async () =>
+          (await rows()).length === 300 &&
+          (
+            await db.query(
+              `SELECT count(*)::int AS n FROM webhook_messages WHERE merchant_id = ANY($1) AND status = 'delivered'`,
+              [merchantIds],
+            )
+          )[0].n === 300,
+        { what: 'every push delivered' },
+      );
+      expect(held.map((h) => received(h.message_id))).toEqual(held.map(() => 1));
+    } finally {
+      if (stalled) await stall.rollbackTransaction();
+      await stall.release();
+      await hooks.stop();
+    }
+  }, 150_000);
 
   it('loses nothing when Redis is flushed between announcement and delivery', async () => {
     await dispatcher.stop();

@@ -16,7 +16,11 @@ const PER_MERCHANT = QUEUES['webhook.deliver'].concurrency;
 const IN_FLIGHT = 2 * PER_MERCHANT;
 /** Messages claimed per statement: a whole pipe's worth, so a claim is not one statement per freed slot. */
 const CLAIM = PER_MERCHANT;
-/** Deliveries whose record has not committed yet, at most (memory and lease bound). */
+/**
+ * Deliveries whose record has not committed yet, at most (memory and lease bound). While as many wait
+ * (Postgres refusing or stalling records), claimed messages wait in the buffer; one whose lease has
+ * nearly run out by the time it could start is handed back unsent (DeliveryService.deliverClaimed).
+ */
 const MAX_UNRECORDED = 4 * PER_MERCHANT;
 
 /**
@@ -107,7 +111,7 @@ export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
             ...[...got].filter(([, n]) => n >= share).map(([merchantId]) => merchantId),
           ]);
           if (this.stopped) {
-            await this.messages.releaseClaimed(rows.map((r) => r.message_id));
+            await this.messages.releaseClaimed(rows);
             break;
           }
           this.buffered.push(...interleaved(rows));
@@ -156,7 +160,7 @@ export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
   async onModuleDestroy(): Promise<void> {
     this.stopped = true;
     // Buffered and never sent: due again at once for any dispatcher, this claim not counted as an attempt.
-    const unsent = this.buffered.splice(0).map((r) => r.message_id);
+    const unsent = this.buffered.splice(0);
     if (unsent.length > 0)
       await this.messages.releaseClaimed(unsent).catch((err: unknown) => {
         this.logger.warn({ err: (err as Error).message }, 'releasing unsent pushes failed; their lease runs out');

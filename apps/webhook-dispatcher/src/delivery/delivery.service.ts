@@ -18,10 +18,19 @@ import { literalAddressAllowed, webhookAgents } from './address-guard';
 export const LEASE_SECONDS = 60;
 /**
  * How long a delivery's record is tried again while Postgres refuses it (an outage), from the
- * delivery's start: up to 5 s before the lease runs out, so the push is not claimed and sent again
- * meanwhile. An outage and Postgres's crash recovery after it can outlast half the lease (bench/drills).
+ * message's claim (its lease's start): up to 5 s before the lease runs out, so the push is not claimed
+ * and sent again meanwhile. An outage and Postgres's crash recovery after it can outlast half the lease
+ * (bench/drills).
  */
 const RECORD_RETRY_MS = (LEASE_SECONDS - 5) * 1000;
+/**
+ * What a claimed push's exchange leaves of the record window at least: a push is sent only if its
+ * exchange (10 s at most) starts early enough to end this long before RECORD_RETRY_MS, i.e. within
+ * 35 s of its claim. One held back longer (the pump buffers claimed messages while MAX_UNRECORDED
+ * deliveries wait for their records) is handed back unsent: its lease could run out mid-exchange or
+ * before its record, and another dispatcher's claim would send it too.
+ */
+const RECORD_MARGIN_MS = 10_000;
 const JITTER = 0.2;
 /**
  * A receiver's answer is its status; its body is read and dropped, up to this much (then the
@@ -80,7 +89,7 @@ export class DeliveryService {
   /**
    * Records an attempt, tried again while Postgres refuses it: a push its receiver already has would
    * otherwise stay leased, unrecorded, and be sent again once the lease ran out. Given up after
-   * RECORD_RETRY_MS from `since` (then it is sent again: at least once, as before).
+   * RECORD_RETRY_MS from `since`, the claim's time (then it is sent again: at least once, as before).
    */
   private async recordDurably(attempt: WebhookAttemptRecord, since: number): Promise<void> {
     for (let wait = 250; ; wait = Math.min(2 * wait, 2_000)) {
@@ -98,18 +107,19 @@ export class DeliveryService {
    * One attempt of a message this worker's pump has claimed (leased to it). `onSent` is called once
    * the HTTP exchange is over, before the result is recorded: the pump's next request need not wait
    * for this one's group commit (the lease keeps the message this worker's until it is recorded).
+   * `skipped`: claimed too long ago to be sent now (RECORD_MARGIN_MS), handed back unsent.
    */
   async deliverClaimed(
     claimed: ClaimedWebhookMessage,
     outboxId: string | null = null,
     onSent: () => void = () => undefined,
   ): Promise<DeliveryResult> {
-    const claimedBy = Date.now();
+    const claimedAt = claimed.claimed_at;
     let merchant = await this.merchant(claimed.merchant_id);
     // No URL ends the push `no_endpoint`, and nothing retries that: a merchant cached without one is
     // looked up again, by a lookup started after this claim (the URL may have been set a moment ago,
     // and the push replayed since), before the push is given up.
-    if (!merchant?.merchant.webhookUrl) merchant = await this.merchant(claimed.merchant_id, claimedBy);
+    if (!merchant?.merchant.webhookUrl) merchant = await this.merchant(claimed.merchant_id, claimedAt);
     if (!merchant?.merchant.webhookUrl) {
       onSent();
       await this.recordDurably(
@@ -124,9 +134,20 @@ export class DeliveryService {
           delay_ms: null,
           last_error: 'merchant has no webhook URL',
         },
-        claimedBy,
+        claimedAt,
       );
       return 'no_endpoint';
+    }
+    if (Date.now() > claimedAt + RECORD_RETRY_MS - this.config.webhookTimeoutMs - RECORD_MARGIN_MS) {
+      // Held back too long since its claim: not sent by this dispatcher. Handed back (due now, the
+      // claim not counted) unless claimed again or replayed meanwhile; if Postgres refuses that, the
+      // lease runs out and any dispatcher claims it.
+      onSent();
+      await this.messages.releaseClaimed([claimed]).catch((err: unknown) => {
+        this.logger.warn({ message: claimed.message_id, err: (err as Error).message }, 'releasing a push failed');
+      });
+      this.logger.warn({ message: claimed.message_id }, 'push not sent: its lease had nearly run out');
+      return 'skipped';
     }
     const url = merchant.merchant.webhookUrl;
     const payload = JSON.stringify(claimed.body);
@@ -191,7 +212,7 @@ export class DeliveryService {
           delay_ms: delayMs,
           last_error: lastError,
         },
-        claimedBy,
+        claimedAt,
       );
 
     if (statusCode !== null && statusCode >= 200 && statusCode < 300) {

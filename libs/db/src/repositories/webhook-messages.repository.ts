@@ -8,7 +8,15 @@ export interface ClaimedWebhookMessage {
   /** With replay_count, names this claim: its result is recorded only while the message is still under it. */
   attempt_count: number;
   replay_count: number;
+  /**
+   * When the claim was made, by this process's clock (Date.now() taken before the claim statement): its
+   * lease, counted by the database from within the statement, does not run out before claimed_at + lease.
+   */
+  claimed_at: number;
 }
+
+/** The claim a release hands back: the message under the claim it was handed out with. */
+export type WebhookClaim = Pick<ClaimedWebhookMessage, 'message_id' | 'attempt_count' | 'replay_count'>;
 
 /** The outcome of one delivery attempt, written with its delivery-log row. */
 export interface WebhookAttemptRecord {
@@ -112,29 +120,36 @@ export class WebhookMessagesRepository {
     leaseSeconds: number,
     exclude: readonly string[] = [],
   ): Promise<{ rows: ClaimedWebhookMessage[]; share: number }> {
-    const [rows]: [(ClaimedWebhookMessage & { share: number })[], number] = await this.db.query(CLAIM_NEXT_DUE_SQL, [
-      limit,
-      leaseSeconds,
-      exclude,
-    ]);
+    const claimedAt = Date.now();
+    const [rows]: [(Omit<ClaimedWebhookMessage, 'claimed_at'> & { share: number })[], number] = await this.db.query(
+      CLAIM_NEXT_DUE_SQL,
+      [limit, leaseSeconds, exclude],
+    );
     return {
-      rows: rows.map(({ share: _share, ...row }) => row),
+      rows: rows.map(({ share: _share, ...row }) => ({ ...row, claimed_at: claimedAt })),
       share: rows[0]?.share ?? limit,
     };
   }
 
   /**
    * Undoes claims that were never sent (a dispatcher shutting down with claimed messages it did not
-   * start): due at once again, and the claim not counted as an attempt. Only rows still pending
-   * under this claim's lease are touched.
+   * start, or holding one whose lease has nearly run out): due at once again, and the claim not counted
+   * as an attempt. Only rows still pending under that same claim (its attempt_count and replay_count)
+   * are touched: a message claimed again since (after the lease) or replayed is left to its new claim.
    */
-  async releaseClaimed(messageIds: string[]): Promise<void> {
-    if (messageIds.length === 0) return;
+  async releaseClaimed(claims: readonly WebhookClaim[]): Promise<void> {
+    if (claims.length === 0) return;
     await this.db.query(
-      `UPDATE webhook_messages SET attempt_count = attempt_count - 1,
-              next_attempt_at = CASE WHEN attempt_count = 1 THEN NULL ELSE now() END, updated_at = now()
-        WHERE message_id = ANY($1::bpchar[]) AND status = 'pending' AND attempt_count > 0`,
-      [messageIds],
+      `UPDATE webhook_messages m SET attempt_count = m.attempt_count - 1,
+              next_attempt_at = CASE WHEN m.attempt_count = 1 THEN NULL ELSE now() END, updated_at = now()
+         FROM jsonb_to_recordset($1::jsonb) AS c(message_id char(27), attempt_count int, replay_count int)
+        WHERE m.message_id = c.message_id AND m.status = 'pending' AND m.attempt_count > 0
+          AND m.attempt_count = c.attempt_count AND m.replay_count = c.replay_count`,
+      [
+        JSON.stringify(
+          claims.map(({ message_id, attempt_count, replay_count }) => ({ message_id, attempt_count, replay_count })),
+        ),
+      ],
     );
   }
 
