@@ -14,6 +14,7 @@ import {
   type RefundRequest,
 } from '@retain/processor';
 import { OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
+import { AttemptState, applyRefundAnswer } from '@retain/recovery';
 import {
   closeTestDb,
   insertAttemptRow,
@@ -333,5 +334,58 @@ describe('late captures and stops: never a charge unaccounted for', () => {
     expect(kept.processor_transaction_id).not.toBe('sbx_late_unanswered');
     expect(await refundRows(t.id)).toMatchObject([{ kind: 'refund', status: 'Completed', amount_minor: '1999' }]);
     expect(await txnRow(t.id)).toMatchObject({ status: 'Partially Refunded', captured_amount_minor: '3998' });
+  });
+
+  it("a second capture while the merchant's refund is Processing: both refunds failing put the transaction back to Captured", async () => {
+    const t = await insertTransactionRow(db, merchantId);
+    const first = await insertAttemptRow(db, t, {
+      state: 'error',
+      preparedAt: new Date(Date.now() - 2 * 3_600_000),
+      processedAt: new Date(Date.now() - 3_600_000),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    await setSandboxCharge(db, first.vid, { outcome: 'error' });
+    const second = await insertAttemptRow(db, t, { retryNumber: 2 });
+    expect(await attempts.run(second.id)).toBe('approved');
+    // The merchant refunds it (Processing, for the next batch): Refund Requested.
+    const r = await stops.request(
+      { id: merchantId, merchantVid: 'v', login: 'l' },
+      { refunds: [{ id: t.merchantTxnId }] },
+      false,
+    );
+    expect(r.status).toBe(200);
+    expect((await txnRow(t.id)).status).toBe('Refund Requested');
+    const [merchants] = await db.query(`SELECT id FROM refunds WHERE transaction_id = $1`, [t.id]);
+    // The late-capture watch finds attempt 1 captured after all: its refund is written (not sent here).
+    const recorded = await db.transaction((m) =>
+      attempts.record(
+        m,
+        first.id,
+        {
+          outcome: 'approved',
+          responseCode: '00',
+          processorTransactionId: 'sbx_late_while_refunding',
+          message: 'Approved',
+        },
+        AttemptState.Error,
+      ),
+    );
+    expect(recorded.lateRefund).not.toBeNull();
+    const failed = { outcome: 'failed' as const, processorRefundId: null, message: 'Refund rejected by the processor' };
+    // The merchant's refund fails first (the late one is still Processing), then the late one.
+    expect((await db.transaction((m) => applyRefundAnswer(m, merchants.id, failed)))?.outcome).toBe('failed');
+    expect((await txnRow(t.id)).status).toBe('Refund Requested');
+    expect((await db.transaction((m) => applyRefundAnswer(m, recorded.lateRefund!.refundId, failed)))?.outcome).toBe(
+      'failed',
+    );
+    // Expected (decisions §8: back to its previous status on failure): nothing in flight, nothing refunded.
+    expect({ txn: await txnRow(t.id), refunds: await refundRows(t.id) }).toMatchObject({
+      txn: { status: 'Captured', captured_amount_minor: '3998' },
+      refunds: [
+        { kind: 'refund', status: 'Failed' },
+        { kind: 'refund', status: 'Failed' },
+      ],
+    });
   });
 });

@@ -88,6 +88,22 @@ export async function recordRefundAnswer(
 }
 
 /**
+ * The status a new refund of `txn` returns the transaction to if it fails (decisions §8: "back to its
+ * previous status"): the status before any refund request. A transaction already Refund Requested takes
+ * the oldest Processing refund's (the one whose request moved it there), never Refund Requested itself:
+ * settleRefundedTransaction restores it once nothing is in flight. Shared by the refunds API and the
+ * retry worker's refund of a second capture.
+ */
+export async function statusBeforeRefunds(m: EntityManager, txn: TransactionEntity): Promise<string> {
+  if (txn.status !== TransactionStatus.RefundRequested) return txn.status;
+  const first = await m.getRepository(RefundEntity).findOne({
+    where: { transactionId: txn.id, status: RefundStatus.Processing },
+    order: { requestedAt: 'ASC' },
+  });
+  return first?.previousStatus ?? TransactionStatus.Captured;
+}
+
+/**
  * A transaction's status once a refund's answer is recorded (recordRefundAnswer): Refund Requested
  * while another refund is in flight, Refunded when completed refunds reach what was captured, Partially
  * Refunded below it, else the status before the refund (applyRefundAnswer, and a completed refund the

@@ -14,7 +14,7 @@ import {
   type TransactionEntity,
 } from '@retain/db';
 import { RefundStatus, RetCode, RetMessage, TransactionStatus, newVid, type ErrorEntry } from '@retain/domain';
-import { closeStop, unresolvedAttempts } from '@retain/recovery';
+import { closeStop, statusBeforeRefunds, unresolvedAttempts } from '@retain/recovery';
 import { OutboxRelay } from '@retain/queues';
 import { DataSource, type EntityManager } from 'typeorm';
 import type { AuthenticatedMerchant } from '../auth/merchant-auth.guard';
@@ -262,11 +262,7 @@ export class RefundRequestService {
     amount: bigint,
   ): Promise<void> {
     // The status to go back to if the processor rejects it: the one before any refund request.
-    const previous =
-      txn.status === TransactionStatus.RefundRequested
-        ? ((await this.refunds.firstWithStatus(m, txn.merchantId, txn.id, RefundStatus.Processing))?.previousStatus ??
-          TransactionStatus.Captured)
-        : txn.status;
+    const previous = await statusBeforeRefunds(m, txn);
     const now = new Date();
     await this.refunds.insert(m, {
       vid: newVid(),

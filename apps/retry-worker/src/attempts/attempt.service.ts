@@ -70,6 +70,7 @@ import {
   transactionWindowEnd,
   policyRowsFor,
   storedExplanation,
+  statusBeforeRefunds,
   stopToRefund,
   transition,
   unresolvedAttempts,
@@ -1272,7 +1273,9 @@ export class AttemptService {
     /** The transaction had captured already: its capture (processor id, account) stays the one refunds use. */
     second = false,
   ): Promise<LateRefund> {
-    const previousStatus = second ? (txn.status as TransactionStatus) : TransactionStatus.Captured;
+    // What a failed refund returns the transaction to: a second capture's, the status before any refund
+    // (the merchant's refund in flight, if any, recorded it), never Refund Requested.
+    const previousStatus = second ? await statusBeforeRefunds(m, txn) : TransactionStatus.Captured;
     if (second) {
       const to = transition(txn.status, 'refundRequested', { unresolvedAttempts: 0 }).to;
       const total = BigInt(txn.capturedAmountMinor ?? '0') + BigInt(captured.capturedAmountMinor ?? '0');

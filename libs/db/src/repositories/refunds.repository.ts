@@ -131,19 +131,6 @@ export class RefundsRepository {
     return { count: n, newlyAlerted };
   }
 
-  /** The transaction's oldest refund in `status`, if any. */
-  firstWithStatus(
-    m: EntityManager,
-    merchantId: string,
-    transactionId: string,
-    status: string,
-  ): Promise<RefundEntity | null> {
-    return m.getRepository(RefundEntity).findOne({
-      where: { merchantId, transactionId, status },
-      order: { requestedAt: 'ASC' },
-    });
-  }
-
   async insert(
     m: EntityManager,
     refund: Pick<
