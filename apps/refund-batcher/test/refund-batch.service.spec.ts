@@ -179,4 +179,30 @@ describe('refund batch: stops over unknown attempts', () => {
     );
     expect(refunded).toBeLessThanOrEqual(5000);
   });
+
+  it('a stop left open on a transaction refunded in full since: its refund of nothing is Failed with a refund failed push, the transaction stays Refunded', async () => {
+    const merchantId = await insertMerchantRow(db);
+    // Captured 50.00, refunded 50.00 already; a 20.00 stop is still open: nothing left to refund.
+    const t = await insertTransactionRow(db, merchantId, {
+      status: 'Refunded',
+      capturedMinor: '5000',
+      amountMinor: '5000',
+    });
+    await insertRefundRow(db, t, 'refund', '5000', 'Completed');
+    await insertRefundRow(db, t, 'stop', '2000');
+    await batch.runBatch();
+    // Expected (decisions §8): the refund ends Failed with its one `refund failed` push, and the transaction
+    // settles as after any failed refund (nothing in flight: Refunded), never Refund Requested for nothing.
+    expect({
+      ...(await state(t.id)),
+      pushes: await db.query(`SELECT event_name FROM webhook_messages WHERE transaction_id = $1`, [t.id]),
+    }).toEqual({
+      status: 'Refunded',
+      refunds: expect.arrayContaining([
+        { kind: 'refund', status: 'Completed' },
+        { kind: 'refund', status: 'Failed' },
+      ]),
+      pushes: [{ event_name: 'refund failed' }],
+    });
+  });
 });

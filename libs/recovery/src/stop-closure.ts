@@ -1,7 +1,8 @@
 import { networkFeeFields } from './network-fees';
 import { RefundEntity, RefundsRepository, TransactionEntity } from '@retain/db';
-import { RefundStatus, TransactionStatus } from '@retain/domain';
+import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
 import type { EntityManager } from 'typeorm';
+import { settleRefundedTransaction } from './refund-outcome';
 import { UNRESOLVED_ATTEMPT_STATES, transition } from './state-machine';
 import { announceTransaction } from './transaction-events';
 
@@ -52,22 +53,25 @@ export async function closeStop(m: EntityManager, txn: TransactionEntity): Promi
  * The other end of a stop: the in-flight attempt captured, so the stop's refunds (kind 'stop',
  * Processing) become normal refunds of the next batch, each for what was requested but together at
  * most what was captured less what was refunded already, and the transaction goes to Refund Requested
- * (decisions §8). Used by the
- * retry worker when it records the capture and by the refund batcher's safety net. The caller
- * holds the row lock.
+ * (decisions §8). A stop with nothing left to refund (the batch's safety net, on a transaction refunded
+ * since) ends Failed at once with its `refund failed` push, like any failed refund; when no refund is left
+ * in flight the transaction settles as after one (settleRefundedTransaction), never Refund Requested for
+ * nothing. Used by the retry worker when it records the capture and by the refund batcher's safety net.
+ * The caller holds the row lock. Returns outbox ids to publish after commit.
  */
-export async function stopToRefund(m: EntityManager, txn: TransactionEntity, now: Date): Promise<void> {
+export async function stopToRefund(m: EntityManager, txn: TransactionEntity, now: Date): Promise<string[]> {
   const repo = m.getRepository(RefundEntity);
   const stops = await repo.find({
     where: { transactionId: txn.id, kind: 'stop', status: RefundStatus.Processing },
     order: { requestedAt: 'ASC' },
   });
-  if (stops.length === 0) return;
+  if (stops.length === 0) return [];
   // What is left to refund: the capture less the refunds already made or on their way (the batch's
   // safety net may convert a stop on a transaction refunded since).
   const refunded = await RefundsRepository.refundedMinor(m, txn.merchantId, txn.id);
   let left = BigInt(txn.capturedAmountMinor ?? '0') - refunded;
   if (left < 0n) left = 0n;
+  const nothingLeft: RefundEntity[] = [];
   for (const r of stops) {
     const amount = BigInt(r.amountMinor) < left ? BigInt(r.amountMinor) : left;
     left -= amount;
@@ -75,11 +79,24 @@ export async function stopToRefund(m: EntityManager, txn: TransactionEntity, now
       kind: 'refund',
       amountMinor: amount.toString(),
       previousStatus: TransactionStatus.Captured,
-      ...(amount === 0n ? { status: RefundStatus.Failed, failureMessage: 'nothing left to refund' } : {}),
+      ...(amount === 0n
+        ? { status: RefundStatus.Failed, timestamp: now, failureMessage: 'nothing left to refund' }
+        : {}),
     });
+    if (amount === 0n) nothingLeft.push(r);
   }
   await repo.save(stops);
-  const fields = { status: transition(txn.status, 'stopCaptured', { unresolvedAttempts: 0 }).to, statusChangedAt: now };
-  Object.assign(txn, fields);
-  await m.getRepository(TransactionEntity).update(txn.id, fields);
+  if (nothingLeft.length === stops.length) {
+    // Nothing to send: the transaction settles from the refunds it has (another one may be in flight).
+    await settleRefundedTransaction(m, txn, nothingLeft[0]!);
+  } else {
+    const fields = {
+      status: transition(txn.status, 'stopCaptured', { unresolvedAttempts: 0 }).to,
+      statusChangedAt: now,
+    };
+    Object.assign(txn, fields);
+    await m.getRepository(TransactionEntity).update(txn.id, fields);
+  }
+  // One `refund failed` per refund of nothing (decisions §8: one push per refund).
+  return announceTransaction(m, txn, EventName.RefundFailed, now, nothingLeft.length);
 }

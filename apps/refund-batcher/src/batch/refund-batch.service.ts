@@ -152,10 +152,8 @@ export class RefundBatchService {
           .getRepository(TransactionEntity)
           .findOne({ where: { id: transaction_id }, lock: { mode: 'pessimistic_write' } });
         if (!txn) return [];
-        if (BigInt(txn.capturedAmountMinor ?? '0') > 0n) {
-          await stopToRefund(m, txn, new Date());
-          return [];
-        }
+        // A stop with nothing left to refund ends Failed at once: its `refund failed` push.
+        if (BigInt(txn.capturedAmountMinor ?? '0') > 0n) return stopToRefund(m, txn, new Date());
         const outbox = await closeStopIfSettled(m, txn);
         if (outbox === null) return [];
         closed++;

@@ -865,6 +865,8 @@ export class AttemptService {
       const captured = capturedTransactionFields(attempt, result, now);
       this.metrics.recoveredMinor.inc({ currency: attempt.currency }, Number(captured.capturedAmountMinor));
       let lateRefund: LateRefund | null = null;
+      /** A stop's refunds of nothing (Failed at once) announce their `refund failed`. */
+      let stopOutbox: string[] = [];
       if (ENDED_WITHOUT_CAPTURE.includes(txn.status as TransactionStatus)) {
         lateRefund = await this.refundLateCapture(m, txn, attempt, captured, now);
       } else if (CAPTURED_STATUSES.includes(txn.status as TransactionStatus)) {
@@ -875,13 +877,13 @@ export class AttemptService {
         // A stop arrived while this attempt was in flight and it captured: the stop refund becomes a
         // normal refund of the next batch, in this same database transaction (decisions §8).
         await setFields(m, TransactionEntity, txn, captured);
-        await stopToRefund(m, txn, now);
+        stopOutbox = await stopToRefund(m, txn, now);
       } else {
         const to = transition(txn.status, 'retrySucceeded', { unresolvedAttempts: 0 }).to;
         await setFields(m, TransactionEntity, txn, { ...captured, status: to, ...(await networkFeeFields(m, txn)) });
       }
       const outbox = await announce(m, [retrySucceeded(txn, attempt, now)]);
-      return { outbox, lateRefund };
+      return { outbox: [...outbox, ...stopOutbox], lateRefund };
     }
     const declined = result.outcome === 'declined';
     const { fields, classification } = notCapturedAttemptFields(attempt, result, from, now);
