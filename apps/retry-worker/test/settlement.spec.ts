@@ -5,7 +5,16 @@ import {
   type PaymentProcessor,
   type TransactionProcessors,
 } from '@retain/processor';
-import { closeTestDb, insertMerchantRow, insertTransactionRow, testDb, usePrivateDatabase } from '@retain/testing';
+import { applyRefundAnswer } from '@retain/recovery';
+import {
+  closeTestDb,
+  insertAttemptRow,
+  insertMerchantRow,
+  insertRefundRow,
+  insertTransactionRow,
+  testDb,
+  usePrivateDatabase,
+} from '@retain/testing';
 import type { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SettlementService } from '../src/settlement/settlement.service';
@@ -103,5 +112,30 @@ describe('settlement check: every due capture, in one pass', () => {
     expect(await statuses(otherMerchant)).toEqual({ Captured: 1000 });
     // Those were put back (a day): not asked about again meanwhile.
     expect(otherAsked).toBe(1000);
+  });
+
+  it('a capture back to Captured after a failed refund settles from the capture, not from the refund failure', async () => {
+    const merchantId = await insertMerchantRow(db);
+    const t = await insertTransactionRow(db, merchantId, { status: 'Refund Requested', capturedMinor: '1999' });
+    // Captured two days ago by its attempt (the sandbox: settled at the next UTC midnight since).
+    const twoDaysAgo = new Date(Date.now() - 2 * 86_400_000);
+    const a = await insertAttemptRow(db, t, { state: 'captured', preparedAt: twoDaysAgo, processedAt: twoDaysAgo });
+    await db.query(`UPDATE attempts SET status = 'Captured', processor_transaction_id = $2 WHERE id = $1`, [
+      a.id,
+      `sbx_${a.vid}`,
+    ]);
+    await db.query(`UPDATE transactions SET processor_transaction_id = $2, status_changed_at = $3 WHERE id = $1`, [
+      t.id,
+      `sbx_${a.vid}`,
+      twoDaysAgo,
+    ]);
+    // The merchant's refund fails now: back to Captured (status_changed_at now).
+    const refundId = await insertRefundRow(db, t, 'refund', '1999');
+    await db.query(`UPDATE refunds SET previous_status = 'Captured' WHERE id = $1`, [refundId]);
+    const failed = { outcome: 'failed' as const, processorRefundId: null, message: 'Refund rejected by the processor' };
+    expect((await db.transaction((m) => applyRefundAnswer(m, refundId, failed)))?.txn?.status).toBe('Captured');
+    await service.check();
+    // Expected (README Settlement: from the next UTC midnight after the capture): Settled.
+    expect(await statuses(merchantId)).toEqual({ Settled: 1 });
   });
 });

@@ -11,6 +11,17 @@ const CAPTURING_ACCOUNT_SQL = `(SELECT json_build_object('id', a.processor_accou
 export const CAPTURED_BY_SQL = `${CAPTURING_ACCOUNT_SQL} AS captured_by`;
 
 /**
+ * When transaction `t` captured, as a select-list item `captured_at`: the capturing attempt's
+ * processed_at (the same moment the capture wrote status_changed_at), so a failed refund that puts the
+ * transaction back to Captured (a new status_changed_at) does not move it; status_changed_at only when no
+ * attempt made the capture.
+ */
+const CAPTURED_AT_SQL = `COALESCE((SELECT a.processed_at FROM attempts a
+   WHERE a.transaction_id = t.id AND a.processor_transaction_id = t.processor_transaction_id
+     AND a.processed_at IS NOT NULL
+   ORDER BY a.processed_at LIMIT 1), t.status_changed_at) AS captured_at`;
+
+/**
  * For refund `r` of transaction `t` (joined to its attempt `ra` on r.attempt_id): the charge it
  * returns, as select-list items `processor_transaction_id` and `captured_by`. A late capture's
  * refund names its attempt (its charge, its account); any other refund returns the transaction's capture.
@@ -25,7 +36,7 @@ export interface AwaitingSettlementRow {
   merchant_id: string;
   division_number: string | null;
   processor_transaction_id: string;
-  /** When the transaction became Captured. */
+  /** When the transaction captured (its capturing attempt's processed_at), not a later return to Captured. */
   captured_at: Date;
   submitted_ts: Date;
   /** The attempt that made the capture: its processor account (id null: the app's processor). */
@@ -67,7 +78,7 @@ export class SettlementRepository {
          FROM (SELECT id FROM fresh UNION ALL SELECT id FROM seen) due
         WHERE t.id = due.id
         RETURNING t.id, t.merchant_id, t.division_number, t.processor_transaction_id,
-                  t.status_changed_at AS captured_at, t.submitted_ts, ${CAPTURED_BY_SQL}`,
+                  ${CAPTURED_AT_SQL}, t.submitted_ts, ${CAPTURED_BY_SQL}`,
       [limit, before],
     );
     return rows;
