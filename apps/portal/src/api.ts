@@ -12,6 +12,18 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * Called on a 401 to any request but the session's own (a login's 401 is a wrong key; the check on
+ * load finds no session; a logout ends it anyway): the session expired (12 h, 30 min idle), ended in
+ * another tab, or by a key rotation. The App returns to the login form; the caller still gets the error.
+ */
+let sessionEnded: () => void = () => undefined;
+export function onSessionEnded(handler: () => void): void {
+  sessionEnded = handler;
+}
+
+export const SESSION_PATH = '/v1/retain/session';
+
 export async function api<T = any>(
   method: string,
   path: string,
@@ -28,6 +40,7 @@ export async function api<T = any>(
     },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
+  if (res.status === 401 && path !== SESSION_PATH) sessionEnded();
   const text = await res.text();
   const json = text ? JSON.parse(text) : null;
   if (!res.ok && res.status !== 207) {

@@ -1,6 +1,6 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api } from './api';
+import { api, onSessionEnded } from './api';
 import { NewCredential } from './components';
 import { Login } from './pages/login';
 import { Overview } from './pages/overview';
@@ -22,6 +22,13 @@ function App() {
       .then((r) => setWho(r.login))
       .catch(() => setWho(null));
   useEffect(() => {
+    // Any 401 of a page's request: the session expired or was ended elsewhere (another tab's logout,
+    // a key rotation). Back to the login form, which says so; the address stays, so logging in again
+    // returns to the same page.
+    onSessionEnded(() => {
+      setMessage('Your session has ended. Log in again.');
+      setWho(null);
+    });
     void check();
     const onHash = () => setPath(route());
     addEventListener('hashchange', onHash);

@@ -1,0 +1,95 @@
+/// <reference lib="dom" />
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  closeTestDb,
+  createMerchant,
+  startApp,
+  testDb,
+  type RunningApp,
+  type TestMerchant,
+  usePrivateDatabase,
+} from '@retain/testing';
+import { accessible, launchChromium, logIn, reportErrors, shot } from './chromium';
+
+// The portal when its session ends under it (decisions §14: 12 h, 30 min idle, logout): it returns
+// to the login form saying the session ended.
+describe('the portal when its session ends', () => {
+  usePrivateDatabase('pts');
+  let app: RunningApp;
+  let browser: Browser;
+  let base = '';
+  const contexts: BrowserContext[] = [];
+  const errors: string[] = [];
+
+  beforeAll(async () => {
+    app = await startApp('intake-api');
+    base = app.url;
+    browser = await launchChromium();
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await app?.stop();
+    await closeTestDb();
+  });
+
+  const newPage = async (context?: BrowserContext): Promise<Page> => {
+    if (!context) {
+      context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      contexts.push(context);
+    }
+    const page = await context.newPage();
+    reportErrors(page);
+    page.on('pageerror', (e) => errors.push(e.message));
+    return page;
+  };
+  /** The login form, with what it says about the session. */
+  const loginShown = async (page: Page): Promise<string> => {
+    await page.getByLabel('Login').waitFor({ timeout: 10_000 });
+    return (await page.getByRole('status').textContent()) ?? '';
+  };
+
+  it('an expired session returns the portal to its login form, saying so; logging in again goes back to the page', async () => {
+    const merchant: TestMerchant = await createMerchant();
+    const page = await newPage();
+    await logIn(page, base, merchant);
+    await page.getByRole('link', { name: 'Transactions' }).click();
+    await page.getByRole('heading', { name: 'Transactions' }).waitFor();
+    // 31 minutes without a request (the database clock, as the session's own expiry).
+    const db = await testDb();
+    await db.query(
+      `UPDATE portal_sessions SET last_seen_at = now() - interval '31 minutes'
+        WHERE merchant_id = (SELECT id FROM merchants WHERE login = $1)`,
+      [merchant.login],
+    );
+    await page.getByRole('link', { name: 'Pushes' }).click();
+    expect(await loginShown(page)).toMatch(/session has ended/i);
+    // Nothing of the logged-in portal is left on screen.
+    expect(await page.getByRole('button', { name: 'Log out' }).count()).toBe(0);
+    expect(await page.content()).not.toContain('Authentication required');
+    await accessible(page);
+    await shot(page, 'session-expired');
+    await page.getByLabel('Login').fill(merchant.login);
+    await page.getByLabel('API key').fill(merchant.api_key);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.getByRole('heading', { name: 'Pushes' }).waitFor({ timeout: 10_000 });
+    expect(await page.getByRole('status').count()).toBe(0);
+  });
+
+  it('logged out in another tab: the next write returns to the login form instead of failing on the page', async () => {
+    const merchant = await createMerchant();
+    const page = await newPage();
+    await logIn(page, base, merchant);
+    await page.getByRole('link', { name: 'Settings' }).click();
+    await page.getByRole('heading', { name: 'Settings' }).waitFor();
+    // Another tab of the same browser logs out: the session ends on the server for both.
+    const other = await newPage(page.context());
+    await other.goto(`${base}/portal/`);
+    await other.getByRole('button', { name: 'Log out' }).click();
+    await other.getByLabel('Login').waitFor();
+    await page.getByRole('button', { name: 'Rotate webhook secret' }).click();
+    expect(await loginShown(page)).toMatch(/session has ended/i);
+    expect(await page.content()).not.toContain('RET401');
+    await shot(page, 'session-ended-elsewhere');
+  });
+});
