@@ -12,9 +12,10 @@ import {
 } from '@retain/testing';
 import { accessible, launchChromium, logIn, reportErrors, shot } from './chromium';
 
-// The portal when its session ends under it (decisions §14: 12 h, 30 min idle, logout): it returns
-// to the login form saying the session ended.
-describe('the portal when its session ends', () => {
+// The portal when its session ends under it (decisions §14: 12 h, 30 min idle, logout) and when its
+// address names nothing it can read: it returns to the login form saying the session ended, and a
+// malformed address shows "not found" instead of a blank page.
+describe('the portal when its session ends, and at a malformed address', () => {
   usePrivateDatabase('pts');
   let app: RunningApp;
   let browser: Browser;
@@ -91,5 +92,24 @@ describe('the portal when its session ends', () => {
     expect(await loginShown(page)).toMatch(/session has ended/i);
     expect(await page.content()).not.toContain('RET401');
     await shot(page, 'session-ended-elsewhere');
+  });
+
+  it('a malformed transaction address shows "not found" with the way back, not a blank page', async () => {
+    const merchant = await createMerchant();
+    const page = await newPage();
+    await logIn(page, base, merchant);
+    const before = errors.length;
+    for (const bad of ['%', '%E0%A4%A', 'abc%zz']) {
+      await page.goto(`${base}/portal/#/transactions/${bad}`);
+      await page.getByRole('heading', { name: 'Transaction not found' }).waitFor({ timeout: 10_000 });
+      expect(await page.getByRole('alert').textContent()).toContain(bad);
+      // The header stays: the merchant is still logged in.
+      expect(await page.getByRole('button', { name: 'Log out' }).count()).toBe(1);
+    }
+    expect(errors.slice(before)).toEqual([]);
+    await accessible(page);
+    await shot(page, 'transaction-malformed-address');
+    await page.getByRole('link', { name: 'Back to transactions' }).click();
+    await page.getByRole('heading', { name: 'Transactions' }).waitFor();
   });
 });

@@ -6,10 +6,19 @@ import { Login } from './pages/login';
 import { Overview } from './pages/overview';
 import { Pushes } from './pages/pushes';
 import { Settings } from './pages/settings';
-import { TransactionDetail, Transactions } from './pages/transactions';
+import { TransactionDetail, TransactionNotFound, Transactions } from './pages/transactions';
 import './styles.css';
 
 const route = (): string => location.hash.replace(/^#/, '') || '/overview';
+
+/** A %-escaped address segment, or null when it is malformed (`%`, `%zz`, a cut UTF-8 sequence). */
+const decoded = (segment: string): string | null => {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return null;
+  }
+};
 
 function App() {
   const [who, setWho] = useState<string | null | undefined>(undefined);
@@ -71,8 +80,13 @@ function App() {
     setWho(null);
   };
   const txn = /^\/transactions\/(.+)$/.exec(path);
+  const txnId = txn ? decoded(txn[1]!) : null;
   const page = txn ? (
-    <TransactionDetail id={decodeURIComponent(txn[1]!)} />
+    txnId === null ? (
+      <TransactionNotFound id={txn[1]!} />
+    ) : (
+      <TransactionDetail id={txnId} />
+    )
   ) : path === '/transactions' ? (
     <Transactions open={(id) => (location.hash = `#/transactions/${encodeURIComponent(id)}`)} />
   ) : path === '/pushes' ? (

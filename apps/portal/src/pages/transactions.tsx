@@ -63,6 +63,19 @@ export function Transactions({ open }: { open: (id: string) => void }) {
   );
 }
 
+/** An address naming no readable id (a malformed %-escape, as typed or cut): nothing is asked of the API. */
+export function TransactionNotFound({ id }: { id: string }) {
+  return (
+    <main id="main">
+      <h1>Transaction not found</h1>
+      <Notice kind="error">No transaction "{id}".</Notice>
+      <p>
+        <a href="#/transactions">Back to transactions</a>
+      </p>
+    </main>
+  );
+}
+
 /** One transaction: its attempts as a timeline, its pushes, refund and stop. */
 export function TransactionDetail({ id }: { id: string }) {
   const [rows, setRows] = useState<Txn[] | null>(null);
