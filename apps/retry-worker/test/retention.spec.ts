@@ -161,6 +161,32 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     });
   });
 
+  it('portal sessions: expired ones (12 h after login, 30 min idle, by the database clock) go; live ones stay', async () => {
+    // Aged as the session's own expiry reads them (PortalSessionsRepository.resume): against now().
+    const session = async (age: string, idle: string): Promise<string> => {
+      const hash = randomBytes(32).toString('hex');
+      await db.query(
+        `INSERT INTO portal_sessions (token_hash, merchant_id, created_at, last_seen_at)
+         VALUES ($1, $2, now() - $3::interval, now() - $4::interval)`,
+        [hash, merchantId, age, idle],
+      );
+      return hash;
+    };
+    const tooOld = await session('12 hours 1 minute', '1 minute');
+    const idle = await session('1 hour', '31 minutes');
+    const live = await session('11 hours 58 minutes', '29 minutes');
+    const done = await sweep.sweep(NOW);
+    const kept = async (hash: string) => exists(`SELECT 1 FROM portal_sessions WHERE token_hash = $1`, [hash]);
+    expect({ tooOld: await kept(tooOld), idle: await kept(idle), live: await kept(live) }).toEqual({
+      tooOld: false,
+      idle: false,
+      live: true,
+    });
+    expect(done.portal_sessions).toBeGreaterThanOrEqual(2);
+    const metric = await metrics.registry.getSingleMetricAsString('retain_retention_rows_total');
+    expect(metric).toMatch(/kind="portal_sessions"[^}]*} [1-9]/);
+  });
+
   it('an attempt settled as not charged long ago does not hold the card data for ever (its late-capture watch ended)', async () => {
     // A processor error settled as "not charged" (state error, lookup_after set), then a capture.
     const t = await ended('Captured', OLD);

@@ -14,7 +14,8 @@ const IDEMPOTENCY_MS = 24 * 3_600_000;
  * Retention (issue 14): every RETENTION_INTERVAL, deletes what nothing reads any more (completed
  * outbox rows, delivered (or gone, endpoint-less) push messages with their delivery logs, old sandbox ledger
  * operations) and erases the card data of transactions whose recovery ended more than the refund
- * window ago (CARD_DATA_ERASE_AFTER), then of payment methods no recovery can fall back to.
+ * window ago (CARD_DATA_ERASE_AFTER), then of payment methods no recovery can fall back to; also
+ * refund idempotency keys, processor notifications acted on, and expired portal sessions.
  * Batched: each batch is its own statement over an index, SKIP LOCKED; a kind repeats while a
  * whole batch was done. Replicas may sweep at once: they take different rows.
  */
@@ -49,6 +50,7 @@ export class RetentionService implements OnModuleInit, OnApplicationShutdown {
       payment_method_card_data: 0,
       refund_idempotency_keys: 0,
       processor_notifications: 0,
+      portal_sessions: 0,
     };
     if (this.running) return done;
     this.running = true;
@@ -67,6 +69,8 @@ export class RetentionService implements OnModuleInit, OnApplicationShutdown {
       ['refund_idempotency_keys', (n) => RetentionRepository.refundIdempotencyKeys(this.db, before(IDEMPOTENCY_MS), n)],
       // Kept as long as the outbox rows that carried them to the worker.
       ['processor_notifications', (n) => RetentionRepository.processorNotifications(this.db, before(r.outboxMs), n)],
+      // Expired (12 h, 30 min idle) by the database clock, as the session's own check: not by `now`.
+      ['portal_sessions', (n) => RetentionRepository.portalSessions(this.db, n)],
     ];
     try {
       for (const [kind, batch] of kinds) {

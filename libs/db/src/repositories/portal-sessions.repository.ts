@@ -47,7 +47,8 @@ export class PortalSessionsRepository {
 
   /**
    * The merchant of a live session, and the session's idle clock restarted; null when the token is
-   * unknown, ended or expired (an expired row is deleted on the way).
+   * unknown, ended or expired (an expired row is deleted on the way; the retention sweep deletes the
+   * others: RetentionRepository.portalSessions).
    */
   async resume(token: string): Promise<SessionMerchant | null> {
     const rows = (await this.db.query(
@@ -92,15 +93,5 @@ export class PortalSessionsRepository {
       number,
     ];
     return count;
-  }
-
-  /** Removes expired rows (housekeeping; an expired session is refused whether or not it is removed). */
-  async sweepExpired(): Promise<void> {
-    await this.db.query(
-      `DELETE FROM portal_sessions
-        WHERE created_at <= now() - make_interval(hours => $1)
-           OR last_seen_at <= now() - make_interval(mins => $2)`,
-      [SESSION_ABSOLUTE_HOURS, SESSION_IDLE_MINUTES],
-    );
   }
 }

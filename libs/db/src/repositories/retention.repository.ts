@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import { SESSION_ABSOLUTE_HOURS, SESSION_IDLE_MINUTES } from './portal-sessions.repository';
 
 type Sql = Pick<DataSource, 'query'>;
 
@@ -11,6 +12,7 @@ export const RETENTION_KINDS = [
   'payment_method_card_data',
   'refund_idempotency_keys',
   'processor_notifications',
+  'portal_sessions',
 ] as const;
 export type RetentionKind = (typeof RETENTION_KINDS)[number];
 
@@ -103,6 +105,26 @@ export class RetentionRepository {
            SELECT id FROM processor_notifications WHERE processed_at IS NOT NULL AND processed_at < $1
             ORDER BY processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
         [before, batch],
+      ),
+    );
+  }
+
+  /**
+   * Portal sessions expired (decisions §14: 12 h after login, 30 min after the last request), by the
+   * database clock as PortalSessionsRepository.resume reads them: the same rows it refuses. A live
+   * session's touch holds its row, which is skipped (it is not expired). The table holds only the
+   * sessions of the last 12 h and one interval, so a batch scans it (no index on last_seen_at: it is
+   * rewritten every 30 s of each session's use).
+   */
+  static async portalSessions(db: Sql, batch: number): Promise<number> {
+    return count(
+      await db.query(
+        `DELETE FROM portal_sessions WHERE token_hash IN (
+           SELECT token_hash FROM portal_sessions
+            WHERE created_at <= now() - make_interval(hours => $1)
+               OR last_seen_at <= now() - make_interval(mins => $2)
+            LIMIT $3 FOR UPDATE SKIP LOCKED)`,
+        [SESSION_ABSOLUTE_HOURS, SESSION_IDLE_MINUTES, batch],
       ),
     );
   }
