@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
-import { FailedJobs, OutboxRelay, QueueRegistry, createRedis, isQueueName, type QueueName } from '@retain/queues';
+import { FailedJobs, OutboxRelay, isQueueName, type QueueName } from '@retain/queues';
 import type { CliContext } from './main';
+import { connectRedis } from './redis';
 
 function queueOption(name: string | undefined): QueueName | undefined {
   if (name === undefined) return undefined;
@@ -30,20 +31,18 @@ export function registerJobCommands(program: Command, ctx: CliContext): void {
     .argument('[ids...]', 'job ids as `jobs failed` prints them')
     .option('--all', 'every failed job (of --queue, if given)')
     .option('--queue <name>', 'only this queue')
-    .action(async (ids: string[], o: { all?: boolean; queue?: string }) => {
+    .option('--timeout <seconds>', 'how long to wait for Redis', '5')
+    .action(async (ids: string[], o: { all?: boolean; queue?: string; timeout: string }) => {
       const queue = queueOption(o.queue);
       if (o.all ? ids.length > 0 : ids.length === 0) throw new Error('give job ids, or --all');
       const db = await ctx.db();
       // One connection attempt: an unreachable Redis is an error here, not an endless wait.
-      const redis = createRedis(ctx.config.redisUrl, { maxRetriesPerRequest: 1, retryStrategy: () => null });
-      redis.on('error', () => undefined);
-      const queues = new QueueRegistry(redis, ctx.config.queuePrefix);
+      const { queues, close } = await connectRedis(ctx, Number(o.timeout));
       try {
         const failed = new FailedJobs(db, { queues, relay: new OutboxRelay(db, queues) });
         ctx.print({ redriven: await failed.redrive(o.all ? 'all' : ids, queue) });
       } finally {
-        await queues.close().catch(() => undefined);
-        redis.disconnect();
+        await close();
       }
     });
 }
