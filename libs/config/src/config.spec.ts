@@ -112,14 +112,35 @@ describe('configuration', () => {
   it('uses the built-in development card key only in development and test', () => {
     expect(usesDevCardKey(loadConfig('intake-api', {}))).toBe(true);
     expect(usesDevCardKey(loadConfig('intake-api', { NODE_ENV: 'test' }))).toBe(true);
-    for (const nodeEnv of ['production', 'staging', 'prod', 'demo']) {
-      expect(() => loadConfig('intake-api', { NODE_ENV: nodeEnv })).toThrow(ConfigError);
-      expect(() => loadConfig('intake-api', { NODE_ENV: nodeEnv })).toThrow('CARD_DATA_KEY');
-    }
+    expect(() => loadConfig('intake-api', { NODE_ENV: 'production' })).toThrow(ConfigError);
+    expect(() => loadConfig('intake-api', { NODE_ENV: 'production' })).toThrow('CARD_DATA_KEY');
     const key = `k1:${Buffer.alloc(32, 1).toString('base64')}`;
     expect(
-      usesDevCardKey(loadConfig('intake-api', { NODE_ENV: 'staging', CARD_DATA_KEY: key, CARD_FINGERPRINT_KEY: key })),
+      usesDevCardKey(
+        loadConfig('intake-api', { NODE_ENV: 'production', CARD_DATA_KEY: key, CARD_FINGERPRINT_KEY: key }),
+      ),
     ).toBe(false);
+  });
+
+  // decisions §11: a bad value stops the app. A mistyped NODE_ENV ('prod') was free text and quietly
+  // ran as not-production: the portal cookie without Secure, no HSTS.
+  it.each(['prod', 'staging', 'Production', 'demo', 'production '])('refuses NODE_ENV %j, naming it', (nodeEnv) => {
+    const key = `k1:${Buffer.alloc(32, 1).toString('base64')}`;
+    const env = { NODE_ENV: nodeEnv, CARD_DATA_KEY: key, CARD_FINGERPRINT_KEY: key };
+    for (const app of ['intake-api', 'cli', 'migrate'] as const) {
+      expect(() => loadConfig(app as 'intake-api', env)).toThrow(ConfigError);
+      expect(() => loadConfig(app as 'intake-api', env)).toThrow(
+        'NODE_ENV must be one of production, development, test',
+      );
+    }
+  });
+
+  it.each(['production', 'development', 'test'])('accepts NODE_ENV %s', (nodeEnv) => {
+    const key = `k1:${Buffer.alloc(32, 1).toString('base64')}`;
+    expect(loadConfig('intake-api', { NODE_ENV: nodeEnv, CARD_DATA_KEY: key, CARD_FINGERPRINT_KEY: key }).nodeEnv).toBe(
+      nodeEnv,
+    );
+    expect(loadConfig('migrate', { NODE_ENV: nodeEnv, DATABASE_URL: 'postgres://x@h/db' }).nodeEnv).toBe(nodeEnv);
   });
 
   it('requires CARD_DATA_KEY in production and parses rotation lists', () => {

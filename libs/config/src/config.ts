@@ -324,6 +324,11 @@ export interface ConfigVariable<T = unknown> {
 
 const variable = <T>(v: ConfigVariable<T>): ConfigVariable<T> => v;
 
+/**
+ * NODE_ENV values: production is what turns on the portal cookie's Secure flag and HSTS, so a
+ * misspelt one ('prod') stops the app instead of running as not-production.
+ */
+export const NODE_ENVS = ['production', 'development', 'test'] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export const PROCESSORS = ['sandbox'] as const;
 /** Retry policy versions (libs/domain: LEGACY_POLICY_VERSION, POLICY_VERSION). */
@@ -334,9 +339,10 @@ const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/retain';
 export function configSchema(app: AppName) {
   return {
     NODE_ENV: variable({
-      parse: text,
+      parse: oneOf(NODE_ENVS),
       default: 'development',
-      desc: 'development and test allow the built-in card key; production requires CARD_DATA_KEY',
+      choices: NODE_ENVS,
+      desc: 'development and test allow the built-in card key; production requires CARD_DATA_KEY (and marks the portal cookie Secure, sends HSTS)',
     }),
     DATABASE_URL: variable({
       parse: urlWith(['postgres:', 'postgresql:']),
