@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Command, CommanderError } from 'commander';
 import { ConfigError, loadConfig } from '@retain/config';
 import { MerchantsRepository, createDataSource } from '@retain/db';
+import { loginProblem, parseWebhookUrl, webhookUrlProblem } from '@retain/domain';
 import type { DataSource } from 'typeorm';
 import { registerExtraCommands } from './commands';
 import { registerUpdaterKeyCommands } from './updater-key.commands';
@@ -39,8 +40,10 @@ async function main(argv: string[]): Promise<void> {
     .requiredOption('--login <login>', 'merchant login (author_id of pushes)')
     .option('--webhook-url <url>', 'where push notifications are sent')
     .action(async (o: { login: string; webhookUrl?: string }) => {
-      if (o.webhookUrl) assertWebhookUrl(o.webhookUrl);
-      print(await (await merchants()).create(o.login, o.webhookUrl ?? null));
+      const problem = loginProblem(o.login);
+      if (problem) throw new Error(problem);
+      const url = o.webhookUrl === undefined ? null : webhookUrl(o.webhookUrl);
+      print(await (await merchants()).create(o.login, url));
     });
   merchant
     .command('set-webhook')
@@ -55,9 +58,8 @@ async function main(argv: string[]): Promise<void> {
         if (url !== undefined && o.clearUrl) throw new Error('give --url or --clear-url, not both');
         if (url === undefined && !o.clearUrl && !o.rotateSecret)
           throw new Error('give --url <url>, --clear-url or --rotate-secret');
-        if (url !== undefined) assertWebhookUrl(url);
         // No --url and no --clear-url: the URL is kept (a secret rotation alone leaves it in place).
-        const change = o.clearUrl ? null : url;
+        const change = o.clearUrl ? null : url === undefined ? undefined : webhookUrl(url);
         print(await (await merchants()).setWebhook(o.login, change, o.rotateSecret === true));
       },
     );
@@ -99,14 +101,11 @@ async function main(argv: string[]): Promise<void> {
   }
 }
 
-function assertWebhookUrl(url: string): void {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    throw new Error('webhook URL is not a valid URL');
-  }
-  if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error('webhook URL must be http(s)');
+/** The URL as the API stores it (PUT /v1/retain/merchant/webhook: the same rules), or the reason it cannot be. */
+function webhookUrl(url: string): string {
+  const problem = webhookUrlProblem(url);
+  if (problem) throw new Error(problem);
+  return parseWebhookUrl(url)!;
 }
 
 main(process.argv).then(

@@ -10,3 +10,4 @@ export * from './group-commit';
 export * from './json-text';
 export * from './client-names';
 export * from './storable-text';
+export * from './merchant-settings';

@@ -29,7 +29,7 @@ import {
 import { ErrorDto } from '@retain/api-contract';
 import type { RetainConfig } from '@retain/config';
 import { MerchantsRepository, WebhookMessagesRepository } from '@retain/db';
-import { EventName, RetCode, RetMessage, nameOr, newMessageId, newVid } from '@retain/domain';
+import { EventName, RetCode, RetMessage, nameOr, newMessageId, newVid, parseWebhookUrl } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import { OutboxRelay, announce } from '@retain/queues';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -50,23 +50,7 @@ const badParam = (name: string, detail = ''): HttpException =>
 const notFound = (): HttpException =>
   new HttpException({ code: RetCode.RET0404, message: RetMessage.notFound }, HttpStatus.NOT_FOUND);
 
-const MAX_URL = 2048;
 const MESSAGE_STATUSES = ['pending', 'delivered', 'dead', 'gone', 'no_endpoint'];
-
-/** A webhook URL a merchant may set: absolute http(s), no user info, no fragment; null removes it. */
-export function parseWebhookUrl(v: unknown): string | null | undefined {
-  if (v === null) return null;
-  if (typeof v !== 'string' || v.length === 0 || v.length > MAX_URL) return undefined;
-  let url: URL;
-  try {
-    url = new URL(v);
-  } catch {
-    return undefined;
-  }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') return undefined;
-  if (url.username || url.password || url.hash) return undefined;
-  return url.toString();
-}
 
 export class MerchantDto {
   @ApiProperty() login: string;
