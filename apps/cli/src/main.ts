@@ -33,7 +33,12 @@ async function main(argv: string[]): Promise<void> {
   };
   const merchants = async (): Promise<MerchantsRepository> => new MerchantsRepository(await db(), config.cardKeys);
 
-  const program = new Command('retain').description('Retain operator CLI').exitOverride();
+  // Usage errors are JSON like every other error (main's catch prints them): commander writes no text
+  // of its own for them. Help asked for (--help) stays text on stdout.
+  const program = new Command('retain')
+    .description('Retain operator CLI')
+    .exitOverride()
+    .configureOutput({ writeErr: () => undefined, outputError: () => undefined });
   const merchant = program.command('merchant').description('manage merchants and their credentials');
   merchant
     .command('create')
@@ -96,6 +101,8 @@ async function main(argv: string[]): Promise<void> {
 
   try {
     await program.parseAsync(argv);
+  } catch (err) {
+    throw err instanceof CommanderError ? usageError(program, argv.slice(2), err) : err;
   } finally {
     if (ds?.isInitialized) await ds.destroy();
   }
@@ -106,6 +113,28 @@ function webhookUrl(url: string): string {
   const problem = webhookUrlProblem(url);
   if (problem) throw new Error(problem);
   return parseWebhookUrl(url)!;
+}
+
+/**
+ * A CommanderError as the CLI reports it: help asked for (exit 0) stays as is; any other (a missing
+ * or unknown option, command or argument, a group named without its command) becomes an Error with
+ * commander's message, without its "error: " prefix.
+ */
+function usageError(program: Command, args: string[], err: CommanderError): Error {
+  if (err.exitCode === 0) return err;
+  if (err.code === 'commander.help' || err.code === 'commander.executeSubCommandAsync') {
+    // A group without its command (`merchant`, or nothing at all): commander's help on stderr, which we drop.
+    let command = program;
+    for (const arg of args) {
+      const sub = command.commands.find((c) => c.name() === arg || c.aliases().includes(arg));
+      if (!sub) break;
+      command = sub;
+    }
+    const path: string[] = [];
+    for (let c: Command | null = command; c; c = c.parent) path.unshift(c.name());
+    return new Error(`${path.join(' ')} needs a command: ${command.commands.map((c) => c.name()).join(', ')}`);
+  }
+  return new Error(err.message.replace(/^error: /, ''));
 }
 
 main(process.argv).then(
