@@ -178,7 +178,15 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
   }
   await withAdminDatabase(databaseUrl, async (admin) => {
     const found = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
-    if (found.rowCount === 0) await admin.query(`CREATE DATABASE "${name}"`);
+    if (found.rowCount === 0) {
+      try {
+        await admin.query(`CREATE DATABASE "${name}"`);
+      } catch (err) {
+        // Created meanwhile by another run (two migrations at once): 42P04, or the catalog's unique index.
+        const code = (err as { code?: string }).code;
+        if (code !== '42P04' && code !== '23505') throw err;
+      }
+    }
   });
 }
 
@@ -188,15 +196,42 @@ export async function dropDatabase(databaseUrl: string): Promise<void> {
   await onAdminDatabase(databaseUrl, [`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`]);
 }
 
-/** Applies pending migrations; one process at a time (the migrate command or a Kubernetes Job). */
+/** The session advisory lock key migration runs take turns on ('retain' in ASCII). */
+export const MIGRATION_LOCK_KEY = '125780153691502';
+const MIGRATION_LOCK_POLL_MS = 250;
+
+/**
+ * Applies pending migrations. Runs at once (the migrate command beside the Kubernetes Job, a Job
+ * retried while the first still runs) take turns on a session-level advisory lock held on its own
+ * connection: the next one finds the migrations applied and applies nothing (without the lock, two
+ * on a fresh database both ran InitialSchema, one failing on pg_extension_name_index). The lock
+ * goes with the session if the process dies.
+ */
 export async function migrate(databaseUrl: string): Promise<string[]> {
   await ensureDatabase(databaseUrl);
   const ds = createDataSource(databaseUrl, 2);
   await ds.initialize();
+  const lock = ds.createQueryRunner();
   try {
-    const applied = await ds.runMigrations({ transaction: 'each' });
-    return applied.map((m) => m.name);
+    await lock.connect();
+    // Polled, not pg_advisory_lock: a session blocked in that statement holds a snapshot, and the
+    // running migrations' CREATE INDEX CONCURRENTLY waits for every older snapshot to go: a deadlock
+    // Postgres does not detect. Between tries a waiter holds none.
+    for (;;) {
+      const [{ ok }] = (await lock.query(`SELECT pg_try_advisory_lock($1::bigint) AS ok`, [MIGRATION_LOCK_KEY])) as [
+        { ok: boolean },
+      ];
+      if (ok) break;
+      await new Promise((resolve) => setTimeout(resolve, MIGRATION_LOCK_POLL_MS));
+    }
+    try {
+      const applied = await ds.runMigrations({ transaction: 'each' });
+      return applied.map((m) => m.name);
+    } finally {
+      await lock.query(`SELECT pg_advisory_unlock($1::bigint)`, [MIGRATION_LOCK_KEY]);
+    }
   } finally {
+    await lock.release();
     await ds.destroy();
   }
 }

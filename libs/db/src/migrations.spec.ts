@@ -30,6 +30,29 @@ describe('migrations', () => {
     }
   });
 
+  // Two migration runs at once (a Job retried while the first still runs, two deploys, `npm run migrate`
+  // beside the Job) on a fresh database: they take turns (a session advisory lock), both succeed, and
+  // the migrations are applied once.
+  it('two runs at once on a fresh database both succeed, applying each migration once', async () => {
+    const scratch = scratchDatabaseUrl('migrace');
+    try {
+      const runs = await Promise.allSettled([migrate(scratch), migrate(scratch), migrate(scratch)]);
+      expect(runs.map((r) => (r.status === 'rejected' ? String(r.reason) : 'ok'))).toEqual(['ok', 'ok', 'ok']);
+      const applied = runs.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
+      expect(applied.sort()).toEqual(MIGRATIONS.map((m) => m.name).sort());
+      const c = new Client({ connectionString: scratch });
+      await c.connect();
+      try {
+        const r = await c.query(`SELECT count(*)::int AS n FROM migrations`);
+        expect(r.rows[0].n).toBe(MIGRATIONS.length);
+      } finally {
+        await c.end();
+      }
+    } finally {
+      await dropDatabase(scratch);
+    }
+  });
+
   it("the migration Job connects only to its own database when it exists (a role without access to 'postgres', PgBouncer)", async () => {
     const connect = vi.spyOn(Client.prototype, 'connect');
     try {
