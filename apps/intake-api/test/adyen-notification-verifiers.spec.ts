@@ -1,5 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import { loadConfig } from '@retain/config';
 import { ProcessorAccountsRepository } from '@retain/db';
+import { seal } from '@retain/domain';
 import { OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
 import { closeTestDb, insertMerchantRow, testDb } from '@retain/testing';
 import type { Redis } from 'ioredis';
@@ -20,6 +22,7 @@ describe('Adyen notifications: the accounts’ keys', () => {
   let queues: QueueRegistry;
   let service: AdyenNotificationsService;
   let sealedRead = 0;
+  const mine = new Set<string>();
   const code = `RetainVerifiers${Date.now()}`;
   const key = (n: number) => n.toString(16).padStart(64, '0');
 
@@ -33,8 +36,11 @@ describe('Adyen notifications: the accounts’ keys', () => {
         if (prop !== 'query') return Reflect.get(target, prop, receiver);
         return async (sql: string, params?: unknown[]) => {
           const rows = await target.query(sql, params);
+          // Only this test's merchants' configs: other test files share the database.
           if (Array.isArray(rows))
-            sealedRead += rows.filter((r) => r && typeof r === 'object' && 'config_enc' in r).length;
+            sealedRead += rows.filter(
+              (r) => r && typeof r === 'object' && 'config_enc' in r && mine.has(r.merchant_id),
+            ).length;
           return rows;
         };
       },
@@ -61,12 +67,32 @@ describe('Adyen notifications: the accounts’ keys', () => {
 
   it('opens each account version once; a new version’s key verifies at once, a retired one’s still does', async () => {
     const merchants = [await insertMerchantRow(db), await insertMerchantRow(db), await insertMerchantRow(db)];
+    for (const m of merchants) mine.add(m);
     for (const [i, m] of merchants.entries()) await setAccount(m, key(i + 1));
+    // Another merchant's Adyen account sealed under a key this process does not have (a key rotated
+    // out without a reseal): it verifies nothing, and the others still serve.
+    const stranger = await insertMerchantRow(db);
+    mine.add(stranger);
+    const sealed = seal(
+      [{ id: 'gone', key: randomBytes(32) }],
+      JSON.stringify({
+        api_key: 'x',
+        merchant_account: code,
+        checkout_url: 'https://checkout-test.adyen.com/v71',
+        hmac_key: key(5),
+      }),
+      'processor-account',
+    );
+    await db.query(
+      `INSERT INTO processor_accounts (merchant_id, division_number, processor, raw_card_data, config_enc, config_key_id)
+       VALUES ($1, '', 'adyen', false, $2, $3)`,
+      [stranger, sealed.value, sealed.keyId],
+    );
 
     sealedRead = 0;
     expect(await service.receive(body(key(1), `psp-a-${code}`))).toEqual({ items: 1, stored: 1 });
     const first = sealedRead;
-    expect(first).toBeGreaterThanOrEqual(3);
+    expect(first).toBe(4);
 
     // Further posts open nothing again.
     sealedRead = 0;
@@ -82,8 +108,9 @@ describe('Adyen notifications: the accounts’ keys', () => {
     expect(sealedRead).toBe(1);
     expect(await service.receive(body(key(1), `psp-e-${code}`))).toEqual({ items: 1, stored: 1 });
 
-    // A key no account has is refused, storing nothing.
+    // A key no account has is refused, storing nothing; so is the unreadable account's.
     await expect(service.receive(body(key(77), `psp-f-${code}`))).rejects.toMatchObject({ status: 401 });
+    await expect(service.receive(body(key(5), `psp-g-${code}`))).rejects.toMatchObject({ status: 401 });
     const stored = await db.query(
       `SELECT merchant_id, psp_reference FROM processor_notifications WHERE merchant_account_code = $1 ORDER BY psp_reference`,
       [code],

@@ -116,7 +116,16 @@ export class AdyenNotificationsService {
   private async verifiers(): Promise<Map<string, Verifier[]>> {
     const ids = await this.accounts.idsOf('adyen');
     const unseen = ids.filter((id) => !this.opened.has(id));
-    for (const a of await this.accounts.byIds(unseen)) this.opened.set(a.id, verifierOf(a));
+    // A version that cannot be opened (its key no longer configured) verifies nothing, in this
+    // process: the keys come from its environment. The others still serve.
+    const unreadable = (id: string, err: Error) => {
+      this.opened.set(id, null);
+      this.logger.error(
+        { account: id, err: err.message },
+        'an Adyen account config cannot be opened: its notifications are refused',
+      );
+    };
+    for (const a of await this.accounts.byIds(unseen, unreadable)) this.opened.set(a.id, verifierOf(a));
     // Versions gone (their merchant deleted) are forgotten.
     const current = new Set(ids);
     for (const id of this.opened.keys()) if (!current.has(id)) this.opened.delete(id);

@@ -136,11 +136,25 @@ export class ProcessorAccountsRepository {
     return rows.map((r) => r.id);
   }
 
-  /** Account versions by id, opened (ids that name none are left out). */
-  async byIds(ids: readonly string[]): Promise<StoredProcessorAccount[]> {
+  /**
+   * Account versions by id, opened (ids that name none are left out). A config that cannot be opened
+   * (sealed under a key no longer configured) is left out too, reported to `unreadable` (never its
+   * contents): one such row must not stop the others being read.
+   */
+  async byIds(
+    ids: readonly string[],
+    unreadable: (id: string, err: Error) => void = () => undefined,
+  ): Promise<StoredProcessorAccount[]> {
     if (ids.length === 0) return [];
     const rows: Row[] = await this.db.query(`SELECT * FROM processor_accounts WHERE id = ANY($1::uuid[])`, [ids]);
-    return rows.map((r) => this.opened(r));
+    return rows.flatMap((r) => {
+      try {
+        return [this.opened(r)];
+      } catch (err) {
+        unreadable(r.id, err as Error);
+        return [];
+      }
+    });
   }
 
   /** One account version by id, current or retired (what an attempt was charged through). */
