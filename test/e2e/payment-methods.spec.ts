@@ -258,6 +258,41 @@ describe('payment methods of an account, account updater, network tokens (end to
   );
 
   it(
+    'an expired card the account updater has nothing new for is never charged: Cancelled with a retry failed push',
+    { timeout: 150_000 },
+    async () => {
+      const id = await submit(plainApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4111111111111111', '202501'));
+      const [t, ...attempts] = await untilFinal(plainApi, id);
+      // README, the retry policy: "a card past its expiry … nothing new → the account's next payment method, else stop".
+      expect([t.status, attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])]).toEqual([
+        'Cancelled',
+        [],
+      ]);
+      await waitFor(() => receiver.byEvent('retry failed').some((p) => p.body.header['transaction_id'] === id), {
+        what: `${id} retry failed push`,
+      });
+    },
+  );
+
+  it(
+    'an expired card the account updater has nothing new for gives way to the account’s next payment method',
+    { timeout: 150_000 },
+    async () => {
+      const account = uniqueId('acct');
+      const backup = uniqueId('pm');
+      expect(
+        (await untilFinal(plainApi, await submit(plainApi, ofAccount(account, backup, '5555555555554444'))))[0].status,
+      ).toBe('Captured');
+      const id = await submit(plainApi, ofAccount(account, uniqueId('pm'), '4111111111111111', '202501'));
+      const [t, ...attempts] = await untilFinal(plainApi, id);
+      expect([
+        t.status,
+        attempts.map((a) => [a.payment_method.id, a.payment_method.credit_card.expiration_date]),
+      ]).toEqual(['Captured', [[backup, '202912']]]);
+    },
+  );
+
+  it(
     '4000000000000341 submitted with its own 54: the updater renews it before the first attempt, which is approved',
     { timeout: 150_000 },
     async () => {

@@ -164,7 +164,8 @@ export async function nextPaymentMethod(
   for (const pm of candidates) {
     const chargeable = pm.card_kind === 'token' || (pm.card_enc !== null && pm.card_key_id !== null);
     if (!chargeable) continue;
-    if (cardExpired(pm.expiration_date, input.now) && !input.updaterOn) continue;
+    // An expired card only while the account updater may still renew it (not yet asked about this data).
+    if (cardExpired(pm.expiration_date, input.now) && !updaterMayRenew(pm, input.updaterOn)) continue;
     const check = await limitsOf(
       m,
       input.merchantId,
@@ -179,6 +180,15 @@ export async function nextPaymentMethod(
     if (!soonest || check.notBefore < soonest.at) soonest = { pm, at: check.notBefore };
   }
   return soonest;
+}
+
+/** Whether the account updater may still renew this payment method's card (asked once per card data version). */
+export function updaterMayRenew(pm: PaymentMethodRow, updaterOn: boolean): boolean {
+  return (
+    updaterOn &&
+    updaterReaches({ cardKind: pm.card_kind, cardLast4: pm.card_last4 }) &&
+    pm.updater_checked_version !== cardDataVersion(pm.expiration_date)
+  );
 }
 
 /** The network limits for an attempt on this payment method's card now. */

@@ -258,6 +258,8 @@ function pastIdempotencyWindow(preparedAt: Date | null): boolean {
 const MAX_BATCH = 256;
 /** How long an attempt waits while another attempt checks the limits of the card it would switch to. */
 const CARD_BUSY_WAIT_MS = 2_000;
+/** How long an expired card waits when the account updater did not answer about it (calendar time, scaled). */
+const UPDATER_AGAIN_MS = 3_600_000;
 /**
  * An attempt run this long after its planned moment (a backlog, workers down) is checked against
  * its transaction's recovery window before it is charged: planned attempts lie inside the window,
@@ -635,6 +637,20 @@ export class AttemptService {
     // together, so the next attempt on the card (any transaction, any worker) counts this one.
     if (txn.cardHmac) await AttemptsRepository.lockCard(m, txn.merchantId, txn.cardHmac);
     let check = await this.cardLimits(m, attempt, txn, dataVersion);
+    // A card past its expiry is never sent: the updater, asked before this step (runAlone), had
+    // nothing new for it, or cannot reach it. Like a card blocked for good: the account's next
+    // payment method, else the recovery ends (README, the retry policy).
+    if (check.allowed && cardExpired(txn.expirationDate, new Date())) {
+      check = (await this.paymentMethods.updaterMayRenew(m, txn))
+        ? // Not asked yet (the updater did not answer): another card now, else asked again later.
+          {
+            allowed: false,
+            permanently: false,
+            notBefore: new Date(Date.now() + UPDATER_AGAIN_MS / this.config.retryTimeScale),
+            rule: 'card past its expiry, the account updater to be asked again',
+          }
+        : { allowed: false, permanently: true, rule: 'card past its expiry, no new data from the account updater' };
+    }
     // decisions §15: a card the limits forbid gives way to another payment method: one they allow
     // now, or, when this card is blocked for good, the one they allow soonest within the window.
     let later: Date | null = null;
@@ -650,7 +666,13 @@ export class AttemptService {
         // waited for while this card's is held: no cycle), checked again. Busy or no longer allowed:
         // a short wait, and the next run decides afresh.
         const free = !txn.cardHmac || (await AttemptsRepository.tryLockCard(m, txn.merchantId, txn.cardHmac));
-        if (!free || !(await this.cardLimits(m, attempt, txn, dataVersion)).allowed) {
+        // An adopted card past its expiry (one the updater may still renew) waits too: the next run
+        // asks the updater about it before any charge.
+        if (
+          !free ||
+          cardExpired(txn.expirationDate, new Date()) ||
+          !(await this.cardLimits(m, attempt, txn, dataVersion)).allowed
+        ) {
           await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
           this.logger.log('the account’s other card is being checked by another attempt: a short wait');
           const until = new Date(Date.now() + CARD_BUSY_WAIT_MS);
@@ -1005,7 +1027,8 @@ export class AttemptService {
       // Run late (a backlog) and past its recovery window: alone, where it ends the recovery. One late
       // but inside its window is charged like any other (the window's end reads at most its arm).
       if (runLate(attempt, now.getTime()) && now.getTime() >= (await this.windowEnd(m, txn)).getTime()) continue;
-      if (txn.paymentMethodRef && updaterReaches(txn) && cardExpired(txn.expirationDate, now)) continue;
+      // An expired card: alone, where the updater is asked first and an expired card is never sent.
+      if (cardExpired(txn.expirationDate, now)) continue;
       if (txn.cardKind !== 'token' && (!txn.cardEnc || !txn.cardKeyId)) continue;
       candidates.push(l);
     }

@@ -42,6 +42,7 @@ import {
   policyInputsFor,
   reloadTransaction,
   transactionWindowEnd,
+  updaterMayRenew,
   updaterReaches,
 } from '@retain/recovery';
 import { DataSource, type EntityManager } from 'typeorm';
@@ -324,6 +325,16 @@ export class PaymentMethodsService {
     if (!updaterMayCure(c)) return false;
     const version = await OriginalDeclinesRepository.dataVersionOf(this.db, txn.id);
     return version !== undefined && version === cardDataVersion(txn.expirationDate);
+  }
+
+  /**
+   * Whether the account updater may still renew the transaction's expired card: it reaches the card
+   * and has not been asked about this card data version (it did not answer: asked again later).
+   */
+  async updaterMayRenew(m: EntityManager, txn: TransactionEntity): Promise<boolean> {
+    if (!txn.paymentMethodRef) return false;
+    const pm = await PaymentMethodsRepository.get(m, txn.merchantId, txn.paymentMethodRef);
+    return pm !== null && !pm.ended_at && updaterMayRenew(pm, this.updaterOn);
   }
 
   /** Puts the cryptogram to send into the (unsaved) entity: it is stored only sealed (payment_methods). */
