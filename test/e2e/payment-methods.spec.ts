@@ -575,6 +575,48 @@ describe('payment methods of an account, account updater, network tokens (end to
     });
   });
 
+  // README, the retry policy: 13, 62, … and the hard codes stop at once, "the account's next payment method, else
+  // Cancelled"; the original decline belongs to the submitted card, not to the one moved to.
+  for (const code of ['62', '13', '12', 'R0']) {
+    it(`an original ${code} (never recovers) moves to the account’s other card at review, which is charged`, async () => {
+      const account = uniqueId('acct');
+      const backup = uniqueId('pm');
+      expect(
+        (await untilFinal(plainApi, await submit(plainApi, ofAccount(account, backup, '4111111111111111'))))[0].status,
+      ).toBe('Captured');
+      const id = await submit(
+        plainApi,
+        ofAccount(account, uniqueId('pm'), '5555555555554444', '202912', { auth_code: code }),
+      );
+      const [t, ...attempts] = await untilFinal(plainApi, id);
+      expect([t.status, attempts.map((a) => [a.auth_code, a.payment_method.id])]).toEqual([
+        'Captured',
+        [['00', backup]],
+      ]);
+    });
+  }
+
+  it('after an original 62 moved to the account’s other card, that card’s own soft declines are retried as their class', async () => {
+    const account = uniqueId('acct');
+    const backup = uniqueId('pm');
+    // 4000000000000077: 51 on a transaction's attempts 1-2, approved on its attempt 3.
+    const first = await submit(plainApi, ofAccount(account, backup, '4000000000000077'));
+    expect((await untilFinal(plainApi, first))[0].status).toBe('Captured');
+    const id = await submit(
+      plainApi,
+      ofAccount(account, uniqueId('pm'), '5555555555554444', '202912', { auth_code: '62' }),
+    );
+    const [t, ...attempts] = await untilFinal(plainApi, id);
+    expect([t.status, attempts.map((a) => [a.auth_code, a.payment_method.id])]).toEqual([
+      'Captured',
+      [
+        ['51', backup],
+        ['51', backup],
+        ['00', backup],
+      ],
+    ]);
+  });
+
   it('a network token is charged with its cryptogram and ECI as the card of its last 4 digits', async () => {
     const id = await submit(plainApi, networkToken(uniqueId('acct'), '1111'));
     const [t, ...attempts] = await untilFinal(plainApi, id);

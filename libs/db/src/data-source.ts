@@ -52,6 +52,7 @@ import { LeftPendingAttempts1800500000000 } from './migrations/1800500000000-Lef
 import { AttemptLastSent1800500000100 } from './migrations/1800500000100-AttemptLastSent';
 import { ProcessorNotifications1800600000000 } from './migrations/1800600000000-ProcessorNotifications';
 import { RefundNotificationAlert1800700000000 } from './migrations/1800700000000-RefundNotificationAlert';
+import { OriginalPaymentMethod1800800000000 } from './migrations/1800800000000-OriginalPaymentMethod';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -105,6 +106,7 @@ export const MIGRATIONS = [
   AttemptLastSent1800500000100,
   ProcessorNotifications1800600000000,
   RefundNotificationAlert1800700000000,
+  OriginalPaymentMethod1800800000000,
 ];
 
 export interface PoolTuning {

@@ -93,6 +93,7 @@ function adaptiveInputs(
     ...config,
     policy: { version: row.policy_version!, learning: variant?.learning ?? true },
     originalResponseCode: row.auth_code,
+    ...(row.on_original_card === false ? { originalOnAnotherCard: true } : {}),
     originalDeclinedAt: new Date(row.failed_at),
     originalAdviceCode: row.network_advice_code,
     cardholder: cardholderOf(row),

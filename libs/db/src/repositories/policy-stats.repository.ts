@@ -34,6 +34,11 @@ export interface PolicyTransactionRow {
   experiment_id: string | null;
   experiment_arm: string | null;
   network_advice_code: string | null;
+  /**
+   * Whether the transaction charges the card it was submitted with (its original decline's card):
+   * the submitted payment method, or another carrying the same card. True for rows without one.
+   */
+  on_original_card: boolean;
 }
 
 /**
@@ -51,9 +56,13 @@ export class PolicyStatsRepository {
       `SELECT t.id, t.merchant_id, t.policy_version, t.auth_code, t.account_id, t.failed_at, t.card_bin, t.card_network,
               t.expiration_date, t.card_kind, t.card_last4, t.payment_method->'billing_address'->>'country' AS country,
               t.payment_method->'billing_address'->>'postal_code' AS postal_code, t.experiment_id, t.experiment_arm,
-              t.network_advice_code
+              t.network_advice_code,
+              (t.original_payment_method_ref IS NULL OR t.payment_method_ref IS NULL
+                OR t.payment_method_ref = t.original_payment_method_ref
+                OR (t.card_hmac IS NOT NULL AND t.card_hmac = o.card_hmac)) AS on_original_card
          FROM unnest($1::uuid[], $2::uuid[]) AS r(id, merchant_id)
-         JOIN transactions t ON t.id = r.id AND t.merchant_id = r.merchant_id`,
+         JOIN transactions t ON t.id = r.id AND t.merchant_id = r.merchant_id
+         LEFT JOIN payment_methods o ON o.id = t.original_payment_method_ref`,
       [refs.map((r) => r.transactionId), refs.map((r) => r.merchantId)],
     );
     return new Map(rows.map((r) => [r.id, r]));

@@ -145,6 +145,19 @@ describe('adaptive policy: signals', () => {
     ).toBe('stop');
   });
 
+  it('an original never-recovers code binds only its own card: another card of the account is planned', () => {
+    for (const originalResponseCode of ['62', '13', '12']) {
+      // A fresh card (the account's next payment method): planned like a cleared outage.
+      const fresh = { originalResponseCode, lastDecline: { technical: true } as LastOutcome };
+      expect(planNextAttempt(base(failedAt, fresh)).kind, originalResponseCode).toBe('stop');
+      expect(planNextAttempt(base(failedAt, { ...fresh, originalOnAnotherCard: true })).kind).toBe('retry');
+      // That card's own soft decline is retried as its class; its own never-recovers code still stops.
+      const on = { originalResponseCode, originalOnAnotherCard: true, attemptsMade: 1 };
+      expect(planNextAttempt(base(failedAt, { ...on, lastDecline: { responseCode: '51' } })).kind).toBe('retry');
+      expect(planNextAttempt(base(failedAt, { ...on, lastDecline: { responseCode: '62' } })).kind).toBe('stop');
+    }
+  });
+
   it('obeys a MAC 24-30 delay of the original decline once: the first good slot after it, no payday wait', () => {
     for (const [mac, hours] of [
       ['25', 24],

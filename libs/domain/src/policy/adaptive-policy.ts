@@ -70,9 +70,10 @@ export function planAdaptive(
     code === null || network !== 'visa' ? code : visaCodeAsRead(code, at);
   const lastAt = (!last.technical && last.at) || input.now;
   const originalAt = input.originalDeclinedAt ?? (input.attemptsMade === 0 ? lastAt : input.now);
+  // The original decline's "never recovers" binds the card it came from, not one moved to since.
   const never =
     neverRecovers(last.technical ? null : asRead(last.responseCode, lastAt)) ??
-    neverRecovers(asRead(originalCode, originalAt));
+    (input.originalOnAnotherCard ? null : neverRecovers(asRead(originalCode, originalAt)));
   if (never) return { kind: 'stop', reason: never };
 
   // Slots are learned under the ORIGINAL decline's class (stable for the whole transaction).

@@ -169,6 +169,12 @@ export interface PlanInput {
   originalAdviceCode?: string | null;
   /** Response code of the original decline (defaults to lastDecline's before the first attempt). */
   originalResponseCode?: string | null;
+  /**
+   * The transaction now charges another card than the one the original decline came from (the
+   * account's next payment method, decisions §15): that decline's "never recovers" reading binds the
+   * submitted card only. Its class still sets the budget and the learned slots.
+   */
+  originalOnAnotherCard?: boolean;
   /** When the original decline arrived (the transaction's `timestamp`): the rules of that day read it. */
   originalDeclinedAt?: Date;
   /** Billing address of the cardholder, for the local time zone. */
