@@ -358,6 +358,26 @@ describe('payment methods of an account, account updater, network tokens (end to
     expect(row.ended_at).not.toBeNull();
   });
 
+  for (const code of ['1A', '70']) {
+    it(`an original ${code} is never followed by a charge of the same card under the account’s other payment method id`, async () => {
+      const account = uniqueId('acct');
+      const saved = uniqueId('pm');
+      expect(
+        (await untilFinal(plainApi, await submit(plainApi, ofAccount(account, saved, '5555555555554444'))))[0].status,
+      ).toBe('Captured');
+      // README: authentication needed, "no merchant-initiated retry can pass it": the card, whatever its id.
+      const id = await submit(
+        plainApi,
+        ofAccount(account, uniqueId('pm'), '5555555555554444', '202912', { auth_code: code }),
+      );
+      const [t, ...attempts] = await untilFinal(plainApi, id);
+      expect([t.status, attempts.map((a) => [a.auth_code, a.payment_method.id])]).toEqual(['Cancelled', []]);
+      await waitFor(() => receiver.byEvent('retry failed').some((p) => p.body.header['transaction_id'] === id), {
+        what: `${id} retry failed push`,
+      });
+    });
+  }
+
   it('4000000000000341 without a registered key: the updater still renews it (decisions §15), only masked values, no JWE', async () => {
     const id = await submit(plainApi, ofAccount(uniqueId('acct'), uniqueId('pm'), '4000000000000341', '202701'));
     const [t, ...attempts] = await untilFinal(plainApi, id);

@@ -260,6 +260,27 @@ describe('attempt service: every branch of prepare and record', () => {
     expect(await pushes(t.id)).toEqual(['retry failed']);
   });
 
+  it('a 1A ends the card for the account: the same card under the account’s other payment method id is not charged', async () => {
+    const merchantId = await insertMerchantRow(db);
+    const { t, pmA, pmB } = await twoCardAccount(merchantId, '5555555555554444', '5555555555554444');
+    expect(pmA).not.toBe(pmB);
+    // A Mastercard: its 1A is no Visa category-3 block in the card's history, nothing there holds the card.
+    await db.query(`UPDATE transactions SET card_network = 'mastercard' WHERE merchant_id = $1`, [merchantId]);
+    await db.query(`UPDATE payment_methods SET card_network = 'mastercard' WHERE merchant_id = $1`, [merchantId]);
+    const a = await insertAttemptRow(db, t);
+    await setSandboxCharge(db, a.vid, { outcome: 'declined', responseCode: '1A' });
+    expect(await attempts.run(a.id)).toBe('declined');
+    const [row] = await db.query(`SELECT status, next_attempt_at, payment_method_ref FROM transactions WHERE id = $1`, [
+      t.id,
+    ]);
+    expect(row).toMatchObject({ status: 'Cancelled', next_attempt_at: null, payment_method_ref: pmA });
+    expect(await pushes(t.id)).toEqual(['retry failed']);
+    const ended = await db.query(`SELECT id FROM payment_methods WHERE id = ANY($1) AND ended_at IS NOT NULL`, [
+      [pmA, pmB],
+    ]);
+    expect(ended.map((r: { id: string }) => r.id).sort()).toEqual([pmA, pmB].sort());
+  });
+
   it('a card blocked for good gives way to the account’s other card allowed only later: adopted, the transaction waits for it', async () => {
     const { t, pmB } = await twoCardAccount(merchantId, '4100000000000019', '4000000000000036');
     // Card A: a 41 on it (never again). Card B: its Visa budget used up, free again in 25 days (t's window: 29).

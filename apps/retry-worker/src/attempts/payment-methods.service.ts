@@ -13,6 +13,7 @@ import {
   cardColumnsFromPan,
   cardDataVersion,
   classifyDecline,
+  endsCardForAccount,
   endsPaymentMethod,
   open,
   recoveryWindowEnd,
@@ -144,7 +145,9 @@ export class PaymentMethodsService {
         responseCode: result.responseCode,
         merchantAdviceCode: result.merchantAdviceCode,
       });
-      if (endsPaymentMethod(c)) await PaymentMethodsRepository.end(m, txn.merchantId, ref, c.reason);
+      if (endsPaymentMethod(c)) {
+        await PaymentMethodsRepository.end(m, txn.merchantId, ref, c.reason, { sameCard: endsCardForAccount(c) });
+      }
     }
     const amount = BigInt(txn.amountMinor);
     const current = await PaymentMethodsRepository.get(m, txn.merchantId, ref);

@@ -20,6 +20,7 @@ import {
   cardColumnsFromPan,
   cardDataVersion,
   cardFingerprintCandidates,
+  endsCardForAccount,
   endsPaymentMethod,
   firstAttemptAt,
   maskCardNumber,
@@ -362,13 +363,14 @@ export class ReviewService {
     row: PendingRow,
     pmRef: string,
     reason: string,
-    endIt: boolean,
+    /** Whether the payment method ends (and whether every one of the account carrying its card does). */
+    endIt: { sameCard: boolean } | null,
     windowEnd: Date,
   ): Promise<(Plan & { kind: 'retry' }) | null> {
     const txn = await this.submissions.transaction(m, merchantId, row.id);
     // Only a decline that binds the card for good ends it (as in the retry worker); a data-quality
     // block leaves it to the network rules (new data lifts it) and to the account updater.
-    if (endIt) await PaymentMethodsRepository.end(m, merchantId, pmRef, reason);
+    if (endIt) await PaymentMethodsRepository.end(m, merchantId, pmRef, reason, endIt);
     const next = await nextPaymentMethod(m, {
       merchantId,
       accountId: txn.accountId,
@@ -472,7 +474,7 @@ export class ReviewService {
           row,
           pmRef,
           plan.reason,
-          endsPaymentMethod(original),
+          endsPaymentMethod(original) ? { sameCard: endsCardForAccount(original) } : null,
           recoveryWindowEnd({
             ...policyInputs,
             startedAt: new Date(row.submitted_ts),

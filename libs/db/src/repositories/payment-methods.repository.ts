@@ -219,10 +219,27 @@ export class PaymentMethodsRepository {
   }
 
   /** The payment method can no longer be charged (account closed, token deleted, hard decline). */
-  static async end(m: EntityManager, merchantId: string, id: string, reason: string): Promise<void> {
+  static async end(
+    m: EntityManager,
+    merchantId: string,
+    id: string,
+    reason: string,
+    /** The card itself ends for the account: every payment method of it carrying the same card too. */
+    opts: { sameCard?: boolean } = {},
+  ): Promise<void> {
+    if (!opts.sameCard) {
+      await m.query(
+        `UPDATE payment_methods SET ended_at = now(), ended_reason = $3, updated_at = now()
+          WHERE id = $1 AND merchant_id = $2 AND ended_at IS NULL`,
+        [id, merchantId, reason],
+      );
+      return;
+    }
     await m.query(
-      `UPDATE payment_methods SET ended_at = now(), ended_reason = $3, updated_at = now()
-        WHERE id = $1 AND merchant_id = $2 AND ended_at IS NULL`,
+      `UPDATE payment_methods p SET ended_at = now(), ended_reason = $3, updated_at = now()
+         FROM payment_methods e
+        WHERE e.id = $1 AND e.merchant_id = $2 AND p.merchant_id = e.merchant_id AND p.account_id = e.account_id
+          AND p.ended_at IS NULL AND (p.id = e.id OR (e.card_hmac IS NOT NULL AND p.card_hmac = e.card_hmac))`,
       [id, merchantId, reason],
     );
   }

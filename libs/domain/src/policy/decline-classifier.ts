@@ -142,6 +142,14 @@ export const updaterMayCure = (c: DeclineClassification): boolean =>
 export const endsPaymentMethod = (c: DeclineClassification): boolean =>
   c.cardBlock === 'permanent' || c.group === 'auth';
 
+/**
+ * A decline that ends the card for the customer's account, not only its payment method: every
+ * payment method of the account carrying the same card (another payment_method.id, its network
+ * token) ends with it. Authentication needed (1A/70): no block in the card's history holds it, and
+ * no merchant-initiated retry can pass it on any of them.
+ */
+export const endsCardForAccount = (c: DeclineClassification): boolean => c.group === 'auth';
+
 /** A processor error (timeout, 5xx): no decision was made; retry within hours. */
 export function classifyProcessorError(): DeclineClassification {
   return {
