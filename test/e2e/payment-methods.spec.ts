@@ -444,6 +444,35 @@ describe('payment methods of an account, account updater, network tokens (end to
     },
   );
 
+  for (const [what, make] of [
+    ['tok_sandbox_0341', (account: string) => tokenized(account, '0341', '')],
+    ['ntok_sandbox_0341', (account: string) => networkToken(account, '0341')],
+  ] as const) {
+    it(
+      `${what} sent without an expiry (optional for tokens): renewed by the updater, the next attempt goes out with it and is approved`,
+      { timeout: 150_000 },
+      async () => {
+        const { api } = await freshMerchant();
+        const t0 = make(uniqueId('acct'));
+        const pm = t0['payment_method'] as Record<string, unknown>;
+        const id = await submit(api, { ...t0, payment_method: { ...pm, credit_card: { account: '400000' } } });
+        const [t, ...attempts] = await untilFinal(api, id);
+        // The 54 blocks the token's data as sent (no expiry); the updater's expiry is new data (network-rules.md).
+        expect([t.status, attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])]).toEqual([
+          'Captured',
+          [
+            ['54', null],
+            ['00', t.payment_method.credit_card.expiration_date],
+          ],
+        ]);
+        expect(t.payment_method.credit_card).toMatchObject({
+          account_updated: true,
+          expiration_date: expect.any(String),
+        });
+      },
+    );
+  }
+
   it('tok_sandbox_0259: the updater answers "account closed": the token ends, no further attempt', async () => {
     const { api } = await freshMerchant();
     const id = await submit(api, tokenized(uniqueId('acct'), '0259', '202912'));

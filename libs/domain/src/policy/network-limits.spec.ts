@@ -98,6 +98,10 @@ describe('Visa', () => {
     // Unknown data of the earlier attempt counts as the same data.
     const unknown = attempts(1, 0, { responseCode: '54' });
     expect(checkNetworkLimits({ network: 'visa', cardDataVersion: 'x' }, unknown, at(DAY), 1000n).allowed).toBe(false);
+    // Sent without an expiry (a token: version null): an expiry since is changed data; still none is not.
+    const none = attempts(1, 0, { responseCode: '54', cardDataVersion: null });
+    expect(checkNetworkLimits({ network: 'visa', cardDataVersion: 'x' }, none, at(DAY), 1000n).allowed).toBe(true);
+    expect(checkNetworkLimits({ network: 'visa', cardDataVersion: null }, none, at(DAY), 1000n).allowed).toBe(false);
   });
   it('category 2 and 4 declines only count', () => {
     expect(checkNetworkLimits('visa', attempts(5, HOUR, { responseCode: '51' }), at(DAY), 1000n).allowed).toBe(true);

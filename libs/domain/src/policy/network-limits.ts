@@ -21,7 +21,8 @@ export interface CardAttempt {
   /**
    * Fingerprint of the card data sent (e.g. a hash of the expiry date): a card block (Visa
    * category 1 or 3, Mastercard MAC 01/03/04/21, hard codes) binds only attempts with the same data.
-   * Unknown (null) counts as the same data.
+   * Unknown (not given) counts as the same data; null is data sent without an expiry (a token, whose
+   * expiry is optional), which any expiry since changes.
    */
   cardDataVersion?: string | null;
   /**
@@ -199,7 +200,8 @@ export function originalDeclineBindsCard(input: DeclineInput, at: Date): boolean
  * "none, ever"; MAC 03/21: "stop for good"; hard codes of other brands: "none after a hard decline")
  * binds the card for good: a new expiry date on the same number does not lift it (a reissued card
  * has a new number, so another fingerprint and its own history). "Not with this data" (Visa category
- * 3, MAC 01/04) binds until the card data changes (a new expiry date, ...). An approval does not lift
+ * 3, MAC 01/04) binds until the card data changes (a new expiry date, or one where the declined
+ * attempt went without any, ...). An approval does not lift
  * either (no attempt is made while they hold), and they do not lapse with time: the caller passes
  * every blocking decline of the card, however old.
  */
@@ -213,7 +215,10 @@ function cardBlock(network: Network, past: readonly CardAttempt[], dataVersion: 
     );
     if (c.cardBlock === null) continue;
     if (c.cardBlock === 'permanent') return c.reason;
-    const changed = dataVersion !== null && h.cardDataVersion != null && h.cardDataVersion !== dataVersion;
+    // Unknown data of the earlier attempt (no version given) counts as the same data. A decline on data
+    // sent without an expiry (version null: a token, whose expiry is optional) is lifted by any expiry
+    // since, the account updater's: that is changed card data. Without a version now, nothing changed.
+    const changed = dataVersion !== null && h.cardDataVersion !== undefined && h.cardDataVersion !== dataVersion;
     if (!changed) return c.reason;
   }
   return null;
