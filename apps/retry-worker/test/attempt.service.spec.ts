@@ -260,6 +260,32 @@ describe('attempt service: every branch of prepare and record', () => {
     expect(await pushes(t.id)).toEqual(['retry failed']);
   });
 
+  it('an expired card no updater reaches is never sent (UTC schedule): Cancelled, no charge', async () => {
+    const merchantId = await insertMerchantRow(db);
+    const t = await insertTransactionRow(db, merchantId, { card: '4111111111111111' });
+    await db.query(`UPDATE transactions SET expiration_date = '202501' WHERE id = $1`, [t.id]);
+    await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('nothing to do');
+    expect(await charges(a.vid)).toBe(0);
+    expect((await txnRow(t.id)).status).toBe('Cancelled');
+    expect(await pushes(t.id)).toEqual(['retry failed']);
+  });
+
+  it('an expired card no updater reaches gives way to the account’s other card, which is charged', async () => {
+    const merchantId = await insertMerchantRow(db);
+    const { t, pmB } = await twoCardAccount(merchantId, '4111111111111111', '4000000000000036');
+    await db.query(`UPDATE payment_methods SET expiration_date = '202501' WHERE id <> $1 AND merchant_id = $2`, [
+      pmB,
+      merchantId,
+    ]);
+    await db.query(`UPDATE transactions SET expiration_date = '202501' WHERE id = $1`, [t.id]);
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('approved');
+    const [row] = await db.query(`SELECT status, payment_method_ref FROM transactions WHERE id = $1`, [t.id]);
+    expect(row).toEqual({ status: 'Captured', payment_method_ref: pmB });
+  });
+
   it('a 1A ends the card for the account: the same card under the account’s other payment method id is not charged', async () => {
     const merchantId = await insertMerchantRow(db);
     const { t, pmA, pmB } = await twoCardAccount(merchantId, '5555555555554444', '5555555555554444');
