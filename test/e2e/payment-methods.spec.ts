@@ -324,6 +324,41 @@ describe('payment methods of an account, account updater, network tokens (end to
     },
   );
 
+  it(
+    '4000000000000341 renewed by the updater, then the next period submitted with the data the merchant has (the old expiry): charged with the renewed data',
+    { timeout: 300_000 },
+    async () => {
+      // A merchant of its own: the other cases' 54 on 4000000000000341 (202701) stays in this merchant's card
+      // history otherwise, and the first transaction would never be attempted.
+      const api = new ApiClient(apps.get('intake-api')!.url, (await createMerchant(receiver.url)).api_key);
+      const account = uniqueId('acct');
+      const pm = uniqueId('pm');
+      const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
+      const renewed = String(Math.max(202701, month) + 300);
+      const first = await submit(api, ofAccount(account, pm, '4000000000000341', '202701'));
+      const [t1, ...a1] = await untilFinal(api, first);
+      expect(t1.status, JSON.stringify(a1)).toBe('Captured');
+      expect(t1.payment_method.credit_card).toMatchObject({ expiration_date: renewed, account_updated: true });
+      // The merchant does not know of the renewal (no updater key: masked values only): it sends the card it has again.
+      const id = await submit(api, ofAccount(account, pm, '4000000000000341', '202701'));
+      const [t, ...attempts] = await untilFinal(api, id);
+      // Stale data, not newer: the payment method keeps the updater's renewal and the transaction charges it.
+      expect(
+        [t.status, attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])],
+        JSON.stringify(attempts),
+      ).toEqual(['Captured', [['00', renewed]]]);
+      expect(t.payment_method.credit_card).toMatchObject({ expiration_date: renewed, account_updated: true });
+      const rows = await (
+        await testDb()
+      ).query(
+        `SELECT p.expiration_date, p.account_updated, p.ended_at FROM payment_methods p
+          JOIN transactions t ON t.payment_method_ref = p.id WHERE t.merchant_txn_id = $1`,
+        [id],
+      );
+      expect(rows).toEqual([{ expiration_date: renewed, account_updated: true, ended_at: null }]);
+    },
+  );
+
   it('an original 41 is never followed by a charge of the same card under the account’s other payment method id', async () => {
     const account = uniqueId('acct');
     const card = '4111111111111111';

@@ -59,6 +59,49 @@ describe('account updater: a new card number before the charge', () => {
     expect(after.attempt).toBe(after.txn);
   });
 
+  it("keeps the renewal when the merchant sends the data it replaced again; the merchant's new data still wins", async () => {
+    const db = await testDb();
+    const config = loadConfig('retry-worker');
+    const merchantId = await merchantWithUpdaterKey(db);
+    const first = await insertTransactionRow(db, merchantId, { card: '4000000000000341' });
+    await db.query(`UPDATE transactions SET expiration_date = '202001' WHERE id = $1`, [first.id]);
+    const pmRef = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, first.id));
+    const updater: AccountUpdater = {
+      name: 'stub',
+      lookup: async () => ({ kind: 'updated', pan: '4000000000000341', expiration: '203001' }),
+    };
+    await new PaymentMethodsService(db, config, updater).refreshCard((await insertAttemptRow(db, first, {})).id, null);
+    /** The merchant's next period for the same customer and payment_method.id, with `expiry`. */
+    const next = async (expiry: string) => {
+      const t = await insertTransactionRow(db, merchantId, { card: '4000000000000341' });
+      await db.query(
+        `UPDATE transactions n SET expiration_date = $2, account_id = f.account_id, account = f.account,
+           payment_method = f.payment_method, submitted_ts = now()
+           FROM transactions f WHERE n.id = $1 AND f.id = $3`,
+        [t.id, expiry, first.id],
+      );
+      expect(await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id))).toBe(pmRef);
+      const [pm] = await db.query(`SELECT expiration_date, account_updated FROM payment_methods WHERE id = $1`, [
+        pmRef,
+      ]);
+      const [txn] = await db.query(
+        `SELECT expiration_date, account_updated, payment_method_ref FROM transactions WHERE id = $1`,
+        [t.id],
+      );
+      return { pm, txn };
+    };
+    // The data the updater replaced: stale, the renewed data stays and the new transaction charges it.
+    expect(await next('202001')).toEqual({
+      pm: { expiration_date: '203001', account_updated: true },
+      txn: { expiration_date: '203001', account_updated: true, payment_method_ref: pmRef },
+    });
+    // Another expiry from the merchant is new data: it wins, as before.
+    expect(await next('203512')).toEqual({
+      pm: { expiration_date: '203512', account_updated: false },
+      txn: { expiration_date: '203512', account_updated: false, payment_method_ref: pmRef },
+    });
+  });
+
   /** An expired card's transaction turned into a token of `token` (as the review stores a de-tokenized one), remembered. */
   const expiredToken = async (db: DataSource, merchantId: string, token: string) => {
     const config = loadConfig('retry-worker');

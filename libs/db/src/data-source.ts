@@ -53,6 +53,7 @@ import { AttemptLastSent1800500000100 } from './migrations/1800500000100-Attempt
 import { ProcessorNotifications1800600000000 } from './migrations/1800600000000-ProcessorNotifications';
 import { RefundNotificationAlert1800700000000 } from './migrations/1800700000000-RefundNotificationAlert';
 import { OriginalPaymentMethod1800800000000 } from './migrations/1800800000000-OriginalPaymentMethod';
+import { AccountUpdateReplaced1800900000000 } from './migrations/1800900000000-AccountUpdateReplaced';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -107,6 +108,7 @@ export const MIGRATIONS = [
   ProcessorNotifications1800600000000,
   RefundNotificationAlert1800700000000,
   OriginalPaymentMethod1800800000000,
+  AccountUpdateReplaced1800900000000,
 ];
 
 export interface PoolTuning {

@@ -32,6 +32,8 @@ export interface PaymentMethodRow {
   last_seen_at: Date;
   account_updated: boolean;
   account_update_jwe: string | null;
+  /** The merchant's card data the account updater replaced (fingerprint and expiry), or null. */
+  account_update_replaced: { card_hmac: string | null; expiration_date: string | null } | null;
   updater_checked_version: string | null;
   ended_at: Date | null;
   ended_reason: string | null;
@@ -59,6 +61,36 @@ export const accountLockKey = (merchantId: string, accountId: string): string =>
   `retain:account:${merchantId}:${accountId}`;
 
 /**
+ * The submitted card data is exactly what the account updater replaced on the stored payment method
+ * (the merchant's data from before the renewal: same card fingerprint and expiry): stale, not newer.
+ * The payment method keeps the updater's data (decisions §15); anything else from the merchant wins.
+ */
+const STALE = `(p.account_updated AND p.account_update_replaced IS NOT NULL AND p.card_erased_at IS NULL
+  AND p.account_update_replaced->>'card_hmac' IS NOT DISTINCT FROM EXCLUDED.card_hmac
+  AND p.account_update_replaced->>'expiration_date' IS NOT DISTINCT FROM EXCLUDED.expiration_date)`;
+
+/** New card data (number or expiry) from the merchant, not the data the updater replaced. */
+const CHANGED = `(NOT ${STALE} AND (p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
+  OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date))`;
+
+/** The columns of the card data itself: kept from the payment method when the submission is stale. */
+const cardData = [
+  'is_tokenized',
+  'is_network_token',
+  'card_kind',
+  'card_enc',
+  'card_key_id',
+  'card_hmac',
+  'card_hmac_key_id',
+  'card_bin',
+  'card_last4',
+  'card_network',
+  'account_hash',
+  'expiration_date',
+  'payment_method',
+];
+
+/**
  * The payment methods of merchants' accounts: remembered from each reviewed transaction (latest
  * data wins per payment_method.id), tried in order when a transaction's card can no longer be
  * retried. Every method takes or reaches rows through the merchant id.
@@ -67,7 +99,9 @@ export class PaymentMethodsRepository {
   /**
    * Remembers the transaction's payment method for its account: inserted, or updated when this
    * transaction's data is at least as recent as the stored one. New card data (number or expiry)
-   * lifts an earlier end of that payment method. Returns the row id.
+   * lifts an earlier end of that payment method. Data the account updater already replaced (the
+   * merchant's data from before a renewal, sent again) is stale: the renewed card data stays (STALE).
+   * Returns the row id.
    */
   static async remember(
     m: EntityManager,
@@ -87,24 +121,16 @@ export class PaymentMethodsRepository {
               t.submitted_ts
          FROM transactions t WHERE t.id = $1 AND t.merchant_id = $2
        ON CONFLICT (merchant_id, account_id, pm_id) DO UPDATE SET
-         is_primary = EXCLUDED.is_primary, is_tokenized = EXCLUDED.is_tokenized,
-         is_network_token = EXCLUDED.is_network_token, card_kind = EXCLUDED.card_kind,
-         card_enc = EXCLUDED.card_enc, card_key_id = EXCLUDED.card_key_id, card_hmac = EXCLUDED.card_hmac,
-         card_hmac_key_id = EXCLUDED.card_hmac_key_id, card_bin = EXCLUDED.card_bin,
-         card_last4 = EXCLUDED.card_last4, card_network = EXCLUDED.card_network,
-         account_hash = EXCLUDED.account_hash, expiration_date = EXCLUDED.expiration_date,
+         is_primary = EXCLUDED.is_primary, ${cardData.map((c) => `${c} = CASE WHEN ${STALE} THEN p.${c} ELSE EXCLUDED.${c} END`).join(', ')},
          cryptogram_enc = EXCLUDED.cryptogram_enc, cryptogram_key_id = EXCLUDED.cryptogram_key_id,
-         eci_indicator = EXCLUDED.eci_indicator, payment_method = EXCLUDED.payment_method,
+         eci_indicator = EXCLUDED.eci_indicator,
          last_seen_at = EXCLUDED.last_seen_at, card_erased_at = NULL,
-         ended_at = CASE WHEN p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
-                          OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date THEN NULL ELSE p.ended_at END,
-         ended_reason = CASE WHEN p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
-                          OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date THEN NULL ELSE p.ended_reason END,
+         ended_at = CASE WHEN ${CHANGED} THEN NULL ELSE p.ended_at END,
+         ended_reason = CASE WHEN ${CHANGED} THEN NULL ELSE p.ended_reason END,
          -- New card data from the merchant supersedes what the account updater had found.
-         account_updated = CASE WHEN p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
-                          OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date THEN false ELSE p.account_updated END,
-         account_update_jwe = CASE WHEN p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
-                          OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date THEN NULL ELSE p.account_update_jwe END,
+         account_updated = CASE WHEN ${CHANGED} THEN false ELSE p.account_updated END,
+         account_update_jwe = CASE WHEN ${CHANGED} THEN NULL ELSE p.account_update_jwe END,
+         account_update_replaced = CASE WHEN ${CHANGED} THEN NULL ELSE p.account_update_replaced END,
          updated_at = now()
        WHERE EXCLUDED.last_seen_at >= p.last_seen_at
        RETURNING p.id`,
@@ -262,7 +288,12 @@ export class PaymentMethodsRepository {
   static async applyUpdate(m: EntityManager, merchantId: string, id: string, u: CardDataUpdate): Promise<void> {
     const c = u.card ?? null;
     await m.query(
-      `UPDATE payment_methods SET expiration_date = $3, account_updated = true, account_updated_at = now(),
+      `UPDATE payment_methods SET
+         -- The merchant's data it replaces (kept through later renewals): sent again, it is stale.
+         account_update_replaced = CASE WHEN account_updated AND account_update_replaced IS NOT NULL
+                                        THEN account_update_replaced
+                                        ELSE jsonb_build_object('card_hmac', card_hmac, 'expiration_date', expiration_date) END,
+         expiration_date = $3, account_updated = true, account_updated_at = now(),
          account_update_jwe = $4, ended_at = NULL, ended_reason = NULL, updated_at = now(),
          card_enc = COALESCE($5, card_enc), card_key_id = COALESCE($6, card_key_id),
          card_hmac = COALESCE($7, card_hmac), card_hmac_key_id = COALESCE($8, card_hmac_key_id),
