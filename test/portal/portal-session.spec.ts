@@ -56,6 +56,9 @@ describe('the portal when its session ends, and at a malformed address', () => {
     await logIn(page, base, merchant);
     await page.getByRole('link', { name: 'Transactions' }).click();
     await page.getByRole('heading', { name: 'Transactions' }).waitFor();
+    // The page's own list request answered first: one reaching the API after the session ended would
+    // return the portal to the login form before the click below.
+    await page.waitForLoadState('networkidle');
     // 31 minutes without a request (the database clock, as the session's own expiry).
     const db = await testDb();
     await db.query(
@@ -83,6 +86,9 @@ describe('the portal when its session ends, and at a malformed address', () => {
     await logIn(page, base, merchant);
     await page.getByRole('link', { name: 'Settings' }).click();
     await page.getByRole('heading', { name: 'Settings' }).waitFor();
+    // The page's own reads answered first (one reaching the API after the logout would show the login
+    // form before the write below).
+    await page.waitForLoadState('networkidle');
     // Another tab of the same browser logs out: the session ends on the server for both.
     const other = await newPage(page.context());
     await other.goto(`${base}/portal/`);
