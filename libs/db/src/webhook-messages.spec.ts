@@ -191,4 +191,45 @@ describe('webhook messages: the claim and the record (real Postgres)', () => {
     expect(wait.get(longest!.message_id)).toBeGreaterThan(delayMs - 60_000);
     expect(wait.get(next!.message_id)).toBeLessThan(60_000);
   });
+
+  it('records a delivered push whose claim Postgres lost in a crash (asynchronous commit), not a failed one', async () => {
+    const m = (await scratchMerchant(db, 'lost_')).merchantId;
+    await insert(m, 3, "now() - interval '1 second'");
+    type Row = { message_id: string; attempt_count: number; replay_count: number };
+    const rows: Row[] = await db.query(
+      `SELECT message_id, attempt_count, replay_count FROM webhook_messages WHERE merchant_id = $1 ORDER BY id`,
+      [m],
+    );
+    // Each was claimed (attempt_count + 1) and sent; the claim's commit was lost: the row still has the old count.
+    const claim = (r: Row, bump = 1) => ({ ...r, attempt_count: r.attempt_count + bump });
+    const result = (c: Row, status: 'delivered' | 'pending', code: number) => ({
+      ...c,
+      outbox_id: null,
+      log: {
+        attempt: c.attempt_count,
+        attempted_at: new Date().toISOString(),
+        url: 'https://x.example/h',
+        latency_ms: 3,
+        error: null,
+      },
+      status,
+      status_code: code,
+      delay_ms: status === 'pending' ? 5000 : null,
+      last_error: status === 'pending' ? 'HTTP 503' : null,
+    });
+    // The third was claimed again since by another dispatcher (its lease ran out): two claims newer.
+    await db.query(`UPDATE webhook_messages SET attempt_count = attempt_count + 2 WHERE message_id = $1`, [
+      rows[2]!.message_id,
+    ]);
+    await new WebhookMessagesRepository(db).recordAttempts([
+      result(claim(rows[0]!), 'delivered', 202),
+      result(claim(rows[1]!), 'pending', 503),
+      result(claim(rows[2]!), 'delivered', 202),
+    ]);
+    const after: { message_id: string; status: string }[] = await db.query(
+      `SELECT message_id, status FROM webhook_messages WHERE merchant_id = $1 ORDER BY id`,
+      [m],
+    );
+    expect(after.map((r) => r.status)).toEqual(['delivered', 'pending', 'pending']);
+  });
 });

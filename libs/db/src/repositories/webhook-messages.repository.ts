@@ -179,8 +179,12 @@ export class WebhookMessagesRepository {
               last_status_code = x.status_code, last_error = x.last_error,
               delivered_at = CASE WHEN x.status = 'delivered' THEN now() ELSE m.delivered_at END,
               dead_at = CASE WHEN x.status = 'dead' THEN now() ELSE m.dead_at END, updated_at = now()
-         FROM x WHERE m.message_id = x.message_id AND m.status = 'pending'
-          AND m.attempt_count = x.attempt_count AND m.replay_count = x.replay_count`,
+         FROM x WHERE m.message_id = x.message_id AND m.status = 'pending' AND m.replay_count = x.replay_count
+          -- Under its own claim; or, for a push the receiver took, a claim the database no longer has:
+          -- the dispatcher commits asynchronously, so a crash of Postgres can lose the claim's commit
+          -- (attempt_count back below the claim's) after the push went out, and the push must not be
+          -- sent again for that. A newer claim (another dispatcher's, after the lease) is left alone.
+          AND (m.attempt_count = x.attempt_count OR (x.status = 'delivered' AND m.attempt_count < x.attempt_count))`,
       [JSON.stringify(records)],
     );
   }
