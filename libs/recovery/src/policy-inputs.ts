@@ -41,6 +41,18 @@ export async function policyInputsFor(
   return (await policyInputsForMany(m, rows, [transactionId], updaterOn)).get(transactionId) ?? {};
 }
 
+/** A transaction's experiment arm (null: none) and the tunables it overrides (undefined: none). */
+async function experimentArm(
+  m: Sql,
+  merchantId: string,
+  experimentId: string | null,
+  armName: string | null,
+): Promise<{ variant: ExperimentVariant | null; config: ExperimentVariant['config'] | undefined }> {
+  const variant =
+    experimentId && armName ? await ExperimentsRepository.armOf(m, merchantId, experimentId, armName) : null;
+  return { variant, config: variant && Object.keys(variant.config).length > 0 ? variant.config : undefined };
+}
+
 /**
  * The end of a transaction's recovery window under its own policy version and experiment arm: no
  * attempt is ever made after it (README, the retry policy). It depends only on the submission time,
@@ -59,11 +71,7 @@ export async function transactionWindowEnd(
   },
   timeScale: number,
 ): Promise<Date> {
-  const variant =
-    txn.experimentId && txn.experimentArm
-      ? await ExperimentsRepository.armOf(m, txn.merchantId, txn.experimentId, txn.experimentArm)
-      : null;
-  const config = variant && Object.keys(variant.config).length > 0 ? variant.config : undefined;
+  const { variant, config } = await experimentArm(m, txn.merchantId, txn.experimentId, txn.experimentArm);
   const policy = adaptive({ policy_version: txn.policyVersion })
     ? { version: txn.policyVersion!, learning: variant?.learning ?? true }
     : undefined;
@@ -168,11 +176,9 @@ export async function policyInputsForMany(
       result.set(id, {});
       continue;
     }
-    const variant =
-      row.experiment_id && row.experiment_arm
-        ? await ExperimentsRepository.armOf(m, row.merchant_id, row.experiment_id, row.experiment_arm)
-        : null;
-    const config = variant && Object.keys(variant.config).length > 0 ? { config: variant.config } : {};
+    const arm = await experimentArm(m, row.merchant_id, row.experiment_id, row.experiment_arm);
+    const { variant } = arm;
+    const config = arm.config ? { config: arm.config } : {};
     if (adaptive(row)) adaptiveRows.push({ row, variant, config });
     else result.set(id, config);
   }
