@@ -180,6 +180,31 @@ describe('refund batch: stops over unknown attempts', () => {
     expect(refunded).toBeLessThanOrEqual(5000);
   });
 
+  it('a stop left open on a Settled transaction, whose refund then fails, returns it to Settled (not Captured)', async () => {
+    const merchantId = await insertMerchantRow(db);
+    // Captured 50.00 and settled since; a 20.13 stop is still open: it becomes a refund the sandbox rejects.
+    const t = await insertTransactionRow(db, merchantId, {
+      status: 'Settled',
+      capturedMinor: '5000',
+      amountMinor: '5000',
+    });
+    await insertRefundRow(db, t, 'stop', '2013');
+    await batch.runBatch();
+    await batch.runBatch();
+    expect({
+      ...(await state(t.id)),
+      pushes: await db.query(
+        `SELECT event_name, body->'content'->>'status' AS status FROM webhook_messages
+          WHERE transaction_id = $1 ORDER BY id`,
+        [t.id],
+      ),
+    }).toEqual({
+      status: 'Settled',
+      refunds: [{ kind: 'refund', status: 'Failed' }],
+      pushes: expect.arrayContaining([{ event_name: 'refund failed', status: 'Settled' }]),
+    });
+  });
+
   it('a stop left open on a transaction refunded in full since: its refund of nothing is Failed with a refund failed push, the transaction stays Refunded', async () => {
     const merchantId = await insertMerchantRow(db);
     // Captured 50.00, refunded 50.00 already; a 20.00 stop is still open: nothing left to refund.

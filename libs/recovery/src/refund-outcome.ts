@@ -97,7 +97,8 @@ export async function recordRefundAnswer(
 export async function statusBeforeRefunds(m: EntityManager, txn: TransactionEntity): Promise<string> {
   if (txn.status !== TransactionStatus.RefundRequested) return txn.status;
   const first = await m.getRepository(RefundEntity).findOne({
-    where: { transactionId: txn.id, status: RefundStatus.Processing },
+    // A stop's own refund row holds the retry status it was requested in, never a status to return to.
+    where: { transactionId: txn.id, kind: 'refund', status: RefundStatus.Processing },
     order: { requestedAt: 'ASC' },
   });
   return first?.previousStatus ?? TransactionStatus.Captured;

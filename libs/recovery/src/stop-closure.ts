@@ -2,7 +2,7 @@ import { networkFeeFields } from './network-fees';
 import { RefundEntity, RefundsRepository, TransactionEntity } from '@retain/db';
 import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
 import type { EntityManager } from 'typeorm';
-import { settleRefundedTransaction } from './refund-outcome';
+import { settleRefundedTransaction, statusBeforeRefunds } from './refund-outcome';
 import { UNRESOLVED_ATTEMPT_STATES, transition } from './state-machine';
 import { announceTransaction } from './transaction-events';
 
@@ -71,6 +71,10 @@ export async function stopToRefund(m: EntityManager, txn: TransactionEntity, now
   const refunded = await RefundsRepository.refundedMinor(m, txn.merchantId, txn.id);
   let left = BigInt(txn.capturedAmountMinor ?? '0') - refunded;
   if (left < 0n) left = 0n;
+  // The status a failed refund returns to: Captured when the stop's own attempt captured; on the safety
+  // net's transaction, captured earlier, the one before its refunds (Settled stays Settled).
+  const previousStatus =
+    txn.status === TransactionStatus.StopRequested ? TransactionStatus.Captured : await statusBeforeRefunds(m, txn);
   const nothingLeft: RefundEntity[] = [];
   for (const r of stops) {
     const amount = BigInt(r.amountMinor) < left ? BigInt(r.amountMinor) : left;
@@ -78,7 +82,7 @@ export async function stopToRefund(m: EntityManager, txn: TransactionEntity, now
     Object.assign(r, {
       kind: 'refund',
       amountMinor: amount.toString(),
-      previousStatus: TransactionStatus.Captured,
+      previousStatus,
       ...(amount === 0n
         ? { status: RefundStatus.Failed, timestamp: now, failureMessage: 'nothing left to refund' }
         : {}),
