@@ -233,6 +233,63 @@ describe('Adyen notifications (end to end)', () => {
     expect(done.processor_transaction_id).toBe(psp);
   });
 
+  it('an AUTHORISATION success=false carries the raw network code, the Mastercard advice and the brand: MAC 03 ends the recovery', async () => {
+    const { t, attempt, psp } = await unknownAttempt();
+    const res = await notify([
+      {
+        eventCode: 'AUTHORISATION',
+        success: false,
+        pspReference: psp,
+        merchantReference: attempt.vid,
+        amount: { value: 1999, currency: 'EUR' },
+        reason: 'Not enough balance',
+        paymentMethod: 'mc',
+        additionalData: { refusalReasonRaw: '51 : Insufficient funds', merchantAdviceCode: '03: Do not try again' },
+      },
+    ]);
+    expect(res.status).toBe(200);
+    await waitFor(
+      async () => {
+        const a = await attemptOf(t['id'] as string);
+        return a && a.id === attempt.id && a.state === 'declined' ? a : null;
+      },
+      { timeoutMs: 20_000, what: 'the attempt declined by the notification' },
+    );
+    const [row] = await (
+      await testDb()
+    ).query(`SELECT response_code, merchant_advice_code, card_network FROM attempts WHERE id = $1`, [attempt.id]);
+    expect(row).toEqual({ response_code: '51', merchant_advice_code: '03', card_network: 'mastercard' });
+    // MAC 03 is "do not try again": the recovery ends, with its retry failed push.
+    await waitFor(async () => ((await attemptOf(t['id'] as string))?.status === 'Cancelled' ? true : null), {
+      timeoutMs: 20_000,
+      what: 'the transaction Cancelled',
+    });
+    expect(await pushes(t['id'] as string)).toEqual(['retry failed']);
+  });
+
+  it("an AUTHORISATION success=false without the raw code maps Adyen's refusal reason (3D Not Authenticated: 1A), never reads its first characters as a code", async () => {
+    const { t, attempt, psp } = await unknownAttempt();
+    await notify([
+      {
+        eventCode: 'AUTHORISATION',
+        success: false,
+        pspReference: psp,
+        merchantReference: attempt.vid,
+        amount: { value: 1999, currency: 'EUR' },
+        reason: '3D Not Authenticated',
+      },
+    ]);
+    await waitFor(
+      async () => {
+        const a = await attemptOf(t['id'] as string);
+        return a && a.id === attempt.id && a.state === 'declined' ? a : null;
+      },
+      { timeoutMs: 20_000, what: 'the attempt declined by the notification' },
+    );
+    const [row] = await (await testDb()).query(`SELECT response_code FROM attempts WHERE id = $1`, [attempt.id]);
+    expect(row.response_code).toBe('1A');
+  });
+
   it('the same notification delivered twice is stored and acted on once', async () => {
     const { t, attempt, psp } = await unknownAttempt();
     const item: AdyenNotificationFields = {

@@ -16,6 +16,8 @@ export interface AdyenNotificationItem {
   amount: { value: number; currency: string };
   reason?: string;
   eventDate?: string;
+  /** The payment method's brand (`mc`, `visa`, ...). */
+  paymentMethod?: string;
   additionalData?: Record<string, string>;
 }
 
@@ -47,6 +49,7 @@ export function adyenNotificationItems(body: unknown): AdyenNotificationItem[] {
       !optStr(item['merchantReference']) ||
       !optStr(item['reason']) ||
       !optStr(item['eventDate']) ||
+      !optStr(item['paymentMethod']) ||
       !amount ||
       !Number.isSafeInteger(amount['value']) ||
       !str(amount['currency']) ||

@@ -2,6 +2,7 @@ import type * as AdyenSdk from '@adyen/api-library';
 import type { CheckoutAPI, HttpClientException, HttpURLConnectionClient, Types } from '@adyen/api-library';
 import {
   ProcessorUnavailableError,
+  type CardNetwork,
   type ChargeRequest,
   type ChargeResult,
   type DetokenizeResult,
@@ -101,6 +102,70 @@ const ADYEN_REFUSAL_CODES: Readonly<Record<string, string>> = {
   '38': '1A',
   '46': '59',
 };
+
+/**
+ * Adyen's refusalReason texts by refusalReasonCode (https://docs.adyen.com/development-resources/refusal-reasons):
+ * a notification names the refusal by its text only (its `reason`), a /payments answer by both.
+ */
+const ADYEN_REFUSAL_REASONS: Readonly<Record<string, string>> = {
+  refused: '2',
+  referral: '3',
+  'acquirer error': '4',
+  'blocked card': '5',
+  'expired card': '6',
+  'invalid amount': '7',
+  'invalid card number': '8',
+  'issuer unavailable': '9',
+  'not supported': '10',
+  '3d not authenticated': '11',
+  'not enough balance': '12',
+  'acquirer fraud': '14',
+  fraud: '20',
+  'fraud-cancelled': '22',
+  'transaction not permitted': '23',
+  'cvc declined': '24',
+  'restricted card': '25',
+  'revocation of auth': '26',
+  'declined non generic': '27',
+  'withdrawal amount exceeded': '28',
+  'withdrawal count exceeded': '29',
+  'issuer suspected fraud': '31',
+  'no checking account available on card': '34',
+  'no savings account available on card': '35',
+  'authentication required': '38',
+  'transaction blocked by adyen to prevent excessive retry fees': '46',
+};
+
+/** What Adyen says about a refusal, from a /payments answer or a standard webhook item. */
+export interface AdyenRefusal {
+  refusalReasonCode?: string | null;
+  /** The refusal text (a webhook item's `reason`). */
+  refusalReason?: string | null;
+  /** additionalData.refusalReasonRaw: the network's code first ("51 : Insufficient funds"), where enabled. */
+  refusalReasonRaw?: string | null;
+  /** additionalData.merchantAdviceCode ("03: Do not try again"), where enabled. */
+  merchantAdviceCode?: string | null;
+  /** The brand (`paymentMethod.brand`, a webhook item's `paymentMethod`, additionalData.cardScheme). */
+  brand?: string | null;
+}
+
+/**
+ * A refusal's codes for the policy: the raw network code where Adyen passes it on, else Adyen's
+ * refusal reason (its code, or its text) mapped to the ISO code, else `fallback`; the Mastercard
+ * advice; the network. Shared by the charge's answer and the AUTHORISATION webhook, so that a decline
+ * resolved by a notification binds the card as the same decline answered at once would.
+ */
+export function adyenRefusalCodes(
+  r: AdyenRefusal,
+  fallback: string,
+): { responseCode: string; merchantAdviceCode: string | null; network: CardNetwork } {
+  const code = r.refusalReasonCode ?? ADYEN_REFUSAL_REASONS[(r.refusalReason ?? '').trim().toLowerCase()];
+  return {
+    responseCode: leadingCode(r.refusalReasonRaw) ?? (code ? ADYEN_REFUSAL_CODES[code] : undefined) ?? fallback,
+    merchantAdviceCode: leadingCode(r.merchantAdviceCode),
+    network: networkOfBrand(r.brand),
+  };
+}
 
 /**
  * Adyen adapter (decisions §13) on Checkout `POST /payments`: a merchant-initiated recurring charge
@@ -292,14 +357,18 @@ function paymentResult(res: PaymentResponse | string): ChargeResult {
     case 'Refused':
     case 'Cancelled':
     case 'Error': {
-      const raw = leadingCode(extra.refusalReasonRaw);
-      const mapped = res.refusalReasonCode ? ADYEN_REFUSAL_CODES[res.refusalReasonCode] : undefined;
-      const responseCode = raw ?? mapped ?? (resultCode === 'Error' ? '96' : '05');
+      const codes = adyenRefusalCodes(
+        {
+          refusalReasonCode: res.refusalReasonCode ?? null,
+          refusalReasonRaw: extra.refusalReasonRaw,
+          merchantAdviceCode: extra.merchantAdviceCode,
+          brand: res.paymentMethod?.brand ?? extra.paymentMethod ?? extra.cardScheme,
+        },
+        resultCode === 'Error' ? '96' : '05',
+      );
       return {
         outcome: 'declined',
-        responseCode,
-        merchantAdviceCode: leadingCode(extra.merchantAdviceCode),
-        network,
+        ...codes,
         processorTransactionId: id,
         message: `${resultCode}${res.refusalReason ? `: ${res.refusalReason}` : ''}`,
       };

@@ -256,6 +256,10 @@ export interface AdyenNotificationFields {
   merchantReference?: string;
   amount: { value: number; currency: string };
   reason?: string;
+  /** The payment method's brand as the item names it (`mc`, `visa`, ...). */
+  paymentMethod?: string;
+  /** additionalData fields the merchant has enabled (Customer Area > Additional data), e.g. refusalReasonRaw, merchantAdviceCode. */
+  additionalData?: Record<string, string>;
 }
 
 /**
@@ -288,13 +292,14 @@ export function adyenNotification(
       const hmacSignature = createHmac('sha256', Buffer.from(hmacKey, 'hex')).update(signed, 'utf8').digest('base64');
       return {
         NotificationRequestItem: {
-          additionalData: { hmacSignature },
+          additionalData: { ...f.additionalData, hmacSignature },
           amount: f.amount,
           eventCode: f.eventCode,
           eventDate: new Date().toISOString().replace(/\.\d{3}Z$/, '+00:00'),
           merchantAccountCode: merchantAccount,
           ...(f.merchantReference !== undefined ? { merchantReference: f.merchantReference } : {}),
           ...(f.originalReference !== undefined ? { originalReference: f.originalReference } : {}),
+          ...(f.paymentMethod !== undefined ? { paymentMethod: f.paymentMethod } : {}),
           pspReference: f.pspReference,
           reason: f.reason ?? '',
           success,

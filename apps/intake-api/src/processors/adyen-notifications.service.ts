@@ -156,6 +156,15 @@ export class AdyenNotificationsService {
       reason: item.reason || null,
       eventDate: item.eventDate || null,
       live,
+      // A refusal's codes only (additionalData may hold card details: never stored).
+      refusalReasonRaw: text(item.additionalData?.['refusalReasonRaw']),
+      merchantAdviceCode: text(item.additionalData?.['merchantAdviceCode']),
+      paymentMethod: text(item.paymentMethod)?.slice(0, 64) ?? null,
     };
   }
+}
+
+/** A short string field of a notification, else null. */
+function text(v: unknown): string | null {
+  return typeof v === 'string' && v !== '' ? v.slice(0, 200) : null;
 }

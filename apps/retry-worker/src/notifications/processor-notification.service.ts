@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { ProcessorNotificationsRepository, type ProcessorNotificationRow } from '@retain/db';
 import { EventName } from '@retain/domain';
-import { leadingCode, type ChargeResult } from '@retain/processor';
+import { adyenRefusalCodes, type ChargeResult } from '@retain/processor';
 import {
   AttemptState,
   announceTransaction,
@@ -91,11 +91,17 @@ export class ProcessorNotificationService {
         }
       : {
           outcome: 'declined',
-          // The notification's reason is Adyen's refusal text (with the raw network code where the
-          // account has it turned on: "51 : Insufficient funds"); 05 otherwise.
-          responseCode: leadingCode(n.reason ?? undefined) ?? '05',
-          merchantAdviceCode: null,
-          network: 'other',
+          // The raw network code and the Mastercard advice where the account passes them on
+          // (additionalData), else Adyen's refusal reason mapped; 05 otherwise.
+          ...adyenRefusalCodes(
+            {
+              refusalReason: n.reason,
+              refusalReasonRaw: n.refusal_reason_raw,
+              merchantAdviceCode: n.merchant_advice_code,
+              brand: n.payment_method,
+            },
+            '05',
+          ),
           processorTransactionId: n.psp_reference,
           message: `Refused (Adyen notification)${n.reason ? `: ${n.reason}` : ''}`,
         };

@@ -20,6 +20,10 @@ export interface NewProcessorNotification {
   reason: string | null;
   eventDate: string | null;
   live: boolean;
+  /** additionalData.refusalReasonRaw, additionalData.merchantAdviceCode and the item's paymentMethod (a refusal's codes). */
+  refusalReasonRaw: string | null;
+  merchantAdviceCode: string | null;
+  paymentMethod: string | null;
 }
 
 export interface ProcessorNotificationRow {
@@ -36,6 +40,9 @@ export interface ProcessorNotificationRow {
   amount_value: string;
   currency: string;
   reason: string | null;
+  refusal_reason_raw: string | null;
+  merchant_advice_code: string | null;
+  payment_method: string | null;
   processed_at: Date | null;
 }
 
@@ -67,14 +74,15 @@ export class ProcessorNotificationsRepository {
     const inserted: { id: string }[] = await m.query(
       `INSERT INTO processor_notifications (processor, merchant_id, account_id, merchant_account_code, event_code,
               success, psp_reference, original_reference, merchant_reference, amount_value, currency, reason,
-              event_date, live)
+              event_date, live, refusal_reason_raw, merchant_advice_code, payment_method)
        SELECT x.processor, x.merchant_id, x.account_id, x.merchant_account_code, x.event_code, x.success,
               x.psp_reference, x.original_reference, x.merchant_reference, x.amount_value, x.currency, x.reason,
-              x.event_date, x.live
+              x.event_date, x.live, x.refusal_reason_raw, x.merchant_advice_code, x.payment_method
          FROM jsonb_to_recordset($1::jsonb) AS x(processor varchar, merchant_id uuid, account_id uuid,
               merchant_account_code varchar, event_code varchar, success boolean, psp_reference varchar,
               original_reference varchar, merchant_reference varchar, amount_value bigint, currency varchar,
-              reason text, event_date varchar, live boolean)
+              reason text, event_date varchar, live boolean, refusal_reason_raw text, merchant_advice_code text,
+              payment_method varchar)
        ON CONFLICT DO NOTHING
        RETURNING id`,
       [
@@ -94,6 +102,9 @@ export class ProcessorNotificationsRepository {
             reason: r.reason,
             event_date: r.eventDate,
             live: r.live,
+            refusal_reason_raw: r.refusalReasonRaw,
+            merchant_advice_code: r.merchantAdviceCode,
+            payment_method: r.paymentMethod,
           })),
         ),
       ],
