@@ -183,7 +183,7 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
     expect(w.processedFor(vid)).toBe(1);
     const body = charges[0]!.body;
     if (w.name === 'stripe') {
-      expect(body).toMatchObject({ amount: '1999', currency: 'eur', off_session: 'true', confirm: 'true' });
+      expect(body).toMatchObject({ amount: '1999', currency: 'eur', off_session: 'recurring', confirm: 'true' });
       expect(body['payment_method']).toBe(token);
       expect(charges[0]!.raw).not.toMatch(/card%5Bnumber%5D|card\[number\]|payment_method_data/);
     } else {

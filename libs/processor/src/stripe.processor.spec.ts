@@ -33,7 +33,7 @@ afterEach(() => {
 });
 
 describe('Stripe adapter against the Stripe wire fake', () => {
-  it('charges a saved PaymentMethod off-session with the attempt vid as Idempotency-Key', async () => {
+  it('charges a saved PaymentMethod off-session, as a recurring charge, with the attempt vid as Idempotency-Key', async () => {
     const r = req();
     const result = await adapter().charge(r);
     expect(result).toMatchObject({ outcome: 'approved', responseCode: '00' });
@@ -45,7 +45,8 @@ describe('Stripe adapter against the Stripe wire fake', () => {
       amount: '1999',
       currency: 'usd',
       confirm: 'true',
-      off_session: 'true',
+      // Every attempt is a merchant-initiated recurring charge (decisions §13): Stripe's cadence, not `true`.
+      off_session: 'recurring',
       customer: 'cus_Q1',
       payment_method: 'pm_card_visa',
       payment_method_types: ['card'],
@@ -53,6 +54,8 @@ describe('Stripe adapter against the Stripe wire fake', () => {
       payment_method_options: { card: { mit_exemption: { network_transaction_id: '123456789012345' } } },
     });
     expect(result.outcome === 'approved' && result.processorTransactionId).toMatch(/^pi_/);
+    if (result.outcome !== 'approved') throw new Error('expected approval');
+    expect(fake.intents.get(result.processorTransactionId)!.offSession).toBe('recurring');
   });
 
   it('checkToken: a saved PaymentMethod id, or digits only as a network token (a bare number is no Stripe id)', () => {

@@ -78,7 +78,7 @@ const STRIPE_DECLINE_CODES: Readonly<Record<string, string>> = {
 
 /**
  * Stripe adapter (decisions §13): every charge is a merchant-initiated, off-session PaymentIntent
- * created and confirmed in one call (`confirm=true`, `off_session=true`) with the attempt's vid as
+ * created and confirmed in one call (`confirm=true`, `off_session=recurring`) with the attempt's vid as
  * Idempotency-Key and as metadata, the original customer-initiated charge's network transaction id
  * in `payment_method_options[card][mit_exemption][network_transaction_id]` (a gated Stripe
  * parameter, absent from the public OpenAPI spec and the SDK's types: the account must have it
@@ -214,7 +214,8 @@ export class StripeProcessor implements PaymentProcessor {
       amount: Number(processorUnits(req.amountMinor, req.currency, STRIPE_CURRENCIES)),
       currency: req.currency.toLowerCase(),
       confirm: true,
-      off_session: true,
+      // Every charge is merchant-initiated and recurring (decisions §13): Stripe's cadence, not `true`.
+      off_session: 'recurring',
       payment_method_types: ['card'],
       metadata: { [STRIPE_KEY_METADATA]: req.idempotencyKey },
     };

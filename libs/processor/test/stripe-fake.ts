@@ -47,6 +47,11 @@ const TEST_CARDS: Record<string, Outcome> = {
 interface StoredIntent {
   pi: Record<string, unknown>;
   amountRefunded: number;
+  /**
+   * The request's `off_session` as sent (`true`, `one_off`, `recurring`; null when absent): Stripe takes
+   * it but does not show it on the PaymentIntent (docs.stripe.com/api/payment_intents/create).
+   */
+  offSession: string | null;
 }
 
 interface IdempotentEntry {
@@ -206,6 +211,14 @@ export class StripeFake extends WireFake {
     }
     if (b.currency === 'isk' && amount % 100 !== 0) return wholeKronurOnly();
     if (THREE_DECIMAL.includes(b.currency) && amount % 10 !== 0) return lastDigitNotZero(b.currency);
+    // off_session: a boolean or the cadence of a merchant-initiated charge (`one_off`, `recurring`).
+    if (b.off_session !== undefined && !OFF_SESSION.includes(b.off_session as string)) {
+      return err(400, {
+        type: 'invalid_request_error',
+        param: 'off_session',
+        message: `Invalid off_session: must be one of ${OFF_SESSION.join(', ')}`,
+      });
+    }
     if (b.off_session !== undefined && b.confirm !== 'true') {
       return err(400, {
         type: 'invalid_request_error',
@@ -252,6 +265,7 @@ export class StripeFake extends WireFake {
       card: { brand, last4: pmKey.slice(-4), networks: { available: [brand] } },
       customer: (b.customer as string) ?? null,
     };
+    const offSession = (b.off_session as string | undefined) ?? null;
     const id = `pi_${randomId()}`;
     const chargeId = `ch_${randomId()}`;
     const pi: Record<string, unknown> = {
@@ -273,7 +287,7 @@ export class StripeFake extends WireFake {
     };
     if (outcome === 'succeeded') {
       pi.amount_received = amount;
-      this.intents.set(id, { pi, amountRefunded: 0 });
+      this.intents.set(id, { pi, amountRefunded: 0, offSession });
       return { status: 200, body: pi, headers: { 'Request-Id': `req_${randomId(14)}` } };
     }
     const error = {
@@ -290,7 +304,7 @@ export class StripeFake extends WireFake {
     };
     pi.status = 'requires_payment_method';
     pi.last_payment_error = error;
-    this.intents.set(id, { pi, amountRefunded: 0 });
+    this.intents.set(id, { pi, amountRefunded: 0, offSession });
     return err(402, { ...error, payment_intent: pi });
   }
 
@@ -367,6 +381,9 @@ function wholeKronurOnly(): FakeResponse {
  * (5.124 KWD must be sent as 5120 or 5130).
  */
 const THREE_DECIMAL = ['bhd', 'jod', 'kwd', 'omr', 'tnd'];
+
+/** `off_session` (docs.stripe.com/api/payment_intents/create): `true`/`false`, or `one_off` / `recurring`. */
+const OFF_SESSION = ['true', 'false', 'one_off', 'recurring'];
 
 function lastDigitNotZero(currency: string): FakeResponse {
   return err(400, {

@@ -49,6 +49,19 @@ describe('Stripe wire fake', () => {
     expect(raw.status).toBe(400);
   });
 
+  it('takes off_session as Stripe does (true, one_off, recurring) and records it; refuses other values', async () => {
+    const form = 'amount=700&currency=usd&confirm=true&payment_method=pm_card_visa&off_session=';
+    for (const v of ['true', 'one_off', 'recurring']) {
+      const res = await post('/v1/payment_intents', form + v, `k-off-${v}`);
+      expect(res.status, v).toBe(200);
+      const pi = (await res.json()) as any;
+      expect(fake.intents.get(pi.id)!.offSession).toBe(v);
+    }
+    const bad = await post('/v1/payment_intents', `${form}weekly`, 'k-off-weekly');
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as any).error).toMatchObject({ type: 'invalid_request_error', param: 'off_session' });
+  });
+
   it('finds PaymentIntents by metadata search', async () => {
     await post(
       '/v1/payment_intents',
