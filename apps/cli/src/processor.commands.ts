@@ -23,7 +23,7 @@ export function registerProcessorCommands(program: Command, ctx: CliContext): vo
     .requiredOption('--login <login>')
     .requiredOption('--processor <name>', 'sandbox, stripe or adyen')
     .option('--division <division_number>', "the division's account (default: the merchant's default account)")
-    .requiredOption('--config-file <file.json>', 'the account config (keys, endpoints, raw_card_data)')
+    .requiredOption('--config-file <file.json>', 'the account config (keys, endpoints, raw_card_data, mit_exemption)')
     .action(async (o: { login: string; processor: string; division?: string; configFile: string }) => {
       let raw: unknown;
       try {

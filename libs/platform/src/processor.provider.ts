@@ -1,4 +1,4 @@
-import type { Provider } from '@nestjs/common';
+import { Logger, type Provider } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import { ProcessorAccountsRepository } from '@retain/db';
 import {
@@ -26,6 +26,8 @@ export const PaymentProcessorProvider: Provider = {
   useFactory: (db: DataSource, config: RetainConfig) => createProcessor(config.processor, new PgSandboxLedger(db)),
 };
 
+const stripeLogger = new Logger('StripeProcessor');
+
 /**
  * The processor of each transaction (TRANSACTION_PROCESSORS, decisions §13): its merchant's account
  * for its division_number, else the merchant's default account, else PAYMENT_PROCESSOR. Tests
@@ -36,7 +38,10 @@ export const TransactionProcessorsProvider: Provider = {
   inject: [DataSource, RETAIN_CONFIG, PAYMENT_PROCESSOR],
   useFactory: (db: DataSource, config: RetainConfig, fallback: PaymentProcessor) =>
     new ProcessorResolver(accountSourceOf(new ProcessorAccountsRepository(db, config.cardKeys)), fallback, {
-      stripe: { timeoutMs: config.processorTimeoutMs },
+      stripe: {
+        timeoutMs: config.processorTimeoutMs,
+        warn: (fields, msg) => stripeLogger.warn(fields, msg),
+      },
       adyen: { timeoutMs: config.processorTimeoutMs },
     }),
 };

@@ -27,7 +27,7 @@ export class AccountConfigError extends Error {}
 
 const FIELDS: Record<AccountProcessor, { required: string[]; optional: string[]; urls: string[] }> = {
   sandbox: { required: [], optional: ['raw_card_data'], urls: [] },
-  stripe: { required: ['secret_key'], optional: ['api_base', 'raw_card_data'], urls: ['api_base'] },
+  stripe: { required: ['secret_key'], optional: ['api_base', 'raw_card_data', 'mit_exemption'], urls: ['api_base'] },
   adyen: {
     required: ['api_key', 'merchant_account'],
     optional: ['checkout_url', 'raw_card_data', 'hmac_key'],
@@ -81,6 +81,9 @@ export function parseAccountConfig(processor: string, raw: unknown): AccountConf
   if (o.raw_card_data !== undefined && typeof o.raw_card_data !== 'boolean') {
     throw new AccountConfigError('"raw_card_data" must be true or false');
   }
+  if (o.mit_exemption !== undefined && typeof o.mit_exemption !== 'boolean') {
+    throw new AccountConfigError('"mit_exemption" must be true or false');
+  }
   if (o.hmac_key !== undefined && (typeof o.hmac_key !== 'string' || !ADYEN_HMAC_KEY.test(o.hmac_key))) {
     throw new AccountConfigError('"hmac_key" must be the webhook\'s HMAC key in hex (an even number of hex digits)');
   }
@@ -97,6 +100,7 @@ export function accountView(a: AccountConfig & { divisionNumber: string; updated
     processor: a.processor,
     division_number: a.divisionNumber || null,
     raw_card_data: c.raw_card_data === true,
+    ...(c.mit_exemption === true ? { mit_exemption: true } : {}),
     ...(c.api_base ? { api_base: c.api_base } : {}),
     ...(c.merchant_account ? { merchant_account: c.merchant_account } : {}),
     ...(c.checkout_url ? { checkout_url: c.checkout_url } : {}),
@@ -122,12 +126,18 @@ export interface AccountAdapterOptions {
 export function accountAdapter(a: AccountConfig, options: AccountAdapterOptions = {}): PaymentProcessor | null {
   switch (a.processor) {
     case 'stripe':
-      return new StripeProcessor(a.config, options.stripe);
+      return new StripeProcessor(a.config, { ...options.stripe, logContext: accountLogContext(a) });
     case 'adyen':
       return new AdyenProcessor(a.config, options.adyen);
     case 'sandbox':
       return null;
   }
+}
+
+/** What names a stored account in an adapter's warnings (never its config). */
+function accountLogContext(a: AccountConfig | ProcessorAccount): Record<string, unknown> | undefined {
+  if (!('id' in a)) return undefined;
+  return { account_id: a.id, merchant_id: a.merchantId, division_number: a.divisionNumber || null };
 }
 
 /** Where the accounts are read from (ProcessorAccountsRepository in the apps). */

@@ -2,13 +2,17 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { classifyDecline, updaterMayCure } from '@retain/domain';
 import type { ChargeRequest } from './processor.port';
 import { ProcessorUnavailableError } from './processor.port';
+import { AccountConfigError, accountView, parseAccountConfig } from './processor-accounts';
 import { STRIPE_KEY_METADATA, STRIPE_REFUND_METADATA, StripeProcessor } from './stripe.processor';
 import { StripeFake } from '../test/stripe-fake';
 
 const fake = new StripeFake('sk_test_retain_spec');
 let base = '';
-const adapter = (over: { raw_card_data?: boolean } = {}): StripeProcessor =>
-  new StripeProcessor({ secret_key: fake.secretKey, api_base: base, ...over }, { timeoutMs: 400 });
+const adapter = (
+  over: { raw_card_data?: boolean; mit_exemption?: boolean } = {},
+  warn?: (fields: Record<string, unknown>, msg: string) => void,
+): StripeProcessor =>
+  new StripeProcessor({ secret_key: fake.secretKey, api_base: base, ...over }, { timeoutMs: 400, warn });
 
 let seq = 0;
 const req = (over: Partial<ChargeRequest> = {}): ChargeRequest => ({
@@ -30,6 +34,7 @@ beforeAll(async () => {
 afterAll(() => fake.close());
 afterEach(() => {
   fake.rawCardDataAllowed = false;
+  fake.mitExemptionEnabled = false;
 });
 
 describe('Stripe adapter against the Stripe wire fake', () => {
@@ -51,7 +56,7 @@ describe('Stripe adapter against the Stripe wire fake', () => {
       payment_method: 'pm_card_visa',
       payment_method_types: ['card'],
       metadata: { [STRIPE_KEY_METADATA]: r.idempotencyKey },
-      payment_method_options: { card: { mit_exemption: { network_transaction_id: '123456789012345' } } },
+      // The request has a network transaction id, but this account has no "mit_exemption": not sent.
     });
     expect(result.outcome === 'approved' && result.processorTransactionId).toMatch(/^pi_/);
     if (result.outcome !== 'approved') throw new Error('expected approval');
@@ -187,8 +192,79 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     expect(sent!.body.payment_method_options).toEqual({
       card: {
         network_token: { cryptogram: 'AgAAAAAABk4DWZ4C28yUQAAAAAA=', electronic_commerce_indicator: '05' },
-        mit_exemption: { network_transaction_id: '123456789012345' },
       },
+    });
+  });
+
+  describe('the network transaction id (payment_method_options[card][mit_exemption], gated per account at Stripe)', () => {
+    const mit = (body: Record<string, unknown>) =>
+      (body.payment_method_options as { card?: Record<string, unknown> } | undefined)?.card?.mit_exemption;
+
+    it('an account without "mit_exemption" never sends it: a card with a network transaction id is charged', async () => {
+      const r = req({ instrument: { kind: 'token', token: 'cus_Q1|pm_card_mastercard', isNetworkToken: false } });
+      expect(await adapter().charge(r)).toMatchObject({ outcome: 'approved', responseCode: '00' });
+      const sent = fake
+        .received('POST', '/v1/payment_intents')
+        .filter((x) => x.headers['idempotency-key'] === r.idempotencyKey);
+      expect(sent).toHaveLength(1);
+      expect(mit(sent[0]!.body)).toBeUndefined();
+      expect(sent[0]!.rawBody).not.toContain('123456789012345');
+    });
+
+    it('an account with "mit_exemption": true that Stripe enabled sends it', async () => {
+      fake.mitExemptionEnabled = true;
+      const r = req();
+      expect(await adapter({ mit_exemption: true }).charge(r)).toMatchObject({ outcome: 'approved' });
+      const sent = fake
+        .received('POST', '/v1/payment_intents')
+        .filter((x) => x.headers['idempotency-key'] === r.idempotencyKey);
+      expect(sent).toHaveLength(1);
+      expect(mit(sent[0]!.body)).toEqual({ network_transaction_id: '123456789012345' });
+      // Without a network transaction id there is nothing to send.
+      const none = req({ networkTransactionId: null });
+      expect(await adapter({ mit_exemption: true }).charge(none)).toMatchObject({ outcome: 'approved' });
+      expect(fake.received('POST', '/v1/payment_intents').slice(-1)[0]!.body.payment_method_options).toBeUndefined();
+    });
+
+    it('an account with "mit_exemption": true that Stripe did not enable: sent once more without it, same key, approved; warned once', async () => {
+      const warnings: [Record<string, unknown>, string][] = [];
+      const p = adapter({ mit_exemption: true }, (fields, msg) => warnings.push([fields, msg]));
+      for (const r of [req(), req()]) {
+        expect(await p.charge(r)).toMatchObject({ outcome: 'approved', responseCode: '00' });
+        const sent = fake
+          .received('POST', '/v1/payment_intents')
+          .filter((x) => x.headers['idempotency-key'] === r.idempotencyKey);
+        expect(sent.map((x) => mit(x.body))).toEqual([{ network_transaction_id: '123456789012345' }, undefined]);
+        expect(sent[1]!.body).toMatchObject({
+          customer: 'cus_Q1',
+          payment_method: 'pm_card_visa',
+          off_session: 'recurring',
+        });
+        // Its lookup replays it the same way: Stripe's stored answer, never a second charge.
+        expect(await p.lookupCharge(r.idempotencyKey, r)).toMatchObject({ outcome: 'approved' });
+        expect(
+          fake
+            .succeeded()
+            .filter((pi) => (pi.metadata as Record<string, string>)[STRIPE_KEY_METADATA] === r.idempotencyKey),
+        ).toHaveLength(1);
+      }
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]![1]).toMatch(/mit_exemption/);
+      expect(JSON.stringify(warnings)).not.toContain(fake.secretKey);
+    });
+
+    it('the config file takes "mit_exemption" for Stripe accounts only, as true or false', () => {
+      const key = 'sk_test_mitConfig1';
+      const parsed = parseAccountConfig('stripe', { secret_key: key, mit_exemption: true });
+      expect(parsed).toEqual({ processor: 'stripe', config: { secret_key: key, mit_exemption: true } });
+      expect(accountView({ ...parsed, divisionNumber: '' })).toMatchObject({
+        processor: 'stripe',
+        mit_exemption: true,
+      });
+      expect(() => parseAccountConfig('stripe', { secret_key: key, mit_exemption: 'yes' })).toThrow(/mit_exemption/);
+      expect(() => parseAccountConfig('adyen', { api_key: 'k', merchant_account: 'M', mit_exemption: true })).toThrow(
+        AccountConfigError,
+      );
     });
   });
 

@@ -29,11 +29,21 @@ export interface StripeAccountConfig {
   api_base?: string;
   /** Full card numbers may be sent (the account is allowed to); otherwise tokens only. */
   raw_card_data?: boolean;
+  /**
+   * Stripe enabled `payment_method_options[card][mit_exemption]` on the account (a gated parameter,
+   * on request): the original charge's network transaction id is sent with each charge. Otherwise it
+   * is not (Stripe keeps the network transaction id of a card saved with it).
+   */
+  mit_exemption?: boolean;
 }
 
 export interface StripeAdapterOptions {
   /** Per-request timeout (ms). A charge that times out is an `error`, resolved by lookup. */
   timeoutMs?: number;
+  /** Where the adapter's warnings go (the app's logger); default: a process warning. Never given a secret. */
+  warn?: (fields: Record<string, unknown>, msg: string) => void;
+  /** What names the account in a warning (its id, merchant and division; never its key). */
+  logContext?: Record<string, unknown>;
 }
 
 /** Metadata key of the attempt's vid on every PaymentIntent: what lookupCharge searches. */
@@ -80,9 +90,12 @@ const STRIPE_DECLINE_CODES: Readonly<Record<string, string>> = {
  * Stripe adapter (decisions §13): every charge is a merchant-initiated, off-session PaymentIntent
  * created and confirmed in one call (`confirm=true`, `off_session=recurring`) with the attempt's vid as
  * Idempotency-Key and as metadata, the original customer-initiated charge's network transaction id
- * in `payment_method_options[card][mit_exemption][network_transaction_id]` (a gated Stripe
- * parameter, absent from the public OpenAPI spec and the SDK's types: the account must have it
- * enabled), a saved PaymentMethod (`pm_...`, `cus_...|pm_...`), a network token with its cryptogram
+ * in `payment_method_options[card][mit_exemption][network_transaction_id]` only for accounts
+ * configured `"mit_exemption": true` (a gated Stripe parameter, absent from the public OpenAPI spec
+ * and the SDK's types, that Stripe enables per account on request; should Stripe refuse it all the same
+ * as an unknown parameter, the request is sent once more without it under the same key, and a warning
+ * says so once per account),
+ * a saved PaymentMethod (`pm_...`, `cus_...|pm_...`), a network token with its cryptogram
  * and ECI, or, for accounts allowed raw card data, the card number in `payment_method_data`.
  */
 export class StripeProcessor implements PaymentProcessor {
@@ -94,11 +107,15 @@ export class StripeProcessor implements PaymentProcessor {
     amountFits: (amountMinor, currency) => amountFitsProcessor(amountMinor, currency, STRIPE_CURRENCIES),
   };
   private readonly stripe: Stripe;
+  private readonly warn: (fields: Record<string, unknown>, msg: string) => void;
+  /** The account was flagged `mit_exemption` but Stripe refused the parameter: said once. */
+  private mitExemptionRefusedSaid = false;
 
   constructor(
     private readonly account: StripeAccountConfig,
-    options: StripeAdapterOptions = {},
+    private readonly options: StripeAdapterOptions = {},
   ) {
+    this.warn = options.warn ?? ((fields, msg) => process.emitWarning(`${msg} ${JSON.stringify(fields)}`));
     const base = new URL(account.api_base ?? 'https://api.stripe.com');
     this.stripe = new Stripe(account.secret_key, {
       host: base.hostname,
@@ -121,13 +138,36 @@ export class StripeProcessor implements PaymentProcessor {
       return neverSent(e as Error);
     }
     try {
-      const pi = await this.stripe.paymentIntents.create(params as unknown as Stripe.PaymentIntentCreateParams, {
-        idempotencyKey: req.idempotencyKey,
-      });
-      return intentResult(pi);
+      return intentResult(await this.createIntent(params, req.idempotencyKey));
+    } catch (e) {
+      if (!hasMitExemption(params) || !mitExemptionRefused(e)) return chargeErrorResult(e);
+    }
+    // Flagged, but Stripe has not enabled the parameter on the account. A request that failed
+    // validation leaves no result under its key ("no idempotent result is saved":
+    // docs.stripe.com/api/idempotent_requests): the same request without it, under the same key.
+    this.sayMitExemptionRefused();
+    try {
+      return intentResult(await this.createIntent(this.params(req, { mitExemption: false }), req.idempotencyKey));
     } catch (e) {
       return chargeErrorResult(e);
     }
+  }
+
+  private createIntent(params: Record<string, unknown>, idempotencyKey: string): Promise<Stripe.PaymentIntent> {
+    return this.stripe.paymentIntents.create(params as unknown as Stripe.PaymentIntentCreateParams, {
+      idempotencyKey,
+    });
+  }
+
+  private sayMitExemptionRefused(): void {
+    if (this.mitExemptionRefusedSaid) return;
+    this.mitExemptionRefusedSaid = true;
+    this.warn(
+      { ...this.options.logContext, processor: 'stripe', param: MIT_EXEMPTION_PARAM },
+      'Stripe refused payment_method_options[card][mit_exemption] as an unknown parameter: the account is configured ' +
+        'with "mit_exemption": true but Stripe has not enabled it; charges are sent without the network transaction ' +
+        'id. Ask Stripe to enable it, or set the account again without "mit_exemption".',
+    );
   }
 
   async lookupCharge(idempotencyKey: string, original?: ChargeRequest): Promise<ChargeResult | null> {
@@ -207,8 +247,12 @@ export class StripeProcessor implements PaymentProcessor {
       : { ok: false, message: 'Not a Stripe PaymentMethod id' };
   }
 
-  /** The form parameters of the PaymentIntent (the SDK encodes them as Stripe's nested form). */
-  params(req: ChargeRequest): Record<string, unknown> {
+  /**
+   * The form parameters of the PaymentIntent (the SDK encodes them as Stripe's nested form). The
+   * network transaction id only where the account is flagged `mit_exemption` (and `opts` does not
+   * leave it out).
+   */
+  params(req: ChargeRequest, opts: { mitExemption?: boolean } = {}): Record<string, unknown> {
     const card: Record<string, unknown> = {};
     const p: Record<string, unknown> = {
       amount: Number(processorUnits(req.amountMinor, req.currency, STRIPE_CURRENCIES)),
@@ -246,7 +290,10 @@ export class StripeProcessor implements PaymentProcessor {
       if (customer) p.customer = customer;
       p.payment_method = pm;
     }
-    if (req.networkTransactionId) card.mit_exemption = { network_transaction_id: req.networkTransactionId };
+    const mitExemption = opts.mitExemption ?? this.account.mit_exemption === true;
+    if (mitExemption && req.networkTransactionId) {
+      card.mit_exemption = { network_transaction_id: req.networkTransactionId };
+    }
     if (Object.keys(card).length > 0) p.payment_method_options = { card };
     return p;
   }
@@ -337,6 +384,23 @@ function advisedCode(decline: DeclineInput, advice: string | null, networkCode: 
 
 const ADVICE_STOP_CODE = '46';
 const ADVICE_CARD_DATA_CODE = '6P';
+
+const MIT_EXEMPTION_PARAM = 'payment_method_options[card][mit_exemption]';
+
+function hasMitExemption(params: Record<string, unknown>): boolean {
+  const options = params.payment_method_options as { card?: { mit_exemption?: unknown } } | undefined;
+  return options?.card?.mit_exemption !== undefined;
+}
+
+/** Stripe's refusal of the gated parameter on an account that does not have it (400 `parameter_unknown`). */
+function mitExemptionRefused(e: unknown): boolean {
+  return (
+    e instanceof Stripe.errors.StripeInvalidRequestError &&
+    e.statusCode === 400 &&
+    e.code === 'parameter_unknown' &&
+    (e.param ?? '').startsWith(MIT_EXEMPTION_PARAM)
+  );
+}
 
 /** A Stripe answer that is a decision (4xx but 429/409), not a failure of the wire. */
 function isDecision(e: InstanceType<typeof Stripe.errors.StripeError>): boolean {

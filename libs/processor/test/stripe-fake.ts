@@ -63,6 +63,12 @@ interface IdempotentEntry {
 export class StripeFake extends WireFake {
   /** Whether the account may send raw card numbers (Stripe gates it per account). */
   rawCardDataAllowed = false;
+  /**
+   * Whether the account may send `payment_method_options[card][mit_exemption]` (the original charge's
+   * network transaction id): a gated parameter Stripe enables per account on request. Off, as at
+   * Stripe: a request carrying it is refused as an unknown parameter (400 `parameter_unknown`).
+   */
+  mitExemptionEnabled = false;
   /** PaymentIntents by id. */
   readonly intents = new Map<string, StoredIntent>();
   readonly refunds: Record<string, unknown>[] = [];
@@ -197,6 +203,17 @@ export class StripeFake extends WireFake {
   }
 
   private createIntent(b: Record<string, unknown>): FakeResponse {
+    // An unknown parameter is refused before anything else is read.
+    const options = b.payment_method_options as { card?: Record<string, unknown> } | undefined;
+    if (options?.card?.mit_exemption !== undefined && !this.mitExemptionEnabled) {
+      return err(400, {
+        type: 'invalid_request_error',
+        code: 'parameter_unknown',
+        param: 'payment_method_options[card][mit_exemption]',
+        message: 'Received unknown parameter: payment_method_options[card][mit_exemption]',
+        doc_url: 'https://stripe.com/docs/error-codes/parameter-unknown',
+      });
+    }
     const amount = Number(b.amount);
     if (!Number.isInteger(amount) || amount < 1) {
       return err(400, {

@@ -62,6 +62,29 @@ describe('Stripe wire fake', () => {
     expect(((await bad.json()) as any).error).toMatchObject({ type: 'invalid_request_error', param: 'off_session' });
   });
 
+  it('refuses the gated mit_exemption parameter unless the account has it, without saving the refusal under the key', async () => {
+    const form = 'amount=800&currency=usd&confirm=true&off_session=recurring&payment_method=pm_card_visa';
+    const ntid = '&payment_method_options[card][mit_exemption][network_transaction_id]=123456789012345';
+    const refused = await post('/v1/payment_intents', form + ntid, 'k-mit');
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as any).error).toMatchObject({
+      type: 'invalid_request_error',
+      code: 'parameter_unknown',
+      param: 'payment_method_options[card][mit_exemption]',
+      message: 'Received unknown parameter: payment_method_options[card][mit_exemption]',
+    });
+    // A request that failed validation leaves no result under its key: the same key without it is charged.
+    const charged = await post('/v1/payment_intents', form, 'k-mit');
+    expect(charged.status).toBe(200);
+    expect(charged.headers.get('idempotent-replayed')).toBeNull();
+    fake.mitExemptionEnabled = true;
+    try {
+      expect((await post('/v1/payment_intents', form + ntid, 'k-mit-on')).status).toBe(200);
+    } finally {
+      fake.mitExemptionEnabled = false;
+    }
+  });
+
   it('finds PaymentIntents by metadata search', async () => {
     await post(
       '/v1/payment_intents',
