@@ -199,7 +199,7 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
     }
   };
 
-  it('stripe: a payment method Stripe no longer has (400 resource_missing) is settled as not charged, never left unknown', async () => {
+  it('stripe: a payment method Stripe no longer has (resource_missing) is settled as not charged, never left unknown', async () => {
     const w = wires.find((x) => x.name === 'stripe')!;
     const token = `pm_gone${++n}`;
     stripe.missing.add(token);
@@ -219,6 +219,16 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
     expect(stripe.succeeded().filter((pi) => pi['payment_method'] === token)).toHaveLength(0);
   });
 
+  it('stripe: a bare pm_… attached to a customer is charged with that customer (read from Stripe)', async () => {
+    const w = wires.find((x) => x.name === 'stripe')!;
+    const token = `pm_attached${++n}`;
+    stripe.attach(token, `cus_A${n}`);
+    const [submitted, ...tries] = await submit(w, tokenTxn(token));
+    expect(submitted.status).toBe('Captured');
+    expect(tries.map((a: any) => a.status)).toEqual(['Captured']);
+    expect(w.chargesFor(tries[0].vid)[0]!.body).toMatchObject({ payment_method: token, customer: `cus_A${n}` });
+  });
+
   it("an attempt's lookups and its refund go to the account that charged it, even after the merchant's account was removed", async () => {
     // A merchant of its own on Stripe. Its charge goes through but the answer is lost, and every
     // lookup fails: the attempt is unknown. Then the operator removes the account (the merchant's
@@ -226,8 +236,9 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
     const m = await createMerchant();
     processorSet(m.login, 'stripe', { secret_key: stripe.secretKey, api_base: stripeBase });
     const client = new ApiClient(apps[0]!.url, m.api_key);
-    stripe.failNext('charge-then-reset');
-    stripe.failNext('5xx', 10_000);
+    // PaymentIntents only: the PaymentMethod is read first (GET /v1/payment_methods/{id}).
+    stripe.failNext('charge-then-reset', 1, { method: 'POST', path: '/v1/payment_intents' });
+    stripe.failNext('5xx', 10_000, { path: /^\/v1\/payment_intents/ });
     const t = tokenTxn('pm_card_visa');
     try {
       expect((await client.submit([t])).status).toBe(200);
@@ -353,7 +364,11 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
     it(`${name}: a charge that went through but timed out is recorded once, never charged again`, async () => {
       const w = wire();
       const token = w.approved();
-      w.fake.failNext('charge-then-timeout');
+      w.fake.failNext(
+        'charge-then-timeout',
+        1,
+        name === 'stripe' ? { method: 'POST', path: '/v1/payment_intents' } : {},
+      );
       const t = tokenTxn(token);
       const [submitted, ...tries] = await submit(w, t);
       expect(submitted.status).toBe('Captured');

@@ -73,6 +73,39 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     expect(p.checkToken('pm_1Q2w3E4r5T6y', { isNetworkToken: true }).ok).toBe(false);
   });
 
+  it('a bare pm_… attached to a customer is charged with its customer, read from Stripe first (once per PaymentMethod)', async () => {
+    fake.attach('pm_bareAttached1', 'cus_Bare1');
+    const p = adapter();
+    for (const r of [
+      req({ instrument: { kind: 'token', token: 'pm_bareAttached1', isNetworkToken: false } }),
+      req({ instrument: { kind: 'token', token: 'pm_bareAttached1', isNetworkToken: false } }),
+    ]) {
+      expect(await p.charge(r)).toMatchObject({ outcome: 'approved', responseCode: '00' });
+      const [sent] = fake.received('POST', '/v1/payment_intents').slice(-1);
+      expect(sent!.headers['idempotency-key']).toBe(r.idempotencyKey);
+      expect(sent!.body).toMatchObject({ customer: 'cus_Bare1', payment_method: 'pm_bareAttached1' });
+    }
+    // Read once (GET /v1/payment_methods/{id}): a PaymentMethod's customer stays its customer.
+    expect(fake.received('GET', '/v1/payment_methods/pm_bareAttached1')).toHaveLength(1);
+
+    // Not attached: charged as it is, without a customer.
+    const loose = req({ instrument: { kind: 'token', token: 'pm_bareLoose1', isNetworkToken: false } });
+    expect(await p.charge(loose)).toMatchObject({ outcome: 'approved' });
+    expect(fake.received('POST', '/v1/payment_intents').slice(-1)[0]!.body.customer).toBeUndefined();
+
+    // Gone at Stripe (404 resource_missing): nothing charged, settled, as a missing PaymentMethod is.
+    fake.missing.add('pm_bareGone1');
+    const gone = req({ instrument: { kind: 'token', token: 'pm_bareGone1', isNetworkToken: false } });
+    const before = fake.received('POST', '/v1/payment_intents').length;
+    expect(await p.charge(gone)).toMatchObject({ outcome: 'error', settled: true });
+    expect(await p.lookupCharge(gone.idempotencyKey, gone)).toMatchObject({ outcome: 'error', settled: true });
+    expect(fake.received('POST', '/v1/payment_intents')).toHaveLength(before);
+    // Stripe not answering the read: unknown, not settled (the lookup reads it again).
+    fake.failNext('5xx', 1, { method: 'GET', path: /^\/v1\/payment_methods\// });
+    const down = await p.charge(req({ instrument: { kind: 'token', token: 'pm_bareDown1', isNetworkToken: false } }));
+    expect(down.outcome === 'error' && down.settled).toBeFalsy();
+  });
+
   it('sends amounts in minor units of the currency (JPY has none, KWD three)', async () => {
     await adapter().charge(req({ amountMinor: 500n, currency: 'JPY' }));
     await adapter().charge(req({ amountMinor: 10130n, currency: 'KWD' }));

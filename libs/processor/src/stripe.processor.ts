@@ -95,7 +95,8 @@ const STRIPE_DECLINE_CODES: Readonly<Record<string, string>> = {
  * and the SDK's types, that Stripe enables per account on request; should Stripe refuse it all the same
  * as an unknown parameter, the request is sent once more without it under the same key, and a warning
  * says so once per account),
- * a saved PaymentMethod (`pm_...`, `cus_...|pm_...`), a network token with its cryptogram
+ * a saved PaymentMethod (`cus_...|pm_...`, or a bare `pm_...` sent with the Customer Stripe says it
+ * is attached to: `GET /v1/payment_methods/{id}` first), a network token with its cryptogram
  * and ECI, or, for accounts allowed raw card data, the card number in `payment_method_data`.
  */
 export class StripeProcessor implements PaymentProcessor {
@@ -110,6 +111,11 @@ export class StripeProcessor implements PaymentProcessor {
   private readonly warn: (fields: Record<string, unknown>, msg: string) => void;
   /** The account was flagged `mit_exemption` but Stripe refused the parameter: said once. */
   private mitExemptionRefusedSaid = false;
+  /**
+   * The Customer of each bare `pm_…` read from Stripe that has one (attached PaymentMethods only: an
+   * attachment never moves, where a loose PaymentMethod may be attached later), newest last.
+   */
+  private readonly customerOfPaymentMethod = new Map<string, string>();
 
   constructor(
     private readonly account: StripeAccountConfig,
@@ -137,6 +143,18 @@ export class StripeProcessor implements PaymentProcessor {
       // nothing charged, never a decline.
       return neverSent(e as Error);
     }
+    // A bare `pm_…`: Stripe refuses a PaymentMethod attached to a Customer without that Customer
+    // (400), so its Customer is read first. One Stripe no longer has (404) is settled not charged.
+    const bare = barePaymentMethod(req);
+    let customer: string | null = null;
+    if (bare) {
+      try {
+        customer = await this.customerOf(bare);
+      } catch (e) {
+        return chargeErrorResult(e);
+      }
+      if (customer) params = this.params(req, { customer });
+    }
     try {
       return intentResult(await this.createIntent(params, req.idempotencyKey));
     } catch (e) {
@@ -147,10 +165,26 @@ export class StripeProcessor implements PaymentProcessor {
     // docs.stripe.com/api/idempotent_requests): the same request without it, under the same key.
     this.sayMitExemptionRefused();
     try {
-      return intentResult(await this.createIntent(this.params(req, { mitExemption: false }), req.idempotencyKey));
+      const again = this.params(req, { mitExemption: false, ...(customer ? { customer } : {}) });
+      return intentResult(await this.createIntent(again, req.idempotencyKey));
     } catch (e) {
       return chargeErrorResult(e);
     }
+  }
+
+  /** The Customer a PaymentMethod is attached to (`GET /v1/payment_methods/{id}`), null when none. */
+  private async customerOf(paymentMethod: string): Promise<string | null> {
+    const known = this.customerOfPaymentMethod.get(paymentMethod);
+    if (known) return known;
+    const pm = await this.stripe.paymentMethods.retrieve(paymentMethod);
+    const customer = typeof pm.customer === 'string' ? pm.customer : (pm.customer?.id ?? null);
+    if (customer) {
+      if (this.customerOfPaymentMethod.size >= CUSTOMER_CACHE_SIZE) {
+        this.customerOfPaymentMethod.delete(this.customerOfPaymentMethod.keys().next().value!);
+      }
+      this.customerOfPaymentMethod.set(paymentMethod, customer);
+    }
+    return customer;
   }
 
   private createIntent(params: Record<string, unknown>, idempotencyKey: string): Promise<Stripe.PaymentIntent> {
@@ -234,7 +268,8 @@ export class StripeProcessor implements PaymentProcessor {
   }
 
   /**
-   * A saved payment method (`pm_…`, `cus_…|pm_…`), charged as `payment_method`; a network token (the
+   * A saved payment method (`pm_…`, `cus_…|pm_…`), charged as `payment_method` (with its Customer,
+   * read from Stripe for a bare `pm_…` attached to one); a network token (the
    * DPAN's digits, `is_network_token`), charged as `payment_method_data[card][network_token]`. Digits
    * sent as a payment method id are refused by Stripe on every attempt: the review says so at once.
    */
@@ -252,7 +287,7 @@ export class StripeProcessor implements PaymentProcessor {
    * network transaction id only where the account is flagged `mit_exemption` (and `opts` does not
    * leave it out).
    */
-  params(req: ChargeRequest, opts: { mitExemption?: boolean } = {}): Record<string, unknown> {
+  params(req: ChargeRequest, opts: { mitExemption?: boolean; customer?: string } = {}): Record<string, unknown> {
     const card: Record<string, unknown> = {};
     const p: Record<string, unknown> = {
       amount: Number(processorUnits(req.amountMinor, req.currency, STRIPE_CURRENCIES)),
@@ -286,7 +321,7 @@ export class StripeProcessor implements PaymentProcessor {
         electronic_commerce_indicator: inst.eci ?? DEFAULT_NETWORK_TOKEN_ECI,
       };
     } else {
-      const [customer, pm] = inst.token.includes('|') ? inst.token.split('|', 2) : [null, inst.token];
+      const [customer, pm] = inst.token.includes('|') ? inst.token.split('|', 2) : [opts.customer, inst.token];
       if (customer) p.customer = customer;
       p.payment_method = pm;
     }
@@ -384,6 +419,16 @@ function advisedCode(decline: DeclineInput, advice: string | null, networkCode: 
 
 const ADVICE_STOP_CODE = '46';
 const ADVICE_CARD_DATA_CODE = '6P';
+
+/** Bare PaymentMethods whose Customer an adapter keeps (oldest forgotten first). */
+const CUSTOMER_CACHE_SIZE = 10_000;
+
+/** The PaymentMethod of a saved `pm_…` sent without its Customer (`cus_…|`), else null. */
+function barePaymentMethod(req: ChargeRequest): string | null {
+  const inst = req.instrument;
+  if (inst.kind !== 'token' || inst.isNetworkToken) return null;
+  return /^pm_/.test(inst.token) ? inst.token : null;
+}
 
 const MIT_EXEMPTION_PARAM = 'payment_method_options[card][mit_exemption]';
 

@@ -4,7 +4,7 @@ import { randomId, WireFake, type FakeResponse, type RecordedRequest } from './f
  * A local Stripe written from Stripe's public API reference (https://docs.stripe.com/api):
  * `POST /v1/payment_intents` (form-encoded, `Authorization: Bearer sk_...`), `GET
  * /v1/payment_intents/search?query=metadata['k']:'v'`, `GET /v1/payment_intents/:id`, `POST
- * /v1/refunds`; idempotency per https://docs.stripe.com/api/idempotent_requests (the same key
+ * /v1/refunds`, `GET /v1/payment_methods/:id`, `POST /v1/payment_methods/:id/attach`; idempotency per https://docs.stripe.com/api/idempotent_requests (the same key
  * replays the stored status and body with `Idempotent-Replayed: true`; other parameters under a
  * used key: 400 `idempotency_error`; a key still in progress: 409); card declines as 402
  * `card_error` with `decline_code`, `advice_code`, `network_decline_code`, `network_advice_code` and the
@@ -73,8 +73,16 @@ export class StripeFake extends WireFake {
   readonly intents = new Map<string, StoredIntent>();
   readonly refunds: Record<string, unknown>[] = [];
   private readonly scripted = new Map<string, Outcome>();
-  /** PaymentMethod ids Stripe no longer has (detached, deleted): a charge gets 400 `resource_missing`. */
+  /**
+   * PaymentMethod ids Stripe no longer has (detached, deleted): a charge gets 400 `resource_missing`,
+   * `GET /v1/payment_methods/:id` 404 `resource_missing`.
+   */
   readonly missing = new Set<string>();
+  /**
+   * The Customer each attached PaymentMethod belongs to (`attach()`, `POST /v1/payment_methods/:id/attach`).
+   * A PaymentIntent naming an attached PaymentMethod without its Customer is refused (400).
+   */
+  private readonly owners = new Map<string, string>();
   private readonly idempotency = new Map<string, IdempotentEntry>();
 
   constructor(readonly secretKey = 'sk_test_fake_retain') {
@@ -99,6 +107,11 @@ export class StripeFake extends WireFake {
   settleRefund(id: string, status: 'succeeded' | 'failed'): void {
     const r = this.refunds.find((x) => x.id === id);
     if (r) r.status = status;
+  }
+
+  /** The PaymentMethod is attached to the Customer (as a SetupIntent or `setup_future_usage` leaves it). */
+  attach(pm: string, customer: string): void {
+    this.owners.set(pm, customer);
   }
 
   /** The PaymentMethod id or card number answers `outcome`. */
@@ -189,6 +202,12 @@ export class StripeFake extends WireFake {
         body: { object: 'search_result', data, has_more: false, next_page: null, url: '/v1/payment_intents/search' },
       };
     }
+    const pmPath = /^\/v1\/payment_methods\/([^/]+)$/.exec(req.path);
+    if (pmPath) {
+      const id = decodeURIComponent(pmPath[1]!);
+      if (!this.paymentMethodExists(id)) return noSuchPaymentMethod(404, id);
+      return { status: 200, body: this.paymentMethodObject(id) };
+    }
     const m = /^\/v1\/payment_intents\/([^/]+)$/.exec(req.path);
     const stored = m ? this.intents.get(m[1]!) : undefined;
     if (!stored)
@@ -199,6 +218,8 @@ export class StripeFake extends WireFake {
   private post(req: RecordedRequest): FakeResponse {
     if (req.path === '/v1/payment_intents') return this.createIntent(req.body);
     if (req.path === '/v1/refunds') return this.createRefund(req.body);
+    const attach = /^\/v1\/payment_methods\/([^/]+)\/attach$/.exec(req.path);
+    if (attach) return this.attachPaymentMethod(decodeURIComponent(attach[1]!), req.body);
     return err(404, { type: 'invalid_request_error', message: `Unrecognized request URL (POST: ${req.path})` });
   }
 
@@ -261,15 +282,16 @@ export class StripeFake extends WireFake {
         message: 'You must provide a payment_method or payment_method_data',
       });
     }
-    if (
-      typeof b.payment_method === 'string' &&
-      (!/^(pm|card|src)_/.test(b.payment_method) || this.missing.has(b.payment_method))
-    ) {
+    if (typeof b.payment_method === 'string' && !this.paymentMethodExists(b.payment_method)) {
+      return noSuchPaymentMethod(400, b.payment_method);
+    }
+    const owner = typeof b.payment_method === 'string' ? this.owners.get(b.payment_method) : undefined;
+    if (owner && b.customer === undefined) {
+      // An attached PaymentMethod is used with its Customer only.
       return err(400, {
         type: 'invalid_request_error',
-        code: 'resource_missing',
         param: 'payment_method',
-        message: `No such PaymentMethod: '${b.payment_method}'`,
+        message: `The \`payment_method\` parameter supplied ${b.payment_method as string} belongs to the Customer ${owner}. Please include the Customer in the \`customer\` parameter on the PaymentIntent.`,
       });
     }
     const outcome = this.scripted.get(pmKey) ?? TEST_CARDS[pmKey] ?? 'succeeded';
@@ -280,7 +302,7 @@ export class StripeFake extends WireFake {
       object: 'payment_method',
       type: 'card',
       card: { brand, last4: pmKey.slice(-4), networks: { available: [brand] } },
-      customer: (b.customer as string) ?? null,
+      customer: owner ?? (b.customer as string) ?? null,
     };
     const offSession = (b.off_session as string | undefined) ?? null;
     const id = `pi_${randomId()}`;
@@ -323,6 +345,61 @@ export class StripeFake extends WireFake {
     pi.last_payment_error = error;
     this.intents.set(id, { pi, amountRefunded: 0, offSession });
     return err(402, { ...error, payment_intent: pi });
+  }
+
+  private paymentMethodExists(id: string): boolean {
+    return /^(pm|card|src)_/.test(id) && !this.missing.has(id);
+  }
+
+  /** A card PaymentMethod as `GET /v1/payment_methods/:id` answers it (docs.stripe.com/api/payment_methods/object). */
+  private paymentMethodObject(id: string): Record<string, unknown> {
+    const outcome = this.scripted.get(id) ?? TEST_CARDS[id];
+    const brand = (typeof outcome === 'object' && outcome.brand) || brandOf(id);
+    return {
+      id,
+      object: 'payment_method',
+      type: 'card',
+      billing_details: {
+        address: { city: null, country: null, line1: null, line2: null, postal_code: null, state: null },
+        email: null,
+        name: null,
+        phone: null,
+      },
+      card: {
+        brand,
+        checks: { address_line1_check: null, address_postal_code_check: null, cvc_check: null },
+        country: 'US',
+        exp_month: 12,
+        exp_year: new Date().getUTCFullYear() + 3,
+        funding: 'credit',
+        last4: TEST_LAST4[brand] ?? '4242',
+        networks: { available: [brand], preferred: null },
+      },
+      created: Math.floor(Date.now() / 1000),
+      customer: this.owners.get(id) ?? null,
+      livemode: false,
+      metadata: {},
+    };
+  }
+
+  private attachPaymentMethod(id: string, b: Record<string, unknown>): FakeResponse {
+    if (!this.paymentMethodExists(id)) return noSuchPaymentMethod(404, id);
+    if (typeof b.customer !== 'string' || !b.customer) {
+      return err(400, {
+        type: 'invalid_request_error',
+        param: 'customer',
+        message: 'Missing required param: customer.',
+      });
+    }
+    const owner = this.owners.get(id);
+    if (owner && owner !== b.customer) {
+      return err(400, {
+        type: 'invalid_request_error',
+        message: 'The payment method you provided has already been attached to a customer.',
+      });
+    }
+    this.owners.set(id, b.customer);
+    return { status: 200, body: this.paymentMethodObject(id) };
   }
 
   private createRefund(b: Record<string, unknown>): FakeResponse {
@@ -408,6 +485,19 @@ function lastDigitNotZero(currency: string): FakeResponse {
     code: 'invalid_charge_amount',
     param: 'amount',
     message: `Invalid amount. Amounts in ${currency.toUpperCase()} must have 0 as their last digit (rounded to the nearest ten).`,
+  });
+}
+
+/** The last 4 digits of Stripe's test card of each brand (docs.stripe.com/testing). */
+const TEST_LAST4: Record<string, string> = { visa: '4242', mastercard: '4444', amex: '8431', discover: '1117' };
+
+/** A PaymentMethod Stripe does not have: 404 when it is the path's resource, 400 as a charge's parameter. */
+function noSuchPaymentMethod(status: 400 | 404, id: string): FakeResponse {
+  return err(status, {
+    type: 'invalid_request_error',
+    code: 'resource_missing',
+    param: 'payment_method',
+    message: `No such PaymentMethod: '${id}'`,
   });
 }
 

@@ -85,6 +85,41 @@ describe('Stripe wire fake', () => {
     }
   });
 
+  it('knows the customer of a PaymentMethod: GET /v1/payment_methods/{id}, attach, and refuses it without its customer', async () => {
+    const get = (id: string) =>
+      fetch(`${base}/v1/payment_methods/${id}`, { headers: { authorization: `Bearer ${fake.secretKey}` } });
+    const loose = (await (await get('pm_wireAttach')).json()) as any;
+    expect(loose).toMatchObject({ id: 'pm_wireAttach', object: 'payment_method', type: 'card', customer: null });
+    expect(loose.card).toMatchObject({
+      brand: expect.any(String),
+      last4: expect.stringMatching(/^\d{4}$/),
+      exp_month: 12,
+      exp_year: expect.any(Number),
+    });
+    const attached = await post('/v1/payment_methods/pm_wireAttach/attach', 'customer=cus_Wire1');
+    expect(attached.status).toBe(200);
+    expect(((await attached.json()) as any).customer).toBe('cus_Wire1');
+    expect(((await (await get('pm_wireAttach')).json()) as any).customer).toBe('cus_Wire1');
+
+    const form = 'amount=900&currency=usd&confirm=true&off_session=recurring&payment_method=pm_wireAttach';
+    const refused = await post('/v1/payment_intents', form, 'k-attached');
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as any).error).toMatchObject({
+      type: 'invalid_request_error',
+      message:
+        'The `payment_method` parameter supplied pm_wireAttach belongs to the Customer cus_Wire1. Please include the Customer in the `customer` parameter on the PaymentIntent.',
+    });
+    expect((await post('/v1/payment_intents', `${form}&customer=cus_Wire1`, 'k-attached')).status).toBe(200);
+
+    fake.missing.add('pm_wireGone');
+    const gone = await get('pm_wireGone');
+    expect(gone.status).toBe(404);
+    expect(((await gone.json()) as any).error).toMatchObject({
+      type: 'invalid_request_error',
+      code: 'resource_missing',
+    });
+  });
+
   it('finds PaymentIntents by metadata search', async () => {
     await post(
       '/v1/payment_intents',
