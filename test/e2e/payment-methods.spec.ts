@@ -373,6 +373,24 @@ describe('payment methods of an account, account updater, network tokens (end to
     expect(t.status).toBe('Cancelled');
   });
 
+  it('an original 41 dated in the future still forbids a charge of the same card under the account’s other payment method id', async () => {
+    const account = uniqueId('acct');
+    const card = '4111111111111111';
+    const saved = uniqueId('pm');
+    expect((await untilFinal(plainApi, await submit(plainApi, ofAccount(account, saved, card))))[0].status).toBe(
+      'Captured',
+    );
+    // The merchant's clock (or its data) 3 h ahead: the 41 is recorded at that time, after the fallback's
+    // "may we charge now"; "none, ever" holds from the moment it is known.
+    const timestamp = new Date(Date.now() + 3 * 3_600_000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    const id = await submit(
+      plainApi,
+      ofAccount(account, uniqueId('pm'), card, '202912', { auth_code: '41', timestamp }),
+    );
+    const [t, ...attempts] = await untilFinal(plainApi, id);
+    expect([t.status, attempts.map((a) => [a.auth_code, a.payment_method.id])]).toEqual(['Cancelled', []]);
+  });
+
   it('an original 1A on a Mastercard ends that payment method (no merchant-initiated retry can authenticate)', async () => {
     const account = uniqueId('acct');
     const backup = uniqueId('pm');

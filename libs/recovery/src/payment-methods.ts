@@ -2,6 +2,7 @@ import { AttemptsRepository, PaymentMethodsRepository, TransactionEntity, type P
 import {
   cardDataVersion,
   checkNetworkLimits,
+  historyAsOf,
   newVid,
   open,
   openText,
@@ -211,9 +212,11 @@ export async function limitsOf(
   const history = pm.card_hmac
     ? await AttemptsRepository.cardHistory(m, merchantId, pm.card_hmac, null, transactionId)
     : [];
+  // A check now: what is dated after it (an original decline at its transaction's timestamp, which may
+  // lie ahead of our clock; another pod's mark in flight) counts as made now (historyAsOf).
   return checkNetworkLimits(
     { network: pm.card_network, cardDataVersion: cardDataVersion(pm.expiration_date) },
-    history,
+    historyAsOf(history, at),
     at,
     amountMinor,
     { timeScale },

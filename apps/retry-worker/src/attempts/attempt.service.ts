@@ -26,6 +26,7 @@ import {
   TransactionStatus,
   cardDataVersion,
   checkNetworkLimits,
+  historyAsOf,
   classifyDecline,
   updaterMayCure,
   groupCommit,
@@ -713,10 +714,12 @@ export class AttemptService {
     const history = txn.cardHmac
       ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, attempt.id, txn.id)
       : [];
+    // A check now: what is dated after now (another pod's clock, an original decline's timestamp) counts now.
+    const now = new Date();
     return checkNetworkLimits(
       { network: txn.cardNetwork, cardDataVersion: dataVersion },
-      history,
-      new Date(),
+      historyAsOf(history, now),
+      now,
       BigInt(attempt.amountMinor),
       { timeScale: this.config.retryTimeScale },
     );
@@ -1070,10 +1073,12 @@ export class AttemptService {
       }
       const dataVersion = cardDataVersion(txn.expirationDate);
       const history = txn.cardHmac ? histories.get(cardHistoryKey(txn.merchantId, txn.cardHmac))! : [];
+      // A check now, as cardLimits: what is dated after now counts as made now (historyAsOf).
+      const now = new Date();
       const check = checkNetworkLimits(
         { network: txn.cardNetwork, cardDataVersion: dataVersion },
-        historyOf(history, attempt.id, txn.id),
-        new Date(),
+        historyAsOf(historyOf(history, attempt.id, txn.id), now),
+        now,
         BigInt(attempt.amountMinor),
         { timeScale: this.config.retryTimeScale },
       );

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkNetworkLimits, type CardAttempt } from './network-limits';
+import { checkNetworkLimits, historyAsOf, type CardAttempt } from './network-limits';
 import { NETWORK_RULE_SETS, ruleSetAt, type NetworkRuleSet } from './network-rules.config';
 
 const HOUR = 3_600_000;
@@ -109,6 +109,23 @@ describe('Visa', () => {
   });
   it('ignores attempts after the checked time', () => {
     expect(checkNetworkLimits('visa', attempts(1, 0, { responseCode: '41' }, DAY), at(0), 1000n).allowed).toBe(true);
+  });
+  it('a check now (historyAsOf) counts what is dated after now as made now: an attempt in flight, a block', () => {
+    const now = at(20 * HOUR);
+    // Another pod's mark in flight under a clock 5 ms ahead: the 20th attempt of the window.
+    const h = [...attempts(19, HOUR), ...attempts(1, 0, { outcome: 'pending', responseCode: null }, 20 * HOUR + 5)];
+    expect(checkNetworkLimits('visa', h, now, 1000n).allowed).toBe(true);
+    const r = checkNetworkLimits('visa', historyAsOf(h, now), now, 1000n);
+    expect(r).toMatchObject({ allowed: false, permanently: false });
+    expect(temporary(r).getTime()).toBe(T0.getTime() + 30 * DAY);
+    // A merchant's original 41 at its transaction's timestamp, 3 h ahead of our clock: "none, ever".
+    const blocked = attempts(1, 0, { responseCode: '41', original: true }, 23 * HOUR);
+    expect(checkNetworkLimits('visa', historyAsOf(blocked, now), now, 1000n)).toMatchObject({
+      allowed: false,
+      permanently: true,
+    });
+    // Nothing else moves: the entries up to now are the same objects, in order of time.
+    expect(historyAsOf([h[19]!, h[0]!], now)).toEqual([h[0], { ...h[19], at: now }]);
   });
 });
 

@@ -171,6 +171,22 @@ export function checkNetworkLimits(
 }
 
 /**
+ * The card's history for a check of "may we charge now": an entry dated after `now` counts as made
+ * at `now`. checkNetworkLimits leaves out what comes after the checked time (right for a check at a
+ * past time, as the fees count, or at a future candidate time, as the planners check), but an entry
+ * dated after now is known already: a merchant's original decline recorded at its transaction's
+ * timestamp, which may lie ahead of our clock, or another pod's in-flight mark or decline under a
+ * clock running a few ms ahead. A block or a mark in flight binds from the moment it is known.
+ * The entries keep their order in time (a Visa approval's reset stays where it was).
+ */
+export function historyAsOf<T extends CardAttempt>(history: readonly T[], now: Date): T[] {
+  const t = now.getTime();
+  return [...history]
+    .sort((a, b) => a.at.getTime() - b.at.getTime())
+    .map((h) => (h.at.getTime() > t ? { ...h, at: new Date(t) } : h));
+}
+
+/**
  * A card of no known network takes the one its processor named in its latest decline (a saved
  * payment method's brand): its network's rules bind it from then on, its other subscriptions' too.
  */
