@@ -151,6 +151,51 @@ describe('attempts left pending by a dead job', () => {
     expect(charged).not.toContain(a.vid);
   });
 
+  it('an unknown attempt on a card declined 41 since (another transaction): looked up by key only, never replayed', async () => {
+    // A merchant of its own: the 41 binds the card for good, per merchant (network-rules.md).
+    const merchant = await insertMerchantRow(db);
+    const t1 = await insertTransactionRow(db, merchant);
+    // Prepared 2 h ago; its request never arrived (a timeout): unknown, nothing under its key.
+    const a = await insertAttemptRow(db, t1, {
+      state: 'unknown',
+      preparedAt: new Date(Date.now() - 2 * HOUR),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    // Since then the same card (same card_hmac, same merchant) was declined 41: Visa category 1, "none, ever".
+    const t2 = await insertTransactionRow(db, merchant);
+    await insertAttemptRow(db, t2, {
+      state: 'declined',
+      preparedAt: new Date(Date.now() - HOUR),
+      processedAt: new Date(Date.now() - HOUR),
+      responseCode: '41',
+      authCodeDescription: 'Hard Failure',
+    });
+    await tick.process();
+    // A replay of its request would be a fresh authorization on a blocked card.
+    expect({ charged: await ledger(a.vid), txn: (await txnRow(t1.id)).captured_amount_minor }).toEqual({
+      charged: null,
+      txn: null,
+    });
+  });
+
+  it('a rerun of a prepared attempt on a card declined 41 since: not sent again, unknown', async () => {
+    const merchant = await insertMerchantRow(db);
+    const t1 = await insertTransactionRow(db, merchant);
+    // Its first run marked it in flight 10 min ago and died before the processor got the request.
+    const a = await insertAttemptRow(db, t1, { preparedAt: new Date(Date.now() - 10 * 60_000) });
+    const t2 = await insertTransactionRow(db, merchant);
+    await insertAttemptRow(db, t2, {
+      state: 'declined',
+      preparedAt: new Date(Date.now() - 5 * 60_000),
+      processedAt: new Date(Date.now() - 5 * 60_000),
+      responseCode: '41',
+      authCodeDescription: 'Hard Failure',
+    });
+    expect(await attempts.run(a.id)).toBe('unknown');
+    expect({ charged: await ledger(a.vid), sent: charged.includes(a.vid) }).toEqual({ charged: null, sent: false });
+  });
+
   it("a late answer of the dead job's charge is not recorded over the sweep: the reconciliation owns the attempt", async () => {
     const t = await insertTransactionRow(db, merchantId);
     const a = await deadPrepared(t);

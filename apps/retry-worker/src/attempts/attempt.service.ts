@@ -306,6 +306,31 @@ export interface AttemptCharge {
   transactionId: string;
   /** Its in-flight mark: past IDEMPOTENCY_WINDOW_MS, looked up by key only (lookUp). */
   preparedAt: Date | null;
+  /** The card it charged: a card blocked for good since, looked up by key only (lookUp). Null: no card fingerprint. */
+  card: ChargedCard | null;
+}
+
+/** The card an attempt charged, as the network limits read it (its merchant's history of the card). */
+export interface ChargedCard {
+  merchantId: string;
+  cardHmac: string;
+  network: string | null;
+  /** The card data sent (card_data_version): a block on other data does not bind it. */
+  dataVersion: string | null;
+  amountMinor: bigint;
+}
+
+/** The card an attempt charged (its own columns, set when it went out; else its transaction's). */
+function chargedCard(attempt: AttemptEntity, txn: TransactionEntity): ChargedCard | null {
+  const cardHmac = attempt.cardHmac ?? txn.cardHmac;
+  if (!cardHmac) return null;
+  return {
+    merchantId: txn.merchantId,
+    cardHmac,
+    network: attempt.cardNetwork ?? txn.cardNetwork,
+    dataVersion: attempt.cardDataVersion,
+    amountMinor: BigInt(attempt.amountMinor),
+  };
 }
 
 export interface Recorded {
@@ -371,6 +396,7 @@ export class AttemptService {
       attemptId: attempt.id,
       transactionId: txn.id,
       preparedAt: attempt.preparedAt,
+      card: chargedCard(attempt, txn),
     };
   }
 
@@ -383,19 +409,49 @@ export class AttemptService {
    * or since its rows were read, is seen); what is left is the few milliseconds of the call itself.
    * Past the processor's idempotency window a replay would be a new charge: by key only too (Adyen,
    * which has no lookup by reference, then leaves the attempt unknown for the operator alert).
+   * A card blocked for good since the attempt was prepared (another transaction's decline on it: Visa
+   * category 1, MAC 03/21, a hard decline; network-rules.md "none, ever") is looked up by key only too:
+   * a replay whose first request never arrived is a fresh authorization on that card. Its history is
+   * read right before the replay, as the stop is. The temporary limits do not hold a replay back: the
+   * attempt was counted in flight when it was prepared.
    */
   async lookUp(charge: AttemptCharge): Promise<ChargeResult | null> {
     const key = charge.request.idempotencyKey;
     if (
       charge.stopped ||
       pastIdempotencyWindow(charge.preparedAt) ||
-      (await AttemptsRepository.stopRequested(this.db, charge.transactionId))
+      (await AttemptsRepository.stopRequested(this.db, charge.transactionId)) ||
+      (await this.cardBlocked(this.db, charge.card, charge.attemptId, charge.transactionId))
     ) {
       return charge.processor.lookupCharge(key);
     }
     // A replay may make the charge now: the reconciliation's "not found" counts from here.
     await AttemptsRepository.markSent(this.db, charge.attemptId);
     return charge.processor.lookupCharge(key, charge.request);
+  }
+
+  /**
+   * Whether the network rules now forbid any attempt on the card an attempt charged (a card block):
+   * then a prepared attempt is never sent again (lookUp, prepare).
+   */
+  private async cardBlocked(
+    m: EntityManager | DataSource,
+    card: ChargedCard | null,
+    attemptId: string,
+    transactionId: string,
+  ): Promise<boolean> {
+    if (!card) return false;
+    // The card's history but this attempt (with its transaction's own original decline, as cardLimits reads it).
+    const history = await AttemptsRepository.cardHistory(m, card.merchantId, card.cardHmac, attemptId, transactionId);
+    const now = new Date();
+    const check = checkNetworkLimits(
+      { network: card.network, cardDataVersion: card.dataVersion },
+      historyAsOf(history, now),
+      now,
+      card.amountMinor,
+      { timeScale: this.config.retryTimeScale },
+    );
+    return !check.allowed && check.permanently;
   }
 
   /**
@@ -519,6 +575,7 @@ export class AttemptService {
         attemptId,
         transactionId: txn.id,
         preparedAt: attempt.preparedAt,
+        card: chargedCard(attempt, txn),
       });
       if (lookedUp && lookedUp.outcome !== 'error') result = lookedUp;
     }
@@ -605,6 +662,12 @@ export class AttemptService {
         // Its key may be pruned at the processor: sent again, it would be a new charge. Unknown,
         // looked up by key only by the reconciliation.
         await this.markUnknown(m, attempt, txn, "prepared past the processor's idempotency window: not sent again");
+        return done([], AttemptState.Unknown);
+      }
+      if (await this.cardBlocked(m, chargedCard(attempt, txn), attempt.id, txn.id)) {
+        // Its card was blocked for good since (another transaction's "none, ever"): sent again, the
+        // request would be a fresh authorization if the first never arrived. Unknown, looked up by key only.
+        await this.markUnknown(m, attempt, txn, 'card blocked for good since the attempt was prepared: not sent again');
         return done([], AttemptState.Unknown);
       }
       // An earlier run passed the limit check and may have reached the processor: the same key
