@@ -509,6 +509,52 @@ describe('Adyen notifications (end to end)', () => {
     expect(await pushes(t['id'] as string)).toEqual(['retry succeeded', 'refund completed', 'refund failed']);
   });
 
+  it('a CAPTURE_FAILED for a captured attempt raises the operator alert (the money was not collected), names the attempt, and changes nothing else', async () => {
+    const { psp } = await captured();
+    const [{ vid }] = await (
+      await testDb()
+    ).query(`SELECT a.vid FROM attempts a WHERE a.processor_transaction_id = $1`, [psp]);
+    const worker = apps[2]!;
+    const counter = async () => {
+      const text = await (await fetch(`${worker.url}/metrics`)).text();
+      return Number(/^retain_capture_failures_total(?:\{[^}]*\})? (\d+)$/m.exec(text)?.[1] ?? 0);
+    };
+    const before = await counter();
+    const res = await notify([
+      {
+        eventCode: 'CAPTURE_FAILED',
+        success: true,
+        pspReference: `CF${psp}`.slice(0, 16),
+        originalReference: psp,
+        merchantReference: vid,
+        amount: { value: 1999, currency: 'EUR' },
+        reason:
+          'Capture rejected by card scheme because the shopper cancelled the recurring payment through their bank',
+      },
+    ]);
+    expect(res.status).toBe(200);
+    const row = await waitFor(
+      async () => {
+        const [r] = await (
+          await testDb()
+        ).query(
+          `SELECT outcome FROM processor_notifications WHERE original_reference = $1 AND event_code = 'CAPTURE_FAILED'`,
+          [psp],
+        );
+        return r?.outcome ? r : null;
+      },
+      { timeoutMs: 20_000, what: 'the CAPTURE_FAILED notification processed' },
+    );
+    expect(row.outcome).toBe('capture failed: operator alerted');
+    expect(await counter()).toBe(before + 1);
+    const logged = worker
+      .logs()
+      .split('\n')
+      .filter((l) => l.includes(vid) && l.includes('CAPTURE_FAILED'));
+    expect(logged).toHaveLength(1);
+    expect(JSON.parse(logged[0]!)).toMatchObject({ level: 'error', attempt: vid });
+  });
+
   it('a notification for a reference Retain does not know is accepted and ignored', async () => {
     const res = await notify([
       {

@@ -115,6 +115,12 @@ export class RetainMetrics {
     help: 'Captures reported after a Cancelled or Stopped result, refunded automatically',
     registers: [this.registry],
   });
+  /** Adyen CAPTURE_FAILED notifications: a charge recorded captured whose money was not collected. */
+  readonly captureFailures = new Counter({
+    name: 'retain_capture_failures_total',
+    help: 'Captures the card scheme rejected after authorisation (Adyen CAPTURE_FAILED): money recorded captured but not collected (alert on any increase)',
+    registers: [this.registry],
+  });
   /** Rows the retention sweep deleted (outbox, webhook_messages, sandbox_ledger) or erased (card_data...). */
   readonly retained = new Counter({
     name: 'retain_retention_rows_total',

@@ -9,6 +9,7 @@ import {
   reverseCompletedRefund,
   settleRefundedTransaction,
 } from '@retain/recovery';
+import { RetainMetrics } from '@retain/platform';
 import { DataSource, type EntityManager } from 'typeorm';
 import { AttemptService, type LateRefund } from '../attempts/attempt.service';
 
@@ -44,6 +45,7 @@ export class ProcessorNotificationService {
   constructor(
     private readonly db: DataSource,
     private readonly attempts: AttemptService,
+    private readonly metrics: RetainMetrics,
   ) {}
 
   async handle(notificationId: string): Promise<string> {
@@ -63,6 +65,7 @@ export class ProcessorNotificationService {
   private async act(m: EntityManager, n: ProcessorNotificationRow): Promise<Acted> {
     if (n.event_code === 'AUTHORISATION') return this.authorisation(m, n);
     if (REFUND_EVENTS.includes(n.event_code)) return this.refund(m, n);
+    if (n.event_code === 'CAPTURE_FAILED' && n.success) return this.captureFailed(m, n);
     return { outcome: `ignored: ${n.event_code}`, outbox: [], lateRefund: null };
   }
 
@@ -124,6 +127,31 @@ export class ProcessorNotificationService {
       );
     }
     return none(`attempt already ${attempt.state}`);
+  }
+
+  /**
+   * The card scheme rejected the capture of an authorised charge (Adyen CAPTURE_FAILED, e.g. the shopper
+   * cancelled the recurring payment through their bank): the money recorded as captured was not
+   * collected. Nothing in the contract says what the transaction becomes, and Retain captures at once
+   * (captureDelayHours 0), so this is rare: the operator alert (retain_capture_failures_total, one error
+   * log naming the attempt) asks for it to be settled with Adyen and the merchant; the records stand.
+   */
+  private async captureFailed(m: EntityManager, n: ProcessorNotificationRow): Promise<Acted> {
+    const attempt = n.merchant_reference
+      ? await ProcessorNotificationsRepository.attemptOf(m, n.merchant_id, n.merchant_reference)
+      : null;
+    this.metrics.captureFailures.inc();
+    this.logger.error(
+      {
+        attempt: attempt?.vid ?? null,
+        state: attempt?.state ?? null,
+        merchant: n.merchant_id,
+        psp: n.original_reference ?? n.psp_reference,
+        notification: n.id,
+      },
+      'Adyen CAPTURE_FAILED: the card scheme rejected the capture of this charge, its money was not collected: settle it with Adyen and the merchant',
+    );
+    return { outcome: 'capture failed: operator alerted', outbox: [], lateRefund: null };
   }
 
   private async refund(m: EntityManager, n: ProcessorNotificationRow): Promise<Acted> {
