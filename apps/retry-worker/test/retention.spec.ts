@@ -458,6 +458,22 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     expect((await pmRow()).card_erased_at.getTime()).toBe(pmErased);
   });
 
+  it('a kind whose sweep fails does not stop the others: card data is still erased', async () => {
+    // OUTBOX_RETENTION as builds before its upper bound took it: "now" minus it is a date Postgres refuses
+    // (timestamp out of range), so the outbox kind, swept first, fails on every run.
+    const base = loadConfig('retry-worker');
+    const broken = new RetentionService(db, new RetainMetrics('retry-worker'), {
+      ...base,
+      retention: { ...base.retention, outboxMs: 9_999_999 * DAY, sandboxLedgerMs: DAY, cardDataMs: DAY },
+    });
+    const old = await outboxRow(OLD);
+    const t = await ended('Cancelled', OLD, uniqueCard());
+    const done = await broken.sweep(NOW);
+    expect({ outbox: done.outbox, card_data: done.card_data >= 1 }).toEqual({ outbox: 0, card_data: true });
+    expect(await exists(`SELECT 1 FROM outbox WHERE id = $1`, [old])).toBe(true);
+    expect(await cardColumns(t.id)).toMatchObject({ card_enc: null, card_jwe: null, card_erased_at: expect.any(Date) });
+  });
+
   it('card data stays while anything may still need it', async () => {
     const recent = await ended('Cancelled', RECENT); // inside the refund window
     const inRetry = await ended('In Retry', OLD); // still being recovered

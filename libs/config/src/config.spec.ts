@@ -88,6 +88,33 @@ describe('configuration', () => {
     expect(c.tickMs * 10).toBeLessThanOrEqual(2 ** 31 - 1);
   });
 
+  // A sweep compares rows with "now minus the retention": 9999999d is a date Postgres refuses
+  // (timestamp out of range), and that kind's sweep failed on every run.
+  it.each([
+    ['OUTBOX_RETENTION', '9999999d'],
+    ['WEBHOOK_RETENTION', '9999999d'],
+    ['SANDBOX_LEDGER_RETENTION', '36501d'],
+    ['CARD_DATA_ERASE_AFTER', '9999999d'],
+  ])('stops on %s=%s, longer than 100 years, naming the variable', (name, value) => {
+    expect(() => loadConfig('retry-worker', { [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig('retry-worker', { [name]: value })).toThrow(new RegExp(`${name} .*<= 36500d`));
+  });
+
+  it('takes retentions up to 100 years', () => {
+    const c = loadConfig('retry-worker', {
+      OUTBOX_RETENTION: '36500d',
+      WEBHOOK_RETENTION: '36500d',
+      SANDBOX_LEDGER_RETENTION: '36500d',
+      CARD_DATA_ERASE_AFTER: '36500d',
+    });
+    expect(c.retention).toMatchObject({
+      outboxMs: 36500 * 86_400_000,
+      webhooksMs: 36500 * 86_400_000,
+      sandboxLedgerMs: 36500 * 86_400_000,
+      cardDataMs: 36500 * 86_400_000,
+    });
+  });
+
   it.each(['61 * * * *', '* * 31 2 *', '0 0 30 2 *', '0 2 * * * * *', '*/0 * * * *'])(
     'refuses REFUND_BATCH_CRON %s, which a cron parser rejects (refunds would never be sent)',
     (cron) => {

@@ -148,6 +148,13 @@ export const MAX_WEBHOOK_RETRY_STEP = '20d';
 export const MAX_TIMER_DURATION = '24d';
 /** SCHEDULER_TICK's longest: the retry worker re-checks its tick scheduler every 10 ticks (a timer). */
 export const MAX_SCHEDULER_TICK = '2d';
+/**
+ * The longest retention (OUTBOX_RETENTION, WEBHOOK_RETENTION, SANDBOX_LEDGER_RETENTION,
+ * CARD_DATA_ERASE_AFTER): 100 years. Each sweep compares rows with "now minus the retention"; a much
+ * longer one is a date Postgres refuses (timestamp out of range, before 4713 BC), so that kind's sweep
+ * failed on every run. A longer value stops the app.
+ */
+export const MAX_RETENTION = '36500d';
 
 // ---- Validators: each turns the raw text into a typed value or throws the detail of the message
 // ("Invalid configuration: <VARIABLE> <detail>").
@@ -436,22 +443,22 @@ export function configSchema(app: AppName) {
       desc: 'how often the retry worker runs the retention sweep (batched deletes and card-data erasure)',
     }),
     OUTBOX_RETENTION: variable({
-      parse: durationAtLeast(1),
+      parse: durationAtLeast(1, MAX_RETENTION),
       default: '7d',
       desc: 'outbox rows are deleted this long after their job completed',
     }),
     WEBHOOK_RETENTION: variable({
-      parse: durationAtLeast(1),
+      parse: durationAtLeast(1, MAX_RETENTION),
       default: '30d',
       desc: 'delivered, gone (410) or endpoint-less push messages and their delivery logs are deleted this long after they ended (pending and dead ones never)',
     }),
     SANDBOX_LEDGER_RETENTION: variable({
-      parse: durationAtLeast(1),
+      parse: durationAtLeast(1, MAX_RETENTION),
       default: '30d',
       desc: "the sandbox processor's ledger operations are deleted this long after they were made (never one an unresolved attempt or open refund needs)",
     }),
     CARD_DATA_ERASE_AFTER: variable({
-      parse: durationAtLeast(1),
+      parse: durationAtLeast(1, MAX_RETENTION),
       default: '180d',
       desc: "the refund window: a transaction's card data is erased this long after its recovery ended (fingerprint, BIN, last four and expiry kept)",
     }),

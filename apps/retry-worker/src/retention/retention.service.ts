@@ -73,17 +73,24 @@ export class RetentionService implements OnModuleInit, OnApplicationShutdown {
       ['portal_sessions', (n) => RetentionRepository.portalSessions(this.db, n)],
     ];
     try {
+      // Each kind on its own: one that fails (logged, retried next interval) never stops the others,
+      // card-data erasure included.
       for (const [kind, batch] of kinds) {
-        for (;;) {
-          const n = await batch(BATCH);
-          done[kind] += n;
-          if (n > 0) this.metrics.retained.inc({ kind }, n);
-          if (n < BATCH) break;
+        try {
+          for (;;) {
+            const n = await batch(BATCH);
+            done[kind] += n;
+            if (n > 0) this.metrics.retained.inc({ kind }, n);
+            if (n < BATCH) break;
+          }
+        } catch (err) {
+          this.logger.warn(
+            { kind, err: (err as Error).message },
+            'retention sweep of a kind failed; retried next interval',
+          );
         }
       }
       if (Object.values(done).some((n) => n > 0)) this.logger.log({ ...done }, 'retention sweep');
-    } catch (err) {
-      this.logger.warn({ err: (err as Error).message }, 'retention sweep failed; retried next interval');
     } finally {
       this.running = false;
     }
