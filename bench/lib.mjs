@@ -39,6 +39,9 @@ export async function benchEnv(name) {
     LOG_LEVEL: 'warn',
     WEBHOOK_ALLOW_PRIVATE: 'true',
     HOST: '127.0.0.1',
+    // No retention sweep at a retry worker's start: the benches measure their own load alone (the
+    // scale bench's drain on two years of seeded rows, whose card data a first sweep would erase).
+    RETENTION_FIRST_SWEEP_DELAY: '12d',
   };
   const merchants = new MerchantsRepository(db, loadConfig('cli', env).cardKeys);
   const children = [];

@@ -2,6 +2,8 @@ import {
   ApiClient,
   WebhookReceiver,
   createMerchant,
+  insertMerchantRow,
+  insertTransactionRow,
   startApp,
   testDb,
   txn,
@@ -113,6 +115,49 @@ describe('retention through the real apps: erased card data, and reads and refun
             .n === 0,
         { timeoutMs: 15_000, what: 'old outbox rows deleted' },
       );
+    },
+  );
+});
+
+describe('retention at a retry worker start: a pod restarted more often than RETENTION_INTERVAL still sweeps', () => {
+  usePrivateDatabase('ret1');
+  let worker: RunningApp | undefined;
+  afterAll(async () => {
+    await worker?.stop();
+  });
+
+  it(
+    'the first sweep runs seconds after start, not one interval later: old outbox rows go, ended card data is erased',
+    { timeout: 90_000 },
+    async () => {
+      const db = await testDb();
+      const merchantId = await insertMerchantRow(db);
+      // A Cancelled transaction whose recovery ended 200 days ago, and an outbox row completed 8 days ago.
+      const t = await insertTransactionRow(db, merchantId, { status: 'Cancelled' });
+      await db.query(
+        `UPDATE transactions SET status_changed_at = now() - interval '200 days', next_attempt_at = NULL WHERE id = $1`,
+        [t.id],
+      );
+      const [{ id: outboxId }] = await db.query(
+        `INSERT INTO outbox (queue, job_name, payload, published_at, completed_at, created_at)
+         VALUES ('retry-attempt', 'x', '{"v":1}', now() - interval '8 days', now() - interval '8 days',
+                 now() - interval '8 days') RETURNING id`,
+      );
+      // The defaults' retentions (7 d, 180 d) and interval (1 h): only the first sweep can take them in time.
+      worker = await startApp('retry-worker', { env: { RETENTION_FIRST_SWEEP_DELAY: '1s' } });
+      const swept = async () => {
+        const [row] = await db.query(
+          `SELECT (SELECT card_erased_at IS NOT NULL FROM transactions WHERE id = $1) AS erased,
+                  NOT EXISTS (SELECT 1 FROM outbox WHERE id = $2) AS deleted`,
+          [t.id, outboxId],
+        );
+        return row.erased && row.deleted ? row : null;
+      };
+      expect(await waitFor(swept, { timeoutMs: 20_000, what: 'the first sweep' })).toEqual({
+        erased: true,
+        deleted: true,
+      });
+      expect((await db.query(`SELECT card_enc FROM transactions WHERE id = $1`, [t.id]))[0].card_enc).toBeNull();
     },
   );
 });

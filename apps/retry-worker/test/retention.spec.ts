@@ -57,7 +57,14 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     db = await testDb();
     const config: RetainConfig = {
       ...loadConfig('retry-worker'),
-      retention: { intervalMs: 3_600_000, outboxMs: DAY, webhooksMs: DAY, sandboxLedgerMs: DAY, cardDataMs: DAY },
+      retention: {
+        intervalMs: 3_600_000,
+        firstSweepDelayMs: 10_000,
+        outboxMs: DAY,
+        webhooksMs: DAY,
+        sandboxLedgerMs: DAY,
+        cardDataMs: DAY,
+      },
     };
     metrics = new RetainMetrics('retry-worker');
     sweep = new RetentionService(db, metrics, config);

@@ -98,6 +98,8 @@ export interface RetainConfig {
   /** Retention (issue 14), real time: how often the retry worker sweeps, and how long each kind is kept. */
   retention: {
     intervalMs: number;
+    /** The first sweep after start runs after between this and twice this (random). */
+    firstSweepDelayMs: number;
     outboxMs: number;
     webhooksMs: number;
     sandboxLedgerMs: number;
@@ -155,6 +157,11 @@ export const MAX_SCHEDULER_TICK = '2d';
  * failed on every run. A longer value stops the app.
  */
 export const MAX_RETENTION = '36500d';
+/**
+ * RETENTION_FIRST_SWEEP_DELAY's longest: the first sweep runs after up to twice it (jitter), a Node
+ * timer (MAX_TIMER_DURATION).
+ */
+export const MAX_RETENTION_FIRST_SWEEP_DELAY = '12d';
 
 // ---- Validators: each turns the raw text into a typed value or throws the detail of the message
 // ("Invalid configuration: <VARIABLE> <detail>").
@@ -442,6 +449,11 @@ export function configSchema(app: AppName) {
       default: '1h',
       desc: 'how often the retry worker runs the retention sweep (batched deletes and card-data erasure)',
     }),
+    RETENTION_FIRST_SWEEP_DELAY: variable({
+      parse: durationAtLeast(1, MAX_RETENTION_FIRST_SWEEP_DELAY),
+      default: '10s',
+      desc: "the retry worker's first retention sweep runs between this and twice this after start (random, so replicas started together do not sweep at once), then every RETENTION_INTERVAL",
+    }),
     OUTBOX_RETENTION: variable({
       parse: durationAtLeast(1, MAX_RETENTION),
       default: '7d',
@@ -691,6 +703,7 @@ export function loadConfig(
     httpRequestTimeoutMs: v.HTTP_REQUEST_TIMEOUT!,
     retention: {
       intervalMs: v.RETENTION_INTERVAL!,
+      firstSweepDelayMs: v.RETENTION_FIRST_SWEEP_DELAY!,
       outboxMs: v.OUTBOX_RETENTION!,
       webhooksMs: v.WEBHOOK_RETENTION!,
       sandboxLedgerMs: v.SANDBOX_LEDGER_RETENTION!,

@@ -19,6 +19,10 @@ export default async function setup(): Promise<() => Promise<void>> {
   const prefix = `rt${randomBytes(4).toString('hex')}`;
   process.env['DATABASE_URL'] = testUrl;
   process.env['QUEUE_PREFIX'] = `{${prefix}}`;
+  // A retry worker that a test starts on the shared databases never sweeps them at start: other files'
+  // rows dated long ago (retention.spec's, say) are not for its default retentions. A file that tests
+  // the sweep runs on a private database (usePrivateDatabase) and sets its own.
+  process.env['RETENTION_FIRST_SWEEP_DELAY'] ??= '12d';
   // Test files run in parallel workers (vitest.config.ts): each worker gets its own copy of the
   // migrated database and its own queue prefix (vitest.setup.ts picks them by VITEST_POOL_ID), so a
   // file's workers never take another file's due transactions, outbox rows or jobs.

@@ -11,7 +11,7 @@ const BATCH = 1000;
 const IDEMPOTENCY_MS = 24 * 3_600_000;
 
 /**
- * Retention (issue 14): every RETENTION_INTERVAL, deletes what nothing reads any more (completed
+ * Retention (issue 14): RETENTION_FIRST_SWEEP_DELAY (jittered) after start, then every RETENTION_INTERVAL, deletes what nothing reads any more (completed
  * outbox rows, delivered (or gone, endpoint-less) push messages with their delivery logs, old sandbox ledger
  * operations) and erases the card data of transactions whose recovery ended more than the refund
  * window ago (CARD_DATA_ERASE_AFTER), then of payment methods no recovery can fall back to; also
@@ -23,6 +23,7 @@ const IDEMPOTENCY_MS = 24 * 3_600_000;
 export class RetentionService implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger(RetentionService.name);
   private timer: NodeJS.Timeout | undefined;
+  private firstTimer: NodeJS.Timeout | undefined;
   private running = false;
 
   constructor(
@@ -32,11 +33,18 @@ export class RetentionService implements OnModuleInit, OnApplicationShutdown {
   ) {}
 
   onModuleInit(): void {
-    this.timer = setInterval(() => void this.sweep(), this.config.retention.intervalMs);
+    const r = this.config.retention;
+    // A first sweep soon after start, not after a whole interval: a pod restarted more often than
+    // RETENTION_INTERVAL would never sweep. Jittered, so replicas started together do not sweep at
+    // once; never awaited (start-up does not wait for it).
+    this.firstTimer = setTimeout(() => void this.sweep(), Math.round(r.firstSweepDelayMs * (1 + Math.random())));
+    this.firstTimer.unref();
+    this.timer = setInterval(() => void this.sweep(), r.intervalMs);
     this.timer.unref();
   }
 
   onApplicationShutdown(): void {
+    if (this.firstTimer) clearTimeout(this.firstTimer);
     if (this.timer) clearInterval(this.timer);
   }
 
