@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { compactDecrypt, exportSPKI, generateKeyPair, type CryptoKey } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RetentionRepository } from '@retain/db';
 import {
   ApiClient,
   WebhookReceiver,
@@ -356,6 +357,68 @@ describe('payment methods of an account, account updater, network tokens (end to
         [id],
       );
       expect(rows).toEqual([{ expiration_date: renewed, account_updated: true, ended_at: null }]);
+    },
+  );
+
+  it(
+    '4000000000000341 renewed by the updater, its card data erased by retention, then the next year submitted with the old expiry: charged with the renewed expiry',
+    { timeout: 300_000 },
+    async () => {
+      const api = new ApiClient(apps.get('intake-api')!.url, (await createMerchant(receiver.url)).api_key);
+      const account = uniqueId('acct');
+      const pm = uniqueId('pm');
+      const month = new Date().getUTCFullYear() * 100 + new Date().getUTCMonth() + 1;
+      const renewed = String(Math.max(202701, month) + 300);
+      // Year 1: declined 54, renewed by the updater, captured on the renewed expiry.
+      const first = await submit(api, ofAccount(account, pm, '4000000000000341', '202701'));
+      const [t1, ...a1] = await untilFinal(api, first);
+      expect(t1.status, JSON.stringify(a1)).toBe('Captured');
+      const db = await testDb();
+      const [{ pmRef }] = await db.query(
+        `SELECT payment_method_ref AS "pmRef" FROM transactions WHERE merchant_txn_id = $1`,
+        [first],
+      );
+      // 200 days on (the transaction ended, the payment method last seen, then), retention erases the card data
+      // of both at its defaults (CARD_DATA_ERASE_AFTER 180d): the renewed expiry and the updater's fields stay.
+      await db.query(
+        `UPDATE transactions SET status_changed_at = now() - interval '200 days' WHERE merchant_txn_id = $1`,
+        [first],
+      );
+      await db.query(`UPDATE payment_methods SET last_seen_at = now() - interval '200 days' WHERE id = $1`, [pmRef]);
+      const before = new Date(Date.now() - 180 * 86_400_000);
+      await RetentionRepository.transactionCardData(db, before, 1000, new Date(Date.now() - 86_400_000));
+      await RetentionRepository.paymentMethodCardData(db, before, 1000);
+      expect(
+        (
+          await db.query(
+            `SELECT card_enc, card_erased_at IS NOT NULL AS erased, expiration_date, account_updated,
+                    account_update_replaced->>'expiration_date' AS replaced
+               FROM payment_methods WHERE id = $1`,
+            [pmRef],
+          )
+        )[0],
+      ).toEqual({ card_enc: null, erased: true, expiration_date: renewed, account_updated: true, replaced: '202701' });
+      // Year 2: the merchant sends the card it has, the old expiry, for the same customer and payment method.
+      const id = await submit(api, ofAccount(account, pm, '4000000000000341', '202701'));
+      const [t, ...attempts] = await untilFinal(api, id);
+      expect(
+        [t.status, attempts.map((a) => [a.auth_code, a.payment_method.credit_card.expiration_date])],
+        JSON.stringify(attempts),
+      ).toEqual(['Captured', [['00', renewed]]]);
+      expect(t.payment_method.credit_card).toMatchObject({ expiration_date: renewed, account_updated: true });
+      // The payment method holds the merchant's card data again (its number was erased), with the renewed expiry.
+      const [row] = await db.query(
+        `SELECT card_enc IS NOT NULL AS held, card_erased_at, expiration_date, account_updated, ended_at
+           FROM payment_methods WHERE id = $1`,
+        [pmRef],
+      );
+      expect(row).toEqual({
+        held: true,
+        card_erased_at: null,
+        expiration_date: renewed,
+        account_updated: true,
+        ended_at: null,
+      });
     },
   );
 

@@ -102,6 +102,63 @@ describe('account updater: a new card number before the charge', () => {
     });
   });
 
+  it.each([
+    // The updater renewed only the expiry: the renewal stays, with the merchant's card number (the row's was erased).
+    ['4000000000000341', '4000000000000341', '203001', { expiration_date: '203001', account_updated: true }],
+    // It gave a new number, which the erasure took: the merchant's data wins, the renewal is gone with it.
+    ['4111111111111111', '5555555555554444', '203012', { expiration_date: '202001', account_updated: false }],
+  ])(
+    'a payment method whose card data retention erased, sent again with the data the updater replaced (%s, updated to %s %s)',
+    async (card, updatedPan, updatedExpiry, expected) => {
+      const db = await testDb();
+      const config = loadConfig('retry-worker');
+      const merchantId = await merchantWithUpdaterKey(db);
+      const first = await insertTransactionRow(db, merchantId, { card });
+      const [{ card_hmac: merchantCard }] = await db
+        .query(`UPDATE transactions SET expiration_date = '202001' WHERE id = $1 RETURNING card_hmac`, [first.id])
+        .then(([rows]) => rows);
+      const pmRef = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, first.id));
+      const updater: AccountUpdater = {
+        name: 'stub',
+        lookup: async () => ({ kind: 'updated', pan: updatedPan, expiration: updatedExpiry }),
+      };
+      await new PaymentMethodsService(db, config, updater).refreshCard(
+        (await insertAttemptRow(db, first, {})).id,
+        null,
+      );
+      // Retention's erasure of the payment method (RetentionRepository.paymentMethodCardData's columns).
+      await db.query(
+        `UPDATE payment_methods SET card_enc = NULL, card_key_id = NULL, cryptogram_enc = NULL, cryptogram_key_id = NULL,
+                account_update_jwe = NULL, account_hash = NULL, card_erased_at = now()
+          WHERE id = $1`,
+        [pmRef],
+      );
+      // The merchant's next period for the same customer and payment_method.id, with its card and 202001.
+      const t = await insertTransactionRow(db, merchantId, { card });
+      await db.query(
+        `UPDATE transactions n SET expiration_date = '202001', account_id = f.account_id, account = f.account,
+           payment_method = f.payment_method, submitted_ts = now()
+           FROM transactions f WHERE n.id = $1 AND f.id = $2`,
+        [t.id, first.id],
+      );
+      expect(await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id))).toBe(pmRef);
+      const [pm] = await db.query(
+        `SELECT expiration_date, account_updated, card_hmac, card_enc IS NOT NULL AS held, card_erased_at
+           FROM payment_methods WHERE id = $1`,
+        [pmRef],
+      );
+      const [txn] = await db.query(
+        `SELECT expiration_date, account_updated, card_hmac, payment_method_ref FROM transactions WHERE id = $1`,
+        [t.id],
+      );
+      // The merchant's card (its fingerprint), held again; the expiry and account_updated as `expected`.
+      expect({ pm, txn }).toEqual({
+        pm: { ...expected, card_hmac: merchantCard, held: true, card_erased_at: null },
+        txn: { ...expected, card_hmac: merchantCard, payment_method_ref: pmRef },
+      });
+    },
+  );
+
   /** An expired card's transaction turned into a token of `token` (as the review stores a de-tokenized one), remembered. */
   const expiredToken = async (db: DataSource, merchantId: string, token: string) => {
     const config = loadConfig('retry-worker');

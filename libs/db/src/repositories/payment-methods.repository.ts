@@ -69,9 +69,27 @@ const STALE = `(p.account_updated AND p.account_update_replaced IS NOT NULL AND 
   AND p.account_update_replaced->>'card_hmac' IS NOT DISTINCT FROM EXCLUDED.card_hmac
   AND p.account_update_replaced->>'expiration_date' IS NOT DISTINCT FROM EXCLUDED.expiration_date)`;
 
+/**
+ * The same, on a payment method whose card data retention erased (card_erased_at), when the updater
+ * renewed only the expiry (the payment method's fingerprint is the submission's): the row holds no
+ * card number any more, so the submission's is taken, with the renewed expiry and the updater's fields
+ * kept (the renewal is not lost). When the updater changed the number, that number is gone: the
+ * merchant's data wins (CHANGED), as any new data.
+ */
+const STALE_ERASED = `(p.account_updated AND p.account_update_replaced IS NOT NULL AND p.card_erased_at IS NOT NULL
+  AND p.card_hmac = EXCLUDED.card_hmac
+  AND p.account_update_replaced->>'card_hmac' IS NOT DISTINCT FROM EXCLUDED.card_hmac
+  AND p.account_update_replaced->>'expiration_date' IS NOT DISTINCT FROM EXCLUDED.expiration_date)`;
+
 /** New card data (number or expiry) from the merchant, not the data the updater replaced. */
-const CHANGED = `(NOT ${STALE} AND (p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
+const CHANGED = `(NOT ${STALE} AND NOT ${STALE_ERASED} AND (p.card_hmac IS DISTINCT FROM EXCLUDED.card_hmac
   OR p.expiration_date IS DISTINCT FROM EXCLUDED.expiration_date))`;
+
+/** A card-data column's new value: the stored one when the submission is stale (the expiry also after an erasure). */
+const cardDataValue = (c: string): string =>
+  c === 'expiration_date'
+    ? `CASE WHEN ${STALE} OR ${STALE_ERASED} THEN p.${c} ELSE EXCLUDED.${c} END`
+    : `CASE WHEN ${STALE} THEN p.${c} ELSE EXCLUDED.${c} END`;
 
 /** The columns of the card data itself: kept from the payment method when the submission is stale. */
 const cardData = [
@@ -100,7 +118,9 @@ export class PaymentMethodsRepository {
    * Remembers the transaction's payment method for its account: inserted, or updated when this
    * transaction's data is at least as recent as the stored one. New card data (number or expiry)
    * lifts an earlier end of that payment method. Data the account updater already replaced (the
-   * merchant's data from before a renewal, sent again) is stale: the renewed card data stays (STALE).
+   * merchant's data from before a renewal, sent again) is stale: the renewed card data stays (STALE);
+   * on a payment method retention erased, the submission's card data is taken with the renewed expiry
+   * (STALE_ERASED).
    * Returns the row id.
    */
   static async remember(
@@ -121,7 +141,7 @@ export class PaymentMethodsRepository {
               t.submitted_ts
          FROM transactions t WHERE t.id = $1 AND t.merchant_id = $2
        ON CONFLICT (merchant_id, account_id, pm_id) DO UPDATE SET
-         is_primary = EXCLUDED.is_primary, ${cardData.map((c) => `${c} = CASE WHEN ${STALE} THEN p.${c} ELSE EXCLUDED.${c} END`).join(', ')},
+         is_primary = EXCLUDED.is_primary, ${cardData.map((c) => `${c} = ${cardDataValue(c)}`).join(', ')},
          cryptogram_enc = EXCLUDED.cryptogram_enc, cryptogram_key_id = EXCLUDED.cryptogram_key_id,
          eci_indicator = EXCLUDED.eci_indicator,
          last_seen_at = EXCLUDED.last_seen_at, card_erased_at = NULL,
