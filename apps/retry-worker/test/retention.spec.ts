@@ -10,6 +10,13 @@ import {
 } from '@retain/db';
 import { EventName } from '@retain/domain';
 import { RetainMetrics } from '@retain/platform';
+import {
+  PgSandboxLedger,
+  SANDBOX_UPDATER_NEW_EXPIRY_CARD,
+  SandboxAccountUpdater,
+  SandboxProcessor,
+  sandboxUpdateKey,
+} from '@retain/processor';
 import { announce } from '@retain/queues';
 import { announceTransaction } from '@retain/recovery';
 import {
@@ -263,6 +270,32 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     expect(await held(settled.vid)).toBe(false);
     expect(await held(unknown.vid)).toBe(true);
     expect(await held(refundVid)).toBe(true);
+  });
+
+  it("sandbox ledger: the sandbox account updater's renewals stay, so a renewed card is still approved after SANDBOX_LEDGER_RETENTION", async () => {
+    const ledger = new PgSandboxLedger(db);
+    // An expiry of this test only: the updater renews 4000000000000341 (decisions §15) three years on.
+    const renewal = await new SandboxAccountUpdater(ledger).lookup(
+      { pan: SANDBOX_UPDATER_NEW_EXPIRY_CARD, expiration: '209901' },
+      new Date(),
+    );
+    expect(renewal).toEqual({ kind: 'updated', pan: SANDBOX_UPDATER_NEW_EXPIRY_CARD, expiration: '210201' });
+    await db.query(`UPDATE sandbox_operations SET created_at = $2 WHERE idempotency_key = $1`, [
+      sandboxUpdateKey(SANDBOX_UPDATER_NEW_EXPIRY_CARD, '210201'),
+      OLD,
+    ]);
+    await sweep.sweep(NOW);
+    const charge = await new SandboxProcessor(ledger).charge({
+      idempotencyKey: `ret_${randomBytes(8).toString('hex')}`,
+      attemptNumber: 1,
+      amountMinor: 1000n,
+      currency: 'USD',
+      instrument: { kind: 'pan', pan: SANDBOX_UPDATER_NEW_EXPIRY_CARD, expiration: '210201' },
+      originalResponseCode: '51',
+      divisionNumber: 'd',
+      at: new Date(),
+    });
+    expect(charge).toMatchObject({ outcome: 'approved', responseCode: '00' });
   });
 
   it('card data: erased once the recovery ended and the refund window passed; the fingerprint and masked fields stay', async () => {

@@ -467,7 +467,7 @@ export function configSchema(app: AppName) {
     SANDBOX_LEDGER_RETENTION: variable({
       parse: durationAtLeast(1, MAX_RETENTION),
       default: '30d',
-      desc: "the sandbox processor's ledger operations are deleted this long after they were made (never one an unresolved attempt or open refund needs)",
+      desc: "the sandbox processor's ledger operations are deleted this long after they were made (never one an unresolved attempt or open refund needs, nor the sandbox account updater's renewals)",
     }),
     CARD_DATA_ERASE_AFTER: variable({
       parse: durationAtLeast(1, MAX_RETENTION),

@@ -156,15 +156,17 @@ export class RetentionRepository {
 
   /**
    * The sandbox processor's ledger: operations older than `before`, except a charge whose attempt
-   * is still pending, unknown or watched for a late capture, and a refund still Processing (their
-   * lookups and same-key replays read the ledger).
+   * is still pending, unknown or watched for a late capture, a refund still Processing (their
+   * lookups and same-key replays read the ledger), and the sandbox account updater's renewals (kind
+   * `update`, keys `sbu_…`: the sandbox approves 4000000000000341 with a renewed expiry only while its
+   * record is there; one per card and expiry issued, no card number in it).
    */
   static async sandboxLedger(db: Sql, before: Date, batch: number, watchedSince: Date): Promise<number> {
     return count(
       await db.query(
         `DELETE FROM sandbox_operations WHERE idempotency_key IN (
            SELECT o.idempotency_key FROM sandbox_operations o
-            WHERE o.created_at < $1
+            WHERE o.created_at < $1 AND o.kind <> 'update'
               AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.vid = o.idempotency_key AND ${STILL_LOOKED_UP})
               AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.vid = o.idempotency_key AND r.status = 'Processing')
             ORDER BY o.created_at LIMIT $2 FOR UPDATE OF o SKIP LOCKED)`,
