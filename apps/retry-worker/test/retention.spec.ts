@@ -6,6 +6,11 @@ import {
   WebhookMessagesRepository,
   attemptView,
   chargedPaymentMethodFields,
+  createDataSource,
+  dropDatabase,
+  MIGRATIONS,
+  migrate,
+  revertLast,
   transactionView,
 } from '@retain/db';
 import { EventName } from '@retain/domain';
@@ -585,5 +590,134 @@ describe('retention sweep: what it deletes and erases, and what it never touches
     await sweep.sweep(NOW);
     const [row] = await db.query(`SELECT card_enc, card_erased_at FROM payment_methods WHERE id = $1`, [pm]);
     expect(row).toMatchObject({ card_enc: null, card_erased_at: expect.any(Date) });
+  });
+});
+
+describe('card data that earlier builds left on rows they had erased (migration ReEraseLegacyCardData)', () => {
+  // A database of its own: migrated, ReEraseLegacyCardData and the newer ones reverted, rows seeded as an earlier build left
+  // them, then migrated again as an upgrade does.
+  const url = new URL(process.env['DATABASE_URL']!);
+  url.pathname = `/retain_reerase_${randomBytes(4).toString('hex')}`;
+  const scratch = url.toString();
+  let db: DataSource;
+  afterAll(async () => {
+    if (db?.isInitialized) await db.destroy();
+    await dropDatabase(scratch);
+  });
+
+  it('an upgrade erases the hash and updater JWE left on erased transactions, payment methods, attempts and pushes', async () => {
+    await migrate(scratch);
+    // Back to before ReEraseLegacyCardData (and every migration after it).
+    const since = MIGRATIONS.findIndex((m) => m.name === 'ReEraseLegacyCardData1801000000000');
+    for (let i = since; i < MIGRATIONS.length; i++) await revertLast(scratch);
+    db = createDataSource(scratch, 2);
+    await db.initialize();
+    const merchantId = await insertMerchantRow(db);
+    const leftovers: string[] = [];
+    /**
+     * A transaction Cancelled and erased long ago by a build that erased the sealed card only: its own
+     * account_hash kept (`ownHash`, before the hash was erased) or not; its attempt's copy of the payment
+     * method and its dead push still holding the hash and an updater's JWE.
+     */
+    const erasedEarlier = async (ownHash: boolean) => {
+      const card = uniqueCard();
+      const hash = createHash('sha1').update(card).digest('hex');
+      const jwe = `eyJhbGciOiJSU0EtT0FFUC0yNTYifQ.update.${randomBytes(6).toString('hex')}`;
+      leftovers.push(hash, jwe);
+      const t = await insertTransactionRow(db, merchantId, { card, status: 'Cancelled' });
+      await db.query(
+        `UPDATE transactions SET card_enc = NULL, card_key_id = NULL, card_jwe = NULL, cryptogram = NULL,
+                account_update_jwe = NULL, account_hash = CASE WHEN $2 THEN account_hash END,
+                card_erased_at = now() - interval '100 days', status_changed_at = now() - interval '300 days',
+                next_attempt_at = NULL
+          WHERE id = $1`,
+        [t.id, ownHash],
+      );
+      const card_ = {
+        account: `${card.slice(0, 6)}******${card.slice(-4)}`,
+        account_hash: hash,
+        account_update_jwe: jwe,
+      };
+      const a = await insertAttemptRow(db, t, { state: 'declined', processedAt: OLD });
+      await db.query(`UPDATE attempts SET payment_method_view = $2::jsonb WHERE id = $1`, [
+        a.id,
+        JSON.stringify({
+          payment_method: { id: 'pm_1', credit_card: card_ },
+          is_network_token: null,
+          eci_indicator: null,
+        }),
+      ]);
+      await db.query(
+        `INSERT INTO webhook_messages (message_id, merchant_id, event_name, payload_id, transaction_id, body, status,
+           dead_at, created_at, updated_at)
+         VALUES ($1, $2, 'retry failed', 'p', $3, $4::jsonb, 'dead', $5, $5, $5)`,
+        [
+          `msg_${randomBytes(12).toString('hex')}`.slice(0, 27),
+          merchantId,
+          t.id,
+          JSON.stringify({
+            header: { event_name: 'retry failed' },
+            content: { payment_method: { id: 'pm_1', credit_card: card_ } },
+          }),
+          OLD,
+        ],
+      );
+      return { t, a, card_ };
+    };
+    const before4e = await erasedEarlier(true);
+    const beforeB6 = await erasedEarlier(false);
+    // A payment method erased with its hash kept.
+    const [{ id: pm, account_hash: pmHash }] = await db.query(
+      `INSERT INTO payment_methods (vid, merchant_id, account_id, pm_id, card_kind, card_hmac, card_bin, card_last4,
+         account_hash, expiration_date, payment_method, last_seen_at, card_erased_at)
+       SELECT $2, merchant_id, account_id, 'pm_1', card_kind, card_hmac, card_bin, card_last4, account_hash,
+              expiration_date, payment_method, now() - interval '300 days', now() - interval '100 days'
+         FROM transactions WHERE id = $1 RETURNING id, account_hash`,
+      [before4e.t.id, `pm${randomBytes(8).toString('hex')}`],
+    );
+    expect(pmHash).toMatch(/^[0-9a-f]{40}$/);
+    const rowsOf = async () => ({
+      transactions: await db.query(
+        `SELECT account_hash, card_bin, card_last4, card_hmac, expiration_date, card_erased_at FROM transactions
+          WHERE id = ANY($1::uuid[]) ORDER BY id`,
+        [[before4e.t.id, beforeB6.t.id]],
+      ),
+      payment_method: (
+        await db.query(`SELECT account_hash, card_last4, card_erased_at FROM payment_methods WHERE id = $1`, [pm])
+      )[0],
+    });
+    const seeded = await rowsOf();
+
+    await migrate(scratch);
+    // Neither the hash nor the updater's JWE is left in any row of any table.
+    const tables: { table_name: string }[] = await db.query(
+      `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`,
+    );
+    const found: Record<string, number> = {};
+    for (const { table_name } of tables) {
+      const [{ n }] = await db.query(`SELECT count(*)::int AS n FROM "${table_name}" x WHERE x::text LIKE ANY($1)`, [
+        leftovers.map((l) => `%${l}%`),
+      ]);
+      if (n > 0) found[table_name] = n;
+    }
+    expect(found).toEqual({});
+    // As today's erasure leaves them: the masked fields, the fingerprint and the erasure's date stay.
+    const after = await rowsOf();
+    expect(after).toEqual({
+      transactions: seeded.transactions.map((r: Record<string, unknown>) => ({ ...r, account_hash: null })),
+      payment_method: { ...seeded.payment_method, account_hash: null },
+    });
+    for (const { a, card_ } of [before4e, beforeB6]) {
+      const [{ view }] = await db.query(`SELECT payment_method_view AS view FROM attempts WHERE id = $1`, [a.id]);
+      expect(view.payment_method.credit_card).toEqual({ account: card_.account, account_hash: null });
+    }
+    const bodies: { card: unknown }[] = await db.query(
+      `SELECT body #> '{content,payment_method,credit_card}' AS card FROM webhook_messages WHERE merchant_id = $1
+        ORDER BY body #>> '{content,payment_method,credit_card,account}'`,
+      [merchantId],
+    );
+    expect(bodies.map((b) => b.card)).toEqual(
+      [before4e.card_.account, beforeB6.card_.account].sort().map((account) => ({ account, account_hash: null })),
+    );
   });
 });

@@ -54,6 +54,7 @@ import { ProcessorNotifications1800600000000 } from './migrations/1800600000000-
 import { RefundNotificationAlert1800700000000 } from './migrations/1800700000000-RefundNotificationAlert';
 import { OriginalPaymentMethod1800800000000 } from './migrations/1800800000000-OriginalPaymentMethod';
 import { AccountUpdateReplaced1800900000000 } from './migrations/1800900000000-AccountUpdateReplaced';
+import { ReEraseLegacyCardData1801000000000 } from './migrations/1801000000000-ReEraseLegacyCardData';
 import { NotificationRefusalDetail1801200000000 } from './migrations/1801200000000-NotificationRefusalDetail';
 
 /** Migrations, listed explicitly and applied in this order. */
@@ -110,6 +111,7 @@ export const MIGRATIONS = [
   RefundNotificationAlert1800700000000,
   OriginalPaymentMethod1800800000000,
   AccountUpdateReplaced1800900000000,
+  ReEraseLegacyCardData1801000000000,
   NotificationRefusalDetail1801200000000,
 ];
 
