@@ -210,6 +210,51 @@ describe('portal session', () => {
     expect(r.json.authenticated_by).toBe('header');
   });
 
+  it('refuses a request carrying two session cookies (one planted from a sibling subdomain): 401 RET401', async () => {
+    // A sibling subdomain can set `cookie=<its token>; Domain=.example.com; Path=/v1/retain`: the browser then
+    // sends it first, before the portal's own. Taking the first would authenticate the victim as the attacker.
+    const victim = await login(merchant);
+    const attacker = await login(other);
+    for (const [path, headers] of [
+      ['/v1/retain/session', { cookie: `${attacker}; ${victim}` }],
+      [
+        '/v1/retain/transactions',
+        { cookie: `${victim}; theme=dark; ${attacker}`, 'x-requested-with': 'retain-portal' },
+      ],
+      // A nameless cookie whose value is `cookie=…` is sent as `cookie=…` too.
+      ['/v1/retain/session', { cookie: `${attacker}; ${attacker}` }],
+    ] as const) {
+      const r = await call('GET', path, headers);
+      expect({ path, status: r.status, json: r.json }).toEqual({
+        path,
+        status: 401,
+        json: { code: 'RET401', message: 'Authentication required' },
+      });
+    }
+    // Each alone still works, and other cookies beside it do not matter.
+    expect((await call('GET', '/v1/retain/session', { cookie: `theme=dark; ${victim}` })).json.login).toBe(
+      merchant.login,
+    );
+    // A write: refused before anything is looked at.
+    const t = txn();
+    const write = await call(
+      'POST',
+      '/v1/retain/transactions',
+      { cookie: `${attacker}; ${victim}`, 'x-requested-with': 'retain-portal' },
+      { transactions: [t] },
+    );
+    expect(write.status).toBe(401);
+    expect((await call('GET', `/v1/retain/transactions/${String(t['id'])}`, { cookie: attacker })).status).toBe(404);
+    // Logout ends every session the request names, ours included.
+    const out = await call('DELETE', '/v1/retain/session', {
+      cookie: `${attacker}; ${victim}`,
+      'x-requested-with': 'retain-portal',
+    });
+    expect(out.status).toBe(204);
+    expect((await call('GET', '/v1/retain/session', { cookie: victim })).status).toBe(401);
+    expect((await call('GET', '/v1/retain/session', { cookie: attacker })).status).toBe(401);
+  });
+
   it('a login racing a key rotation never leaves a session alive after it', async () => {
     const m = await createMerchant();
     const db = await testDb();

@@ -27,15 +27,21 @@ export const SESSION_COOKIE = 'cookie';
 export const PORTAL_HEADER = 'x-requested-with';
 export const PORTAL_HEADER_VALUE = 'retain-portal';
 
-/** The value of one cookie of a Cookie header (first occurrence), or undefined. */
-export function readCookie(header: string | undefined, name: string): string | undefined {
-  if (!header) return undefined;
+/**
+ * Every value of one cookie in a Cookie header, in the header's order. A browser sends several under
+ * one name when cookies of that name were set for different domains or paths: a sibling subdomain can
+ * plant `cookie=<its token>; Domain=.example.com; Path=/v1/retain`, which is then sent first, before
+ * ours. A nameless cookie whose value is `cookie=…` is sent as `cookie=…` too.
+ */
+export function readCookies(header: string | undefined, name: string): string[] {
+  const values: string[] = [];
+  if (!header) return values;
   for (const part of header.split(';')) {
     const idx = part.indexOf('=');
     if (idx < 0) continue;
-    if (part.slice(0, idx).trim() === name) return part.slice(idx + 1).trim();
+    if (part.slice(0, idx).trim() === name) values.push(part.slice(idx + 1).trim());
   }
-  return undefined;
+  return values;
 }
 
 const forbidden = (message: string = RetMessage.forbidden): HttpException =>
@@ -78,7 +84,10 @@ export function parseCredentials(header: string | undefined): { login?: string; 
  * instead: the session is looked up server-side (expired or ended: 401), and a cookie-authenticated
  * request that may change something (not GET/HEAD) must carry `X-Requested-With: retain-portal`
  * (403 otherwise): a cross-site form cannot set that header, so this is the CSRF check on top of
- * SameSite=Strict. An Authorization header, when present, wins over the cookie.
+ * SameSite=Strict. An Authorization header, when present, wins over the cookie. A request carrying
+ * more than one session cookie is refused (401) without looking any up: one of them was planted
+ * (readCookies), and which is ours cannot be told, so taking one would let a sibling subdomain log the
+ * portal in as its own merchant.
  */
 @Injectable()
 export class MerchantAuthGuard implements CanActivate {
@@ -111,7 +120,9 @@ export class MerchantAuthGuard implements CanActivate {
         void reply.header('WWW-Authenticate', 'Basic realm="retain"');
       throw new UnauthorizedError();
     };
-    const token = req.headers.authorization ? undefined : readCookie(req.headers.cookie, SESSION_COOKIE);
+    const tokens = req.headers.authorization ? [] : readCookies(req.headers.cookie, SESSION_COOKIE);
+    if (tokens.length > 1) return fail();
+    const token = tokens[0];
     if (token) {
       const merchant = await this.sessions.resume(token);
       if (!merchant) return fail();

@@ -27,7 +27,7 @@ import {
   PORTAL_HEADER_VALUE,
   SESSION_COOKIE,
   UnauthorizedError,
-  readCookie,
+  readCookies,
   type AuthenticatedMerchant,
 } from '../auth/merchant-auth.guard';
 import { LoginThrottle } from './login-throttle';
@@ -147,8 +147,9 @@ export class SessionController {
   @ApiResponse({ status: 204 })
   @ApiResponse({ status: 403, type: ErrorDto, description: 'Cookie sent without X-Requested-With: retain-portal' })
   async logout(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    const token = readCookie(req.headers.cookie, SESSION_COOKIE);
-    if (token) {
+    // Every session the request names ends (two when one was planted beside ours: see readCookies).
+    const tokens = readCookies(req.headers.cookie, SESSION_COOKIE).filter((t) => t);
+    if (tokens.length) {
       if (req.headers[PORTAL_HEADER] !== PORTAL_HEADER_VALUE) {
         throw new HttpException(
           {
@@ -158,7 +159,7 @@ export class SessionController {
           HttpStatus.FORBIDDEN,
         );
       }
-      await this.sessions.end(token);
+      for (const token of tokens) await this.sessions.end(token);
     }
     await reply.header('Set-Cookie', this.cookie('', 0)).status(204).send();
   }
