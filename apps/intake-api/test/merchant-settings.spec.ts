@@ -5,6 +5,7 @@ import {
   closeTestDb,
   createMerchant,
   startApp,
+  testDb,
   waitFor,
   type RunningApp,
   type TestMerchant,
@@ -163,5 +164,101 @@ describe('merchant settings and the push delivery log', () => {
     expect(csp).toContain("script-src 'self'");
     expect(csp).not.toContain('unsafe-inline');
     expect(csp).toContain("frame-ancestors 'none'");
+  });
+});
+
+// A test push is made on the merchant's request, each one retried up to 8 times, its every answer and error
+// shown in the push log: unlimited, a merchant could probe hosts and ports from the dispatcher's network or flood
+// a third party. No dispatcher here: the pushes stay pending.
+describe('test pushes are limited per merchant', () => {
+  let api: RunningApp;
+
+  beforeAll(async () => {
+    api = await startApp('intake-api');
+  });
+  afterAll(async () => {
+    await api.stop();
+    await closeTestDb();
+  });
+
+  const send = async (m: TestMerchant) => {
+    const r = await fetch(`${api.url}/v1/retain/merchant/webhook/test`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${m.api_key}` },
+    });
+    const text = await r.text();
+    return { status: r.status, headers: r.headers, json: text ? (JSON.parse(text) as any) : undefined };
+  };
+  const testPushes = async (m: TestMerchant): Promise<{ message_id: string; status: string }[]> =>
+    (await testDb()).query(
+      `SELECT w.message_id, w.status FROM webhook_messages w JOIN merchants m ON m.id = w.merchant_id
+        WHERE m.login = $1 AND w.event_name = 'test' ORDER BY w.message_id`,
+      [m.login],
+    );
+
+  it('the 11th while 10 are pending answers 429 RET429 with Retry-After and makes no push; another merchant is unaffected', async () => {
+    const m = await createMerchant('https://example.com/hooks');
+    const other = await createMerchant('https://example.com/hooks');
+    for (let i = 0; i < 10; i++) expect((await send(m)).status).toBe(202);
+    const refused = await send(m);
+    expect({ status: refused.status, json: refused.json }).toEqual({
+      status: 429,
+      json: { code: 'RET429', message: 'Too many test pushes, try again later' },
+    });
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(retryAfter).toBeLessThanOrEqual(3600);
+    expect(await testPushes(m)).toHaveLength(10);
+    expect((await send(other)).status).toBe(202);
+    expect(await testPushes(other)).toHaveLength(1);
+  });
+
+  it('a test push frees its place an hour after it ended; a replay of one counts as one', async () => {
+    const m = await createMerchant('https://example.com/hooks');
+    for (let i = 0; i < 10; i++) expect((await send(m)).status).toBe(202);
+    const db = await testDb();
+    const [first, second] = await testPushes(m);
+    // Delivered just now: a responsive receiver cannot be flooded, the push still counts for an hour.
+    await db.query(`UPDATE webhook_messages SET status = 'delivered', delivered_at = now() WHERE message_id = $1`, [
+      first!.message_id,
+    ]);
+    expect((await send(m)).status).toBe(429);
+    // Its replay (the merchant's API) would send it again: refused the same way, the push left as it was.
+    const replay = await fetch(`${api.url}/v1/retain/webhook-messages/${first!.message_id}/replay`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${m.api_key}` },
+    });
+    expect(replay.status).toBe(429);
+    expect(await replay.json()).toEqual({ code: 'RET429', message: 'Too many test pushes, try again later' });
+    expect((await testPushes(m))[0]!.status).toBe('delivered');
+    // Ended over an hour ago: its place is free again, for one push.
+    await db.query(
+      `UPDATE webhook_messages SET status = 'dead', dead_at = now() - interval '61 minutes',
+              updated_at = now() - interval '61 minutes' WHERE message_id = $1`,
+      [second!.message_id],
+    );
+    expect((await send(m)).status).toBe(202);
+    expect((await send(m)).status).toBe(429);
+    expect(await testPushes(m)).toHaveLength(11);
+  });
+
+  it('concurrent calls, as from several intake-api replicas, cannot pass the limit together', async () => {
+    const m = await createMerchant('https://example.com/hooks');
+    const second = await startApp('intake-api');
+    try {
+      const results = await Promise.all(
+        Array.from({ length: 24 }, (_, i) =>
+          fetch(`${(i % 2 ? second : api).url}/v1/retain/merchant/webhook/test`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${m.api_key}` },
+          }).then((r) => r.status),
+        ),
+      );
+      expect(results.filter((s) => s === 202)).toHaveLength(10);
+      expect(results.filter((s) => s !== 202 && s !== 429)).toEqual([]);
+      expect(await testPushes(m)).toHaveLength(10);
+    } finally {
+      await second.stop();
+    }
   });
 });

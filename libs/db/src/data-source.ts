@@ -56,6 +56,7 @@ import { OriginalPaymentMethod1800800000000 } from './migrations/1800800000000-O
 import { AccountUpdateReplaced1800900000000 } from './migrations/1800900000000-AccountUpdateReplaced';
 import { ReEraseLegacyCardData1801000000000 } from './migrations/1801000000000-ReEraseLegacyCardData';
 import { NotificationRefusalDetail1801200000000 } from './migrations/1801200000000-NotificationRefusalDetail';
+import { TestPushLimit1801240000000 } from './migrations/1801240000000-TestPushLimit';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -113,6 +114,7 @@ export const MIGRATIONS = [
   AccountUpdateReplaced1800900000000,
   ReEraseLegacyCardData1801000000000,
   NotificationRefusalDetail1801200000000,
+  TestPushLimit1801240000000,
 ];
 
 export interface PoolTuning {

@@ -23,6 +23,7 @@ export const RetCode = {
   RET0404: 'RET0404',
   RET405: 'RET405',
   RET413: 'RET413',
+  RET429: 'RET429',
   RET500: 'RET500',
   RET503: 'RET503',
 } as const;

@@ -28,7 +28,7 @@ import {
 } from '@nestjs/swagger';
 import { ErrorDto } from '@retain/api-contract';
 import type { RetainConfig } from '@retain/config';
-import { MerchantsRepository, WebhookMessagesRepository } from '@retain/db';
+import { MerchantsRepository, WebhookMessagesRepository, type TestPushLimit } from '@retain/db';
 import { EventName, RetCode, RetMessage, nameOr, newMessageId, newVid, parseWebhookUrl } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import { OutboxRelay, announce } from '@retain/queues';
@@ -51,6 +51,23 @@ const notFound = (): HttpException =>
   new HttpException({ code: RetCode.RET0404, message: RetMessage.notFound }, HttpStatus.NOT_FOUND);
 
 const MESSAGE_STATUSES = ['pending', 'delivered', 'dead', 'gone', 'no_endpoint'];
+
+/**
+ * A merchant's test pushes (a new one or the replay of one), counted in Postgres so every replica
+ * agrees (WebhookMessagesRepository.testPushWait): at most 10 pending or touched within the last hour.
+ * Each is sent up to 8 times, its every answer and error shown in the push log: without a limit a
+ * merchant could probe hosts and ports from the dispatcher's network, or flood a third party.
+ */
+export const TEST_PUSH_LIMIT: TestPushLimit = { count: 10, windowSeconds: 3600 };
+
+/** 429 RET429 with Retry-After: the merchant's test push limit is reached. */
+const tooManyTestPushes = (reply: FastifyReply, wait: number): HttpException => {
+  void reply.header('Retry-After', String(wait));
+  return new HttpException(
+    { code: RetCode.RET429, message: 'Too many test pushes, try again later' },
+    HttpStatus.TOO_MANY_REQUESTS,
+  );
+};
 
 export class MerchantDto {
   @ApiProperty() login: string;
@@ -96,6 +113,7 @@ export class TestPushDto {
 export class MerchantController {
   private readonly logger = new Logger('merchant');
   private readonly merchants: MerchantsRepository;
+  private readonly pushes: WebhookMessagesRepository;
   private readonly secure: boolean;
 
   constructor(
@@ -104,6 +122,7 @@ export class MerchantController {
     @Inject(RETAIN_CONFIG) config: RetainConfig,
   ) {
     this.merchants = new MerchantsRepository(db, config.cardKeys);
+    this.pushes = new WebhookMessagesRepository(db);
     this.secure = config.nodeEnv === 'production';
   }
 
@@ -177,13 +196,22 @@ export class MerchantController {
   @HttpCode(202)
   @ApiOperation({
     summary: 'Send a test push (event_name "test") to the webhook URL, signed like every push',
-    description: 'Delivered, retried and logged like any push; it reports no state change and can be ignored.',
+    description:
+      'Delivered, retried and logged like any push; it reports no state change and can be ignored. ' +
+      'At most 10 test pushes per merchant count at a time: each while it is being delivered and for an hour ' +
+      'after its last attempt (or replay); beyond that 429 RET429 with Retry-After (seconds), and no push is made.',
   })
   @ApiResponse({ status: 202, type: TestPushDto })
-  async testPush(@CurrentMerchant() merchant: AuthenticatedMerchant): Promise<TestPushDto> {
+  @ApiResponse({ status: 429, type: ErrorDto, description: 'Too many test pushes (Retry-After)' })
+  async testPush(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<TestPushDto> {
     const messageId = newMessageId();
-    const outbox = await this.db.transaction((m) =>
-      announce(m, [
+    const outbox = await this.db.transaction(async (m) => {
+      const wait = await this.pushes.testPushWait(m, merchant.id, TEST_PUSH_LIMIT);
+      if (wait > 0) throw tooManyTestPushes(reply, wait);
+      return announce(m, [
         {
           merchantId: merchant.id,
           eventName: EventName.Test,
@@ -191,8 +219,8 @@ export class MerchantController {
           content: { message: 'Test push from Retain' },
           messageId,
         },
-      ]),
-    );
+      ]);
+    });
     this.relay.publish(outbox).catch((err: unknown) => {
       this.logger.warn({ err: (err as Error).message }, 'outbox publish deferred to the sweeper');
     });
@@ -274,14 +302,21 @@ export class WebhookMessagesController {
   @ApiResponse({ status: 202, description: '{message_id, status: "pending"}' })
   @ApiResponse({ status: 400, type: ErrorDto, description: 'The message is still being delivered' })
   @ApiResponse({ status: 404, type: ErrorDto })
+  @ApiResponse({
+    status: 429,
+    type: ErrorDto,
+    description: 'A test push, and the merchant has too many counting (as POST /v1/retain/merchant/webhook/test)',
+  })
   async replay(
     @CurrentMerchant() merchant: AuthenticatedMerchant,
     @Param('message_id') id: string,
+    @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<{ message_id: string; status: string }> {
     if (!/^[0-9A-Za-z]{27}$/.test(id)) throw notFound();
-    const outcome = await this.repo.replayOfMerchant(merchant.id, id);
+    const outcome = await this.repo.replayOfMerchant(merchant.id, id, TEST_PUSH_LIMIT);
     if (outcome === 'missing') throw notFound();
     if (outcome === 'pending') throw badParam('message_id', ' (still being delivered)');
+    if (typeof outcome === 'object') throw tooManyTestPushes(reply, outcome.wait);
     return { message_id: id, status: 'pending' };
   }
 }

@@ -105,7 +105,7 @@ export class SessionController {
     if (wait > 0) {
       void reply.header('Retry-After', String(wait));
       throw new HttpException(
-        { code: 'RET429', message: 'Too many failed logins, try again later' },
+        { code: RetCode.RET429, message: 'Too many failed logins, try again later' },
         HttpStatus.TOO_MANY_REQUESTS,
       );
     }

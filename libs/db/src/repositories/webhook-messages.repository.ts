@@ -1,4 +1,18 @@
-import type { DataSource } from 'typeorm';
+import { EventName } from '@retain/domain';
+import type { DataSource, EntityManager } from 'typeorm';
+
+/**
+ * The limit on the test pushes a merchant asks for (event_name 'test': `POST /v1/retain/merchant/webhook/test`,
+ * or its replay of one): each counts while it is being delivered (pending) and for `windowSeconds` after it
+ * was last touched (its last attempt, its end, a replay), and a merchant has at most `count` counting.
+ */
+export interface TestPushLimit {
+  count: number;
+  windowSeconds: number;
+}
+
+/** The advisory lock of one merchant's test pushes: one limit check at a time, across replicas. */
+const testPushLockKey = (merchantId: string): string => `test-push:${merchantId}`;
 
 /** A push message claimed for one delivery attempt. */
 export interface ClaimedWebhookMessage {
@@ -296,20 +310,63 @@ export class WebhookMessagesRepository {
   /**
    * Replays one of the merchant's messages that is no longer being delivered (dead, gone,
    * no_endpoint or delivered): back to pending, due now, as a new replay generation. 'missing' when
-   * the message is not theirs, 'pending' when it is still being delivered (nothing changed).
+   * the message is not theirs, 'pending' when it is still being delivered (nothing changed). A test
+   * push is sent again only within the merchant's test push limit (testPushWait): `{ wait }` (seconds)
+   * when the limit is reached, nothing changed.
    */
-  async replayOfMerchant(merchantId: string, messageId: string): Promise<'replayed' | 'pending' | 'missing'> {
-    const [rows]: [{ message_id: string }[], number] = await this.db.query(
-      `UPDATE webhook_messages SET status = 'pending', next_attempt_at = now(), attempt_count = 0,
-              replay_count = replay_count + 1, dead_at = NULL, updated_at = now()
-        WHERE merchant_id = $1 AND message_id = $2 AND status <> 'pending' RETURNING message_id`,
-      [merchantId, messageId],
+  async replayOfMerchant(
+    merchantId: string,
+    messageId: string,
+    testPushLimit: TestPushLimit,
+  ): Promise<'replayed' | 'pending' | 'missing' | { wait: number }> {
+    return this.db.transaction(async (m) => {
+      const [message]: { event_name: string }[] = await m.query(
+        `SELECT event_name FROM webhook_messages WHERE merchant_id = $1 AND message_id = $2`,
+        [merchantId, messageId],
+      );
+      if (!message) return 'missing';
+      if (message.event_name === EventName.Test) {
+        const wait = await this.testPushWait(m, merchantId, testPushLimit);
+        if (wait > 0) return { wait };
+      }
+      const [rows]: [{ message_id: string }[], number] = await m.query(
+        `UPDATE webhook_messages SET status = 'pending', next_attempt_at = now(), attempt_count = 0,
+                replay_count = replay_count + 1, dead_at = NULL, updated_at = now()
+          WHERE merchant_id = $1 AND message_id = $2 AND status <> 'pending' RETURNING message_id`,
+        [merchantId, messageId],
+      );
+      return rows.length > 0 ? 'replayed' : 'pending';
+    });
+  }
+
+  /**
+   * Whether the merchant may have one more test push sent (a new one, or a replay of one) within
+   * `limit`: 0 if so, else the seconds until that can be at the soonest. A test push counts while it
+   * is pending (being delivered or waiting for a retry: a receiver that does not answer 2xx keeps it
+   * so for the whole retry schedule) and for `limit.windowSeconds` after it was last touched (its
+   * last attempt, its end, a replay): the pending count bounds how many requests to a target that
+   * does not answer are in play, the window how fast a receiver that answers at once is sent them.
+   *
+   * Takes the merchant's test push lock for the caller's transaction (`m`), which must make the push
+   * in it: concurrent requests, on any replica, are counted one after the other.
+   */
+  async testPushWait(m: EntityManager, merchantId: string, limit: TestPushLimit): Promise<number> {
+    await m.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [testPushLockKey(merchantId)]);
+    // When each counting test push stops counting at the soonest: a pending one an attempt from now
+    // (next_attempt_at; NULL before its first claim: now) plus the window, an ended one its last touch
+    // plus the window. With n counting, a place is free once the (n - count + 1)th of them stops.
+    const [row]: { n: number; wait: number | null }[] = await m.query(
+      `WITH counting AS (
+         SELECT CASE WHEN status = 'pending' THEN greatest(next_attempt_at, now()) ELSE updated_at END
+                  + $2 * interval '1 second' AS frees_at
+           FROM webhook_messages
+          WHERE merchant_id = $1 AND event_name = 'test' -- a literal: the partial index's predicate
+            AND (status = 'pending' OR updated_at > now() - $2 * interval '1 second'))
+       SELECT n, (SELECT greatest(1, ceil(extract(epoch FROM frees_at - now())))::int FROM counting
+                   ORDER BY frees_at OFFSET greatest(n - $3, 0) LIMIT 1) AS wait
+         FROM (SELECT count(*)::int AS n FROM counting) c`,
+      [merchantId, limit.windowSeconds, limit.count],
     );
-    if (rows.length > 0) return 'replayed';
-    const found: unknown[] = await this.db.query(
-      `SELECT 1 FROM webhook_messages WHERE merchant_id = $1 AND message_id = $2`,
-      [merchantId, messageId],
-    );
-    return found.length > 0 ? 'pending' : 'missing';
+    return row!.n < limit.count ? 0 : (row!.wait ?? 1);
   }
 }
