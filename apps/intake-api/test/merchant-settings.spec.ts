@@ -240,6 +240,14 @@ describe('test pushes are limited per merchant', () => {
     expect((await send(m)).status).toBe(202);
     expect((await send(m)).status).toBe(429);
     expect(await testPushes(m)).toHaveLength(11);
+    // Still pending but last sent over an hour ago (a receiver still broken, its next retry hours away): a
+    // merchant fixing its endpoint can test it again, never locked out for the whole retry schedule.
+    await db.query(
+      `UPDATE webhook_messages SET status = 'pending', next_attempt_at = now() + interval '5 hours',
+              updated_at = now() - interval '61 minutes' WHERE message_id = $1`,
+      [first!.message_id],
+    );
+    expect((await send(m)).status).toBe(202);
   });
 
   it('concurrent calls, as from several intake-api replicas, cannot pass the limit together', async () => {

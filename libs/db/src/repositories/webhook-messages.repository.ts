@@ -341,11 +341,11 @@ export class WebhookMessagesRepository {
 
   /**
    * Whether the merchant may have one more test push sent (a new one, or a replay of one) within
-   * `limit`: 0 if so, else the seconds until that can be at the soonest. A test push counts while it
-   * is pending (being delivered or waiting for a retry: a receiver that does not answer 2xx keeps it
-   * so for the whole retry schedule) and for `limit.windowSeconds` after it was last touched (its
-   * last attempt, its end, a replay): the pending count bounds how many requests to a target that
-   * does not answer are in play, the window how fast a receiver that answers at once is sent them.
+   * `limit`: 0 if so, else the seconds until that can be at the soonest. A test push counts for
+   * `limit.windowSeconds` after it was last touched (made, sent, ended, replayed): at most `limit.count`
+   * test pushes made or sent in any such window, each sent at most as often as the retry schedule says.
+   * A pending one waiting hours for its next retry (a receiver still broken) stops counting meanwhile,
+   * so a merchant fixing its endpoint is never locked out of testing it for longer than the window.
    *
    * Takes the merchant's test push lock for the caller's transaction (`m`), which must make the push
    * in it: concurrent requests, on any replica, are counted one after the other.
@@ -357,11 +357,10 @@ export class WebhookMessagesRepository {
     // plus the window. With n counting, a place is free once the (n - count + 1)th of them stops.
     const [row]: { n: number; wait: number | null }[] = await m.query(
       `WITH counting AS (
-         SELECT CASE WHEN status = 'pending' THEN greatest(next_attempt_at, now()) ELSE updated_at END
-                  + $2 * interval '1 second' AS frees_at
+         SELECT updated_at + $2 * interval '1 second' AS frees_at
            FROM webhook_messages
           WHERE merchant_id = $1 AND event_name = 'test' -- a literal: the partial index's predicate
-            AND (status = 'pending' OR updated_at > now() - $2 * interval '1 second'))
+            AND updated_at > now() - $2 * interval '1 second')
        SELECT n, (SELECT greatest(1, ceil(extract(epoch FROM frees_at - now())))::int FROM counting
                    ORDER BY frees_at OFFSET greatest(n - $3, 0) LIMIT 1) AS wait
          FROM (SELECT count(*)::int AS n FROM counting) c`,
