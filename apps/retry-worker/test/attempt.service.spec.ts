@@ -286,6 +286,28 @@ describe('attempt service: every branch of prepare and record', () => {
     expect(row).toEqual({ status: 'Captured', payment_method_ref: pmB });
   });
 
+  it('the account’s other payment method, a token the transaction’s processor cannot charge, is no alternative: Cancelled, never sent', async () => {
+    // decisions §13, §15: card B was remembered under another division's Stripe account (a saved method);
+    // this transaction's processor (the sandbox) would decline it 14, a hard decline ending it for the account.
+    const merchantId = await insertMerchantRow(db);
+    const { t, pmA, pmB } = await twoCardAccount(merchantId, '4100000000000019', '4111111111111111');
+    await hardDeclined(merchantId, '4100000000000019');
+    await db.query(
+      `UPDATE payment_methods SET card_kind = 'token', is_tokenized = true, card_enc = NULL, card_key_id = NULL,
+          pm_id = 'cus_A|pm_1', payment_method = jsonb_set(payment_method, '{id}', '"cus_A|pm_1"')
+        WHERE id = $1`,
+      [pmB],
+    );
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('nothing to do');
+    const [row] = await db.query(`SELECT status, payment_method_ref FROM transactions WHERE id = $1`, [t.id]);
+    expect(row).toEqual({ status: 'Cancelled', payment_method_ref: pmA });
+    expect(await charges(a.vid)).toBe(0);
+    expect(await pushes(t.id)).toEqual(['retry failed']);
+    const [b] = await db.query(`SELECT ended_at FROM payment_methods WHERE id = $1`, [pmB]);
+    expect(b.ended_at).toBeNull();
+  });
+
   it('a 1A ends the card for the account: the same card under the account’s other payment method id is not charged', async () => {
     const merchantId = await insertMerchantRow(db);
     const { t, pmA, pmB } = await twoCardAccount(merchantId, '5555555555554444', '5555555555554444');
@@ -365,6 +387,7 @@ describe('attempt service: every branch of prepare and record', () => {
           amountMinor: 1999n,
           timeScale: 1,
           updaterOn: true,
+          chargeable: async () => true,
         }),
       );
     expect(await nextBy(29)).toBeNull();

@@ -77,6 +77,96 @@ describe('post-submission review with merchants processor accounts', () => {
     expect(JSON.stringify(rejected.json)).not.toContain('sk_test_reviewaccount');
   });
 
+  // decisions §13, §15: the account's next payment method is an alternative only where the
+  // transaction's own processor account can charge it (the rule the review applies to a submitted one).
+  describe("the fallback to the account's next payment method", () => {
+    const setUp = async () => {
+      const merchant = await createMerchant();
+      const db = await testDb();
+      const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+      // Division US: a Stripe account (tokens only); any other division: the sandbox (the app's processor).
+      await new ProcessorAccountsRepository(db, loadConfig('cli').cardKeys).set(merchantId, 'US', 'stripe', {
+        secret_key: 'sk_test_review_fallback',
+      });
+      const client = new ApiClient(api.url, merchant.api_key);
+      const submitReviewed = async (t: Record<string, unknown>) => {
+        expect((await client.submit([t])).status).toBe(200);
+        await waitFor(async () => (await reviewed(t['id'] as string)).length > 0, { what: 'review done' });
+      };
+      const final = async (t: Record<string, unknown>) => {
+        const [got] = (await client.request('GET', `/v1/retain/transactions/${t['id']}`)).json.data;
+        const pushes = await db.query(
+          `SELECT body FROM webhook_messages WHERE merchant_id = $1 AND event_name = 'retry failed'
+              AND body->'header'->>'transaction_id' = $2`,
+          [merchantId, t['id']],
+        );
+        return {
+          status: got.status,
+          payment_method_id: got.payment_method.id,
+          next_activity: got.next_activity,
+          pushes: pushes.map((p: any) => ({ status: p.body.content.status, pm: p.body.content.payment_method.id })),
+        };
+      };
+      const ended = async (pmId: string) =>
+        (
+          await db.query(
+            `SELECT ended_at IS NOT NULL AS ended FROM payment_methods WHERE merchant_id = $1 AND pm_id = $2`,
+            [merchantId, pmId],
+          )
+        ).map((r: any) => r.ended);
+      return { submitReviewed, final, ended };
+    };
+
+    it('a Stripe saved method of division US is no alternative for a hard decline in a sandbox division', async () => {
+      const { submitReviewed, final, ended } = await setUp();
+      const account = { id: `cus-9-${Date.now()}`, email: 'jane@example.com' };
+      // t1: division US, a Stripe saved method, a soft decline: remembered for the customer.
+      const t1 = txn({
+        account,
+        division_number: 'US',
+        payment_method: { id: 'cus_A|pm_1', is_tokenized: true, credit_card: { account: '424242' } },
+      });
+      await submitReviewed(t1);
+      // t2: division EU (the sandbox), a clear card, lost (41): never retried, its card ends.
+      const t2 = txn({ account, division_number: 'EU', auth_code: '41' }, '4100000000000019');
+      const ownPm = (t2['payment_method'] as any).id;
+      await submitReviewed(t2);
+      // The sandbox cannot charge `cus_A|pm_1` (declined 14 "Unknown sandbox token", a hard decline
+      // that would end it for the whole account): t2 ends here, on its own payment method.
+      expect(await final(t2)).toEqual({
+        status: 'Cancelled',
+        payment_method_id: ownPm,
+        next_activity: null,
+        pushes: [{ status: 'Cancelled', pm: ownPm }],
+      });
+      expect(await ended('cus_A|pm_1')).toEqual([false]);
+      expect((await final(t1)).status).toBe('Failed');
+    });
+
+    it('a clear card of a sandbox division is no alternative in a tokens-only division', async () => {
+      const { submitReviewed, final, ended } = await setUp();
+      const account = { id: `cus-10-${Date.now()}`, email: 'jane@example.com' };
+      // t1: division EU (the sandbox), a clear card: remembered for the customer.
+      const t1 = txn({ account, division_number: 'EU' }, '4000000000000077');
+      await submitReviewed(t1);
+      // t2: division US (Stripe, no raw card data), a saved method declined 41.
+      const t2 = txn({
+        account,
+        division_number: 'US',
+        auth_code: '41',
+        payment_method: { id: 'cus_B|pm_2', is_tokenized: true, credit_card: { account: '424242' } },
+      });
+      await submitReviewed(t2);
+      expect(await final(t2)).toEqual({
+        status: 'Cancelled',
+        payment_method_id: 'cus_B|pm_2',
+        next_activity: null,
+        pushes: [{ status: 'Cancelled', pm: 'cus_B|pm_2' }],
+      });
+      expect(await ended((t1['payment_method'] as any).id)).toEqual([false]);
+    });
+  });
+
   it("an amount the account's processor has no units for (Adyen: IDR whole rupiah) fails with RET012; a whole one passes", async () => {
     const merchant = await createMerchant();
     const db = await testDb();

@@ -1,6 +1,6 @@
 import { Logger, type Provider } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { ProcessorAccountsRepository } from '@retain/db';
+import { ProcessorAccountsRepository, type PaymentMethodRow } from '@retain/db';
 import {
   ACCOUNT_UPDATER,
   NO_ACCOUNT_UPDATER,
@@ -10,7 +10,10 @@ import {
   ProcessorResolver,
   TRANSACTION_PROCESSORS,
   accountSourceOf,
+  checkInstrument,
   createProcessor,
+  type AccountConfig,
+  type ChargeableInstrument,
   type PaymentProcessor,
 } from '@retain/processor';
 import { DataSource } from 'typeorm';
@@ -27,6 +30,29 @@ export const PaymentProcessorProvider: Provider = {
 };
 
 const stripeLogger = new Logger('StripeProcessor');
+
+/** What a stored payment method is charged as: its token (pm_id), or its sealed card number. */
+export function instrumentOf(
+  pm: Pick<PaymentMethodRow, 'card_kind' | 'pm_id' | 'is_network_token'>,
+): ChargeableInstrument {
+  return pm.card_kind === 'token'
+    ? { kind: 'token', token: pm.pm_id, isNetworkToken: pm.is_network_token === 1 }
+    : { kind: 'pan' };
+}
+
+/**
+ * decisions §13, §15: whether a transaction's processor account (the one its division_number picks;
+ * null: the app's processor) can charge one of the account's stored payment methods, by the rule the
+ * review applies to a submitted one (checkInstrument). The review's fallback and the retry worker's
+ * (nextPaymentMethod) adopt only such a one: a token remembered under one division's account, or a
+ * card number under an account taking raw card data, is no alternative where it cannot be charged.
+ */
+export function chargeableBy(
+  account: AccountConfig | null,
+  processor: PaymentProcessor,
+): (pm: PaymentMethodRow) => Promise<boolean> {
+  return async (pm) => (await checkInstrument(account, processor, instrumentOf(pm))).ok;
+}
 
 /**
  * The processor of each transaction (TRANSACTION_PROCESSORS, decisions §13): its merchant's account

@@ -117,6 +117,51 @@ export function accountAccepts(a: AccountConfig | null, instrument: Pick<Payment
   return instrument.kind !== 'pan' || a.config.raw_card_data === true;
 }
 
+/** What a payment method is charged as: a card number, or a token (a network token: its number). */
+export type ChargeableInstrument = { kind: 'pan' } | { kind: 'token'; token: string; isNetworkToken: boolean };
+
+export type InstrumentCheck =
+  /** `pan`: the card number a de-tokenized token stands for (null: a card number, or a token only checked). */
+  | { ok: true; pan: string | null }
+  /** `raw_card_data`: a card number for a tokens-only account; `token`: a token the processor cannot charge. */
+  | { ok: false; reason: 'raw_card_data' | 'token' | 'token_length'; message: string };
+
+/**
+ * Whether a processor account (null: the app's processor) and its adapter can charge a payment method
+ * (§13): a card number only where the account allows raw card data; a token only when it fits the
+ * processor's id length and the processor knows it (Stripe, Adyen: has the form of one of their saved
+ * payment methods, checkToken; others: de-tokenizes, the sandbox's from its own table, no network
+ * call). The one rule for a submitted payment method (the review: RET011) and for the account's other
+ * payment methods a transaction may fall back to (the review's fallback, the retry worker's): a
+ * payment method remembered under one division's account is no alternative in a division whose
+ * account cannot charge it.
+ */
+export async function checkInstrument(
+  account: AccountConfig | null,
+  processor: PaymentProcessor,
+  instrument: ChargeableInstrument,
+): Promise<InstrumentCheck> {
+  if (instrument.kind === 'pan') {
+    return accountAccepts(account, instrument)
+      ? { ok: true, pan: null }
+      : {
+          ok: false,
+          reason: 'raw_card_data',
+          message: "The merchant's processor account takes tokenized payment methods only",
+        };
+  }
+  const max = processor.limits.maxPaymentMethodIdLength;
+  if (instrument.token.length > max) {
+    return { ok: false, reason: 'token_length', message: `payment_method.id longer than ${max} characters` };
+  }
+  if (processor.checkToken) {
+    const checked = processor.checkToken(instrument.token, { isNetworkToken: instrument.isNetworkToken });
+    return checked.ok ? { ok: true, pan: null } : { ok: false, reason: 'token', message: checked.message };
+  }
+  const r = await processor.detokenize(instrument.token);
+  return r.ok ? { ok: true, pan: r.pan } : { ok: false, reason: 'token', message: r.message };
+}
+
 export interface AccountAdapterOptions {
   stripe?: StripeAdapterOptions;
   adyen?: AdyenAdapterOptions;
@@ -233,6 +278,11 @@ export function accountSourceOf(repo: {
 export interface TransactionProcessors {
   /** The processor of a new charge (or check) of the transaction: its merchant's current account's. */
   forTransaction(merchantId: string, divisionNumber: string | null): Promise<PaymentProcessor>;
+  /**
+   * The account forTransaction charges through (null: the app's processor), for checkInstrument.
+   * Absent: the app's processor (`fixedProcessor`).
+   */
+  account?(merchantId: string, divisionNumber: string | null): Promise<AccountConfig | null>;
   /** The processor of an account version by id, current or retired; null: the app's processor. */
   forAccount(accountId: string | null): Promise<PaymentProcessor>;
 }

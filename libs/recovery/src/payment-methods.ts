@@ -145,10 +145,10 @@ export interface NextPaymentMethod {
 
 /**
  * The account's next payment method to charge, in order (primary first, then most recently seen),
- * skipping ended ones, ones without chargeable card data, expired cards (unless the updater may
- * renew them) and cards the network rules block for good or until after `until` (the recovery
- * window's end). The first one allowed at once wins; otherwise the one allowed soonest. Null when
- * none is left.
+ * skipping ended ones, ones without chargeable card data, ones the transaction's processor account
+ * cannot charge (`chargeable`), expired cards (unless the updater may renew them) and cards the
+ * network rules block for good or until after `until` (the recovery window's end). The first one
+ * allowed at once wins; otherwise the one allowed soonest. Null when none is left.
  */
 export async function nextPaymentMethod(
   m: EntityManager,
@@ -164,6 +164,13 @@ export async function nextPaymentMethod(
     amountMinor: bigint;
     timeScale: number;
     updaterOn: boolean;
+    /**
+     * Whether the transaction's processor account (its division's, decisions §13) can charge the
+     * payment method: the review's rule for a submitted one (chargeableBy of @retain/platform). A
+     * customer's payment methods are remembered across divisions, whose accounts charge different
+     * things (a Stripe saved method, a sandbox token, a card number only with raw card data).
+     */
+    chargeable: (pm: PaymentMethodRow) => Promise<boolean>;
   },
 ): Promise<NextPaymentMethod | null> {
   const candidates = await PaymentMethodsRepository.alternatives(m, input.merchantId, input.accountId, input.except);
@@ -173,6 +180,7 @@ export async function nextPaymentMethod(
     if (!chargeable) continue;
     // An expired card only while the account updater may still renew it (not yet asked about this data).
     if (cardExpired(pm.expiration_date, input.now) && !updaterMayRenew(pm, input.updaterOn)) continue;
+    if (!(await input.chargeable(pm))) continue;
     const check = await limitsOf(
       m,
       input.merchantId,

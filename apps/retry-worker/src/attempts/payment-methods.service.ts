@@ -21,7 +21,7 @@ import {
   type Plan,
   type PlanInput,
 } from '@retain/domain';
-import { RETAIN_CONFIG } from '@retain/platform';
+import { RETAIN_CONFIG, chargeableBy } from '@retain/platform';
 import {
   ACCOUNT_UPDATER,
   NO_ACCOUNT_UPDATER,
@@ -345,8 +345,21 @@ export class PaymentMethodsService {
     txn.cryptogram = await cryptogramOf(this.db, this.config.cardKeys, txn);
   }
 
-  /** The account's next payment method the network rules allow by `until` (nextPaymentMethod). */
+  /**
+   * The account's next payment method the network rules allow by `until` (nextPaymentMethod), one
+   * the transaction's processor account (its division's, decisions §13) can charge: the review's
+   * rule for a submitted payment method (chargeableBy). Without TRANSACTION_PROCESSORS (some unit
+   * tests) every one is taken as chargeable.
+   */
   private async next(m: EntityManager, txn: TransactionEntity, now: Date, until: Date) {
+    const processors = this.processors;
+    const division = txn.divisionNumber || null;
+    const chargeable = processors
+      ? chargeableBy(
+          (await processors.account?.(txn.merchantId, division)) ?? null,
+          await processors.forTransaction(txn.merchantId, division),
+        )
+      : async () => true;
     return nextPaymentMethod(m, {
       merchantId: txn.merchantId,
       accountId: txn.accountId,
@@ -357,6 +370,7 @@ export class PaymentMethodsService {
       amountMinor: BigInt(txn.amountMinor),
       timeScale: this.config.retryTimeScale,
       updaterOn: this.updaterOn,
+      chargeable,
     });
   }
 

@@ -7,6 +7,7 @@ import {
   SubmissionsRepository,
   inTransactionWithRetry,
   settleCardFingerprints,
+  type PaymentMethodRow,
   type PendingReviewRow,
   type StoredPaymentMethod,
 } from '@retain/db';
@@ -36,7 +37,7 @@ import {
   type Plan,
   type PlanInput,
 } from '@retain/domain';
-import { RETAIN_CONFIG, accountUpdaterConnected } from '@retain/platform';
+import { RETAIN_CONFIG, accountUpdaterConnected, chargeableBy } from '@retain/platform';
 import {
   adoptPaymentMethod,
   announceTransaction,
@@ -50,8 +51,8 @@ import {
 import {
   PAYMENT_PROCESSOR,
   ProcessorResolver,
-  accountAccepts,
   accountSourceOf,
+  checkInstrument,
   type PaymentProcessor,
 } from '@retain/processor';
 import { OutboxRelay, announce } from '@retain/queues';
@@ -65,6 +66,8 @@ interface Verdict {
   errors: ErrorEntry[];
   /** Card columns learned by decrypting or de-tokenizing, stored when the transaction passes. */
   card: CardUpdate | null;
+  /** Whether the transaction's processor account can charge another payment method (the fallback's). */
+  chargeable: (pm: PaymentMethodRow) => Promise<boolean>;
 }
 
 type CardUpdate =
@@ -188,7 +191,7 @@ export class ReviewService {
         if (verdict.card) await this.storeCard(m, sub.merchant_id, row, verdict.card, fingerprints.get(row.id) ?? null);
         // decisions §15: the account remembers this payment method (the transaction charges the stored one).
         const pmRef = await rememberPaymentMethod(m, this.config.cardKeys, sub.merchant_id, row.id);
-        cancelled.push(...(await this.schedule(m, sub.merchant_id, row, pmRef)));
+        cancelled.push(...(await this.schedule(m, sub.merchant_id, row, pmRef, verdict.chargeable)));
       }
     }
     await this.submissions.markReviewed(m, submissionId, rejected.length);
@@ -220,14 +223,16 @@ export class ReviewService {
     const limits = processor.limits;
     // decisions §13: an account without raw_card_data charges tokenized payment methods only. A JWE
     // is judged by what it holds: one that does not decrypt to a card number is RET010 (§6) first.
+    // checkInstrument is the rule the fallbacks apply to the account's other payment methods too.
     const pan = row.card_kind === 'jwe' && row.card_jwe ? await this.decryptor.decrypt(row.card_jwe) : null;
+    const accepted =
+      row.card_kind === 'jwe' || row.card_kind === 'clear'
+        ? await checkInstrument(account, processor, { kind: 'pan' })
+        : null;
     if (row.card_kind === 'jwe' && (!pan || !validCardNumber(pan))) {
       errors.push({ code: RetCode.RET010, message: RetMessage.invalidCard });
-    } else if ((row.card_kind === 'jwe' || row.card_kind === 'clear') && !accountAccepts(account, { kind: 'pan' })) {
-      errors.push({
-        code: RetCode.RET011,
-        message: "The merchant's processor account takes tokenized payment methods only",
-      });
+    } else if (accepted && !accepted.ok) {
+      errors.push({ code: RetCode.RET011, message: accepted.message });
     } else if (row.card_kind === 'jwe') {
       if (pan) {
         const c = cardColumnsFromPan(this.config.cardKeys, this.config.cardFingerprintKeys, pan);
@@ -237,15 +242,16 @@ export class ReviewService {
       }
     } else if (row.card_kind === 'token') {
       const token = row.payment_method.id;
-      const fits = token.length <= limits.maxPaymentMethodIdLength;
-      // Stripe and Adyen never give card numbers back: their tokens are checked, not detokenized.
-      const checked =
-        fits && processor.checkToken
-          ? processor.checkToken(token, { isNetworkToken: row.is_network_token === 1 })
-          : null;
-      const r = fits && !checked ? await processor.detokenize(token) : null;
-      if (checked && !checked.ok) errors.push({ code: RetCode.RET011, message: RetMessage.token });
-      else if (checked) {
+      // Stripe and Adyen never give card numbers back: their tokens are checked, not detokenized (pan
+      // null). A token too long for the processor is RET012 below, not RET011.
+      const r = await checkInstrument(account, processor, {
+        kind: 'token',
+        token,
+        isNetworkToken: row.is_network_token === 1,
+      });
+      if (!r.ok) {
+        if (r.reason !== 'token_length') errors.push({ code: RetCode.RET011, message: RetMessage.token });
+      } else if (r.pan === null) {
         // A network token's number (the DPAN) begins like its network's cards: the network rules
         // (Mastercard's, Visa's) bind it from the first plan on, even when no BIN was sent.
         if (row.is_network_token === 1) row.card_network ??= cardBrand(token);
@@ -266,8 +272,7 @@ export class ReviewService {
           network: row.card_network,
           paymentMethod: row.payment_method,
         };
-      } else if (r && !r.ok) errors.push({ code: RetCode.RET011, message: RetMessage.token });
-      else if (r && r.ok) {
+      } else {
         // The token stays the instrument; the card's fingerprint lets the network limits count per card.
         // A token sent without credit_card (or without its BIN) is shown masked, first 6 and last 4.
         row.card_network ??= cardBrand(r.pan);
@@ -312,7 +317,7 @@ export class ReviewService {
         message: RetMessage.check('billing_descriptor has characters or a length the processor does not accept'),
       });
     }
-    return { errors, card };
+    return { errors, card, chargeable: chargeableBy(account, processor) };
   }
 
   /** Stores what the check learned of the card (the caller holds the row lock). */
@@ -366,6 +371,8 @@ export class ReviewService {
     /** Whether the payment method ends (and whether every one of the account carrying its card does). */
     endIt: { sameCard: boolean } | null,
     windowEnd: Date,
+    /** Whether the transaction's processor account can charge a payment method (decisions §13). */
+    chargeable: (pm: PaymentMethodRow) => Promise<boolean>,
   ): Promise<(Plan & { kind: 'retry' }) | null> {
     const txn = await this.submissions.transaction(m, merchantId, row.id);
     // Only a decline that binds the card for good ends it (as in the retry worker); a data-quality
@@ -381,6 +388,7 @@ export class ReviewService {
       amountMinor: BigInt(row.amount_minor),
       timeScale: this.config.retryTimeScale,
       updaterOn: accountUpdaterConnected(this.config),
+      chargeable,
     });
     if (!next) return null;
     await adoptPaymentMethod(m, merchantId, row.id, next.pm);
@@ -418,6 +426,7 @@ export class ReviewService {
     merchantId: string,
     row: PendingRow,
     pmRef: string | null,
+    chargeable: (pm: PaymentMethodRow) => Promise<boolean>,
   ): Promise<string[]> {
     const policyInputs = await policyInputsFor(m, merchantId, row.id, accountUpdaterConnected(this.config));
     const declined = {
@@ -480,6 +489,7 @@ export class ReviewService {
             startedAt: new Date(row.submitted_ts),
             timeScale: this.config.retryTimeScale,
           }),
+          chargeable,
         )
       : null;
     if (fallback) {
