@@ -315,6 +315,61 @@ describe('post-submission review', () => {
     expect(attempts[0].n).toBe(0);
   });
 
+  it('leaves a transaction stopped before a review it would fail alone: no validation failed, RET004 on its id, its refund kept', async () => {
+    // decisions §4: an id submitted earlier and stopped is RET004; §6: rejected ones keep status Failed.
+    const m = await createMerchant(receiver.url);
+    const api2 = new ApiClient(api.url, m.api_key);
+    const db = await testDb();
+    const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [m.login]);
+    await validator.stop();
+    const t = txn();
+    // Not decryptable: RET010 at its review.
+    (t['payment_method'] as any).credit_card.account = 'eyJ.a.b.c.d';
+    try {
+      expect((await api2.submit([t])).status).toBe(200);
+      expect((await api2.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'] }] })).status).toBe(200);
+      expect((await row(t['id'] as string)).status).toBe('Stopped');
+    } finally {
+      validator = await startApp('submission-validator');
+    }
+    await waitFor(
+      async () =>
+        (
+          await db.query(
+            `SELECT 1 FROM submissions s JOIN transactions t ON t.submission_id = s.id
+              WHERE t.merchant_txn_id = $1 AND s.reviewed_at IS NOT NULL`,
+            [t['id']],
+          )
+        ).length > 0,
+      { what: 'review done' },
+    );
+    const again = await api2.submit([{ ...txn(), id: t['id'] }]);
+    expect({ status: again.status, json: again.json }).toEqual({
+      status: 207,
+      json: expect.objectContaining({
+        rejected: [{ id: t['id'], errors: [expect.objectContaining({ code: 'RET004' })] }],
+      }),
+    });
+    const [got] = (await api2.request('GET', `/v1/retain/transactions/${t['id']}`)).json.data;
+    expect({ status: got.status, next_activity: got.next_activity }).toEqual({
+      status: 'Stopped',
+      next_activity: null,
+    });
+    const refunds = await api2.request('GET', `/v1/retain/refunds/${t['id']}`);
+    expect(refunds.status).toBe(200);
+    expect(refunds.json.data).toEqual([expect.objectContaining({ id: t['id'], status: 'Completed' })]);
+    // Pushes are announced in the database transaction that decides them: the review is done (above).
+    const pushes = await db.query(`SELECT event_name FROM webhook_messages WHERE merchant_id = $1`, [merchantId]);
+    expect(pushes.map((p: { event_name: string }) => p.event_name)).toEqual(['refund completed']);
+
+    // A row an earlier build left rejected after its stop: still RET004, never replaced with its refund.
+    await db.query(`UPDATE transactions SET review_status = 'rejected' WHERE merchant_txn_id = $1`, [t['id']]);
+    const legacy = await api2.submit([{ ...txn(), id: t['id'] }]);
+    expect(legacy.status).toBe(207);
+    expect(legacy.json.rejected).toEqual([{ id: t['id'], errors: [expect.objectContaining({ code: 'RET004' })] }]);
+    expect((await api2.request('GET', `/v1/retain/refunds/${t['id']}`)).json.data).toHaveLength(1);
+  });
+
   it('reviews a submission once even when its job runs twice', async () => {
     const bad = txn();
     (bad['payment_method'] as any).credit_card.account = 'eyJ.a.b.c.d';

@@ -13,6 +13,7 @@ import {
   assignArm,
   RetCode,
   RetMessage,
+  TransactionStatus,
   cardBrand,
   cardFingerprintCandidates,
   newVid,
@@ -108,6 +109,14 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 const NO_KEYS = { subscriptionId: null, accountId: null, externalId: null } as const;
 
 const FINISHED_IS_RET004 = (status: string): boolean => !RECOVERING_STATUSES.includes(status as never);
+
+/**
+ * A stored transaction a new one with its id may replace (decisions §4): one the review rejected,
+ * which keeps status Failed (§6). One stopped before its review, or moved on in any other way, is
+ * RET004 / RETDUP2 like any other.
+ */
+const REPLACEABLE = (prior: { review_status: string; status: string }): boolean =>
+  prior.review_status === 'rejected' && prior.status === TransactionStatus.Failed;
 
 /**
  * POST /retain/transactions: primary validation, duplicate and subscription checks against
@@ -269,7 +278,7 @@ export class SubmissionService {
     for (const { index, id, subscriptionId, accountId, externalId, value } of items) {
       const prior = id === null ? undefined : byId.get(id);
       let ok = value !== null;
-      if (prior && prior.review_status !== 'rejected') {
+      if (prior && !REPLACEABLE(prior)) {
         ok = false;
         addError(
           index,

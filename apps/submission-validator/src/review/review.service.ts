@@ -165,8 +165,9 @@ export class ReviewService {
     if (!sub || sub.reviewed_at) return { passed: 0, rejected: 0, outbox: [] };
     const locked = await this.submissions.lockPendingReview(m, sub.merchant_id, submissionId);
     // A submission's transactions are all inserted with it, so step 1 saw every one of them.
-    if (locked.some((id) => !verdicts.has(id))) throw new Error('pending transactions changed during the review');
-    const lockedIds = new Set(locked);
+    if (locked.some((r) => !verdicts.has(r.id))) throw new Error('pending transactions changed during the review');
+    const lockedIds = new Set(locked.map((r) => r.id));
+    const stopped = new Set(locked.filter((r) => r.stopped).map((r) => r.id));
     // A card already stored for this merchant keeps its fingerprint (any key id): its limits hold.
     const withCard = rows.filter(
       (r) => lockedIds.has(r.id) && verdicts.get(r.id)?.card && !verdicts.get(r.id)?.errors.length,
@@ -183,7 +184,14 @@ export class ReviewService {
     for (const row of rows) {
       const verdict = verdicts.get(row.id);
       if (!verdict || !lockedIds.has(row.id)) continue;
-      if (verdict.errors.length > 0) {
+      if (verdict.errors.length > 0 && stopped.has(row.id)) {
+        // Stopped before its review (its refund closed, `refund completed` pushed): left to its stop,
+        // as a stopped one that passes is (decisions §4: RET004 on its id; §8). Rejecting it would
+        // push `validation failed` for a transaction the merchant already saw stopped, and let a
+        // resubmission of its id replace it and its refund.
+        passed++;
+        await this.submissions.closeReviewOfStopped(m, sub.merchant_id, row.id);
+      } else if (verdict.errors.length > 0) {
         rejected.push({ id: row.merchant_txn_id, errors: verdict.errors });
         await this.submissions.rejectReview(m, sub.merchant_id, row.id);
       } else {

@@ -296,10 +296,15 @@ export class SubmissionsRepository {
     return submission!.id;
   }
 
-  /** A transaction rejected by the post-submission review may come again with the same id. */
+  /**
+   * A transaction rejected by the post-submission review may come again with the same id (decisions
+   * §4, §6: a rejected one keeps status Failed). Only such a row is deleted (its refunds, attempts and
+   * pushes' rows go with it, ON DELETE CASCADE): never one a stop or anything else has moved on.
+   */
   async deleteReviewRejected(m: EntityManager, merchantId: string, merchantTxnIds: string[]): Promise<void> {
     await m.query(
-      `DELETE FROM transactions WHERE merchant_id = $1 AND merchant_txn_id = ANY($2::text[]) AND review_status = 'rejected'`,
+      `DELETE FROM transactions WHERE merchant_id = $1 AND merchant_txn_id = ANY($2::text[])
+          AND review_status = 'rejected' AND status = 'Failed'`,
       [merchantId, merchantTxnIds],
     );
   }
@@ -394,14 +399,36 @@ export class SubmissionsRepository {
     return sub ?? null;
   }
 
-  /** Locks the submission's pending transactions in merchant_txn_id order (a stop request's order). */
-  async lockPendingReview(m: EntityManager, merchantId: string, submissionId: string): Promise<string[]> {
-    const locked: { id: string }[] = await m.query(
-      `SELECT id FROM transactions WHERE merchant_id = $1 AND submission_id = $2 AND review_status = 'pending'
+  /**
+   * Locks the submission's pending transactions in merchant_txn_id order (a stop request's order).
+   * `stopped`: a stop was requested before the review (read under the lock).
+   */
+  async lockPendingReview(
+    m: EntityManager,
+    merchantId: string,
+    submissionId: string,
+  ): Promise<{ id: string; stopped: boolean }[]> {
+    return m.query(
+      `SELECT id, stop_requested_at IS NOT NULL AS stopped FROM transactions
+        WHERE merchant_id = $1 AND submission_id = $2 AND review_status = 'pending'
         ORDER BY merchant_txn_id FOR NO KEY UPDATE`,
       [merchantId, submissionId],
     );
-    return locked.map((r) => r.id);
+  }
+
+  /**
+   * A transaction stopped (or stop requested) before its review, which it would have failed: left to
+   * its stop (decisions §8: RET004 on a resubmission of its id, its refund kept), never rejected. Its
+   * review ends as for a stopped one that passes (no attempt, the analytics breakdown keys fixed, its
+   * decline class as the stop left it); the JWE that did not decrypt is dropped, nothing is remembered.
+   */
+  async closeReviewOfStopped(m: EntityManager, merchantId: string, transactionId: string): Promise<void> {
+    await m.query(
+      `UPDATE transactions SET review_status = 'passed', next_attempt_at = NULL, card_jwe = NULL, updated_at = now(),
+         ${fixCardKeys('transactions')}, ${fixClassKey('transactions', 'transactions.auth_code_description')}
+        WHERE id = $1 AND merchant_id = $2 AND stop_requested_at IS NOT NULL`,
+      [transactionId, merchantId],
+    );
   }
 
   /**
