@@ -130,6 +130,27 @@ describe('network rules by date through the real apps (Visa 57 before and after 
     expect(sAttempts).toHaveLength(0);
   });
 
+  it('a timestamp ahead of the submission: the advice code 25 delay (24 h) runs from the submission, and the attempt is made', async () => {
+    // The merchant's clock, or a mistake: the decline cannot have come after the submission.
+    const ahead = new Date(Date.now() + 30 * 86_400_000);
+    ahead.setUTCMilliseconds(0);
+    const t = txn({ auth_code: '51', network_advice_code: '25', timestamp: ahead.toISOString() }, '5555555555554444');
+    expect((await client.submit([t])).status).toBe(200);
+    const [got, ...attempts] = await final(t['id'] as string);
+    expect(got).toMatchObject({ status: 'Captured', network_advice_code: '25' });
+    // The timestamp is stored and shown as sent.
+    expect(Date.parse(got.timestamp)).toBe(ahead.getTime());
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0].retry_plan.rule).toContain('advice code 25');
+    const [{ submitted_ts: submitted }] = await (
+      await testDb()
+    ).query(`SELECT submitted_ts FROM transactions WHERE merchant_txn_id = $1`, [t['id']]);
+    // 24 h at RETRY_TIME_SCALE 100000: 0.864 s after the submission, long before the timestamp.
+    const sent = Date.parse(attempts[0].timestamp ?? attempts[0].created_at);
+    expect(sent - new Date(submitted).getTime()).toBeGreaterThanOrEqual(864);
+    expect(sent).toBeLessThan(ahead.getTime());
+  });
+
   it('attempts show their own advice code (decisions §16), not the submission’s', async () => {
     const api = new ApiClient(apps[0]!.url, (await createMerchant()).api_key);
     // Declined 51 with MAC 03 by the sandbox on its first attempt; submitted without an advice code.

@@ -97,6 +97,18 @@ function savedMethodIdentity(processor: string, token: string): string {
   return `${processor}:saved-method:${token.slice(token.lastIndexOf('|') + 1)}`;
 }
 
+/**
+ * When the original decline is taken to have happened: the merchant's `timestamp`, but never after
+ * the submission (the decline came before the merchant sent it; a timestamp ahead of our clock is the
+ * merchant's clock or a mistake). The network rules in force then read it, and the card's history
+ * (original_declines) holds it at that time: a MAC 24-30 delay runs from it at the latest, so the
+ * review's plan and the retry worker's check (historyAsOf: an entry ahead of now counts as now) agree.
+ * The timestamp itself is stored and shown as sent.
+ */
+function originalDeclineAt(row: Pick<PendingRow, 'failed_at' | 'submitted_ts'>): Date {
+  return new Date(Math.min(new Date(row.failed_at).getTime(), new Date(row.submitted_ts).getTime()));
+}
+
 function fingerprintsOf(card: CardUpdate): CardFingerprint[] {
   return card.kind === 'pan' ? card.columns.fingerprints : card.fingerprints;
 }
@@ -442,21 +454,23 @@ export class ReviewService {
       responseCode: row.auth_code,
       merchantAdviceCode: row.network_advice_code,
     };
-    const original = classifyDecline(declined, new Date(row.failed_at));
+    const declinedAt = originalDeclineAt(row);
+    const original = classifyDecline(declined, declinedAt);
     // network-rules.md: a decline that binds the card (a block, a MAC 24-30 delay) binds every attempt
     // of this transaction on that card, whichever payment method carries it (original_declines).
-    const bound = originalDeclineBindsCard(declined, new Date(row.failed_at))
+    const bound = originalDeclineBindsCard(declined, declinedAt)
       ? await this.recordOriginalDecline(m, merchantId, row)
       : null;
     const plan = firstAttemptAt({
       ...policyInputs,
       startedAt: new Date(row.submitted_ts),
       now: new Date(),
-      // The original decline is judged by the network rules in force when it arrived (its timestamp).
+      // The original decline is judged by the network rules in force when it arrived (its timestamp,
+      // never after the submission).
       lastDecline: {
         responseCode: row.auth_code,
         merchantAdviceCode: row.network_advice_code,
-        at: new Date(row.failed_at),
+        at: declinedAt,
       },
       network: row.card_network,
       amountMinor: BigInt(row.amount_minor),
@@ -517,7 +531,7 @@ export class ReviewService {
       network: row.card_network,
       amountMinor: BigInt(row.amount_minor),
       original: {
-        at: new Date(row.failed_at),
+        at: declinedAt,
         responseCode: row.auth_code,
         merchantAdviceCode: row.network_advice_code,
       },
@@ -545,7 +559,7 @@ export class ReviewService {
     const txn = await this.submissions.transaction(m, merchantId, row.id);
     if (!txn.cardHmac) return null;
     const entry: CardAttempt = {
-      at: new Date(row.failed_at),
+      at: originalDeclineAt(row),
       amountMinor: BigInt(row.amount_minor),
       outcome: 'declined',
       original: true,
