@@ -95,6 +95,10 @@ describe('configuration', () => {
     ['WEBHOOK_RETENTION', '9999999d'],
     ['SANDBOX_LEDGER_RETENTION', '36501d'],
     ['CARD_DATA_ERASE_AFTER', '9999999d'],
+    // Compared the same way with "now minus" it (the reconciliation, the refund batcher's alert).
+    ['RECONCILE_NOT_FOUND_AFTER', '9999999d'],
+    ['RECONCILE_ALERT_AFTER', '9999999d'],
+    ['REFUND_NOTIFICATION_ALERT_AFTER', '9999999d'],
   ])('stops on %s=%s, longer than 100 years, naming the variable', (name, value) => {
     expect(() => loadConfig('retry-worker', { [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig('retry-worker', { [name]: value })).toThrow(new RegExp(`${name} .*<= 36500d`));

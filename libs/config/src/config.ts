@@ -154,7 +154,9 @@ export const MAX_SCHEDULER_TICK = '2d';
  * The longest retention (OUTBOX_RETENTION, WEBHOOK_RETENTION, SANDBOX_LEDGER_RETENTION,
  * CARD_DATA_ERASE_AFTER): 100 years. Each sweep compares rows with "now minus the retention"; a much
  * longer one is a date Postgres refuses (timestamp out of range, before 4713 BC), so that kind's sweep
- * failed on every run. A longer value stops the app.
+ * failed on every run. A longer value stops the app. The same bound holds RECONCILE_ALERT_AFTER and
+ * REFUND_NOTIFICATION_ALERT_AFTER (their alerts' queries subtract them from now() the same way) and
+ * RECONCILE_NOT_FOUND_AFTER beside them.
  */
 export const MAX_RETENTION = '36500d';
 /**
@@ -435,7 +437,7 @@ export function configSchema(app: AppName) {
       desc: 'intake-api: a request not fully received within this is cut off with 408',
     }),
     RECONCILE_NOT_FOUND_AFTER: variable({
-      parse: durationAtLeast(1),
+      parse: durationAtLeast(1, MAX_RETENTION),
       default: '15m',
       desc: 'an unknown attempt the processor still does not know after this is settled as not charged',
     }),
@@ -480,12 +482,12 @@ export function configSchema(app: AppName) {
       desc: 'how often captured transactions are checked for settlement (Captured -> Settled), in real time',
     }),
     RECONCILE_ALERT_AFTER: variable({
-      parse: durationAtLeast(1),
+      parse: durationAtLeast(1, MAX_RETENTION),
       default: '1h',
       desc: 'an unknown attempt whose lookups keep failing this long raises the operator alert',
     }),
     REFUND_NOTIFICATION_ALERT_AFTER: variable({
-      parse: durationAtLeast(1),
+      parse: durationAtLeast(1, MAX_RETENTION),
       default: '24h',
       desc: 'a refund the processor accepted without a result (Adyen received) whose notification has not come this long after it was sent raises the operator alert',
     }),
