@@ -216,6 +216,34 @@ describe('post-submission review with merchants processor accounts', () => {
     ]);
   });
 
+  it("Stripe's minimum charge: USD 0.30 on the Stripe division fails with RET012; USD 0.50 passes", async () => {
+    const merchant = await createMerchant();
+    const db = await testDb();
+    const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+    // Division US: a Stripe account; any other division: the sandbox (no minimum).
+    await new ProcessorAccountsRepository(db, loadConfig('cli').cardKeys).set(merchantId, 'US', 'stripe', {
+      secret_key: 'sk_test_review_minimum',
+    });
+    // docs.stripe.com/currencies: Stripe's minimum charge in USD is 0.50 (400 amount_too_small below it).
+    const pm = { id: 'cus_M1|pm_1Q2w3E4r5T6y', is_tokenized: true, credit_card: { account: '424242' } };
+    const small = txn({ amount: 0.3, currency: 'USD', division_number: 'US', payment_method: pm });
+    const enough = txn({ amount: 0.5, currency: 'USD', division_number: 'US', payment_method: pm });
+    const client = new ApiClient(api.url, merchant.api_key);
+    expect((await client.submit([small, enough])).status).toBe(200);
+    const ids = [small, enough].map((t) => t['id'] as string);
+    await waitFor(async () => (await Promise.all(ids.map(reviewed))).every((e) => e.length > 0), {
+      what: 'review done',
+    });
+    expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual(['rejected', 'passed']);
+    const [failed] = await db.query(
+      `SELECT body FROM webhook_messages WHERE merchant_id = $1 AND event_name = 'validation failed'`,
+      [merchantId],
+    );
+    expect(failed.body.content.rejected).toEqual([
+      { id: small['id'], errors: [expect.objectContaining({ code: 'RET012' })] },
+    ]);
+  });
+
   it('an Adyen stored payment method without its shopperReference fails with RET011; with it, or a network token, it passes', async () => {
     const merchant = await createMerchant();
     const db = await testDb();

@@ -11,6 +11,11 @@ export interface ProcessorCurrencies {
   readonly decimals: Readonly<Record<string, number>>;
   /** Amounts the processor takes only in multiples of this many of its units. */
   readonly multipleOf?: Readonly<Record<string, number>>;
+  /**
+   * The smallest amount the processor charges in a currency, in ISO minor units (Retain's); a currency
+   * absent here has no minimum of its own that we know of.
+   */
+  readonly minimumCharge?: Readonly<Record<string, number>>;
 }
 
 /**
@@ -22,6 +27,37 @@ export interface ProcessorCurrencies {
 export const STRIPE_CURRENCIES: ProcessorCurrencies = {
   decimals: { ISK: 2, MGA: 0 },
   multipleOf: { BHD: 10, JOD: 10, KWD: 10, OMR: 10, TND: 10 },
+  // docs.stripe.com/currencies#minimum-and-maximum-charge-amounts: below these Stripe answers 400
+  // `amount_too_small` on every attempt (USD 0.50, GBP 0.30, HUF 175.00, JPY 50 …), here in ISO minor
+  // units. Stripe also applies its settlement currency's minimum after converting the charge to it,
+  // which depends on the merchant's Stripe account and the day's rate: not known here, so only these
+  // currencies' own minimums are checked (a USD 0.50 charge settled in GBP may still be refused).
+  minimumCharge: {
+    USD: 50,
+    AED: 200,
+    AUD: 50,
+    BGN: 100,
+    BRL: 50,
+    CAD: 50,
+    CHF: 50,
+    CZK: 1500,
+    DKK: 250,
+    EUR: 50,
+    GBP: 30,
+    HKD: 400,
+    HUF: 17500,
+    INR: 50,
+    JPY: 50,
+    MXN: 1000,
+    MYR: 200,
+    NOK: 300,
+    NZD: 50,
+    PLN: 200,
+    RON: 200,
+    SEK: 300,
+    SGD: 50,
+    THB: 1000,
+  },
 };
 
 /**
@@ -72,9 +108,16 @@ export function processorUnits(amountMinor: bigint, currency: string, table: Pro
   return units;
 }
 
-/** Whether the processor can charge or refund this amount (the review refuses one it cannot, RET012). */
+/**
+ * Whether the processor can charge this amount (the review refuses one it cannot, RET012): it has
+ * units for it, and it is not below the processor's minimum charge in that currency (refunds have no
+ * such minimum: toProcessorUnits alone decides them).
+ */
 export function amountFitsProcessor(amountMinor: bigint, currency: string, table: ProcessorCurrencies): boolean {
-  return toProcessorUnits(amountMinor, currency, table) !== null;
+  const code = currency.toUpperCase();
+  const minimum = table.minimumCharge?.[code];
+  if (minimum !== undefined && amountMinor < BigInt(minimum)) return false;
+  return toProcessorUnits(amountMinor, code, table) !== null;
 }
 
 /** An amount the processor has no units for: never sent (a charge answers a settled error, a refund fails). */

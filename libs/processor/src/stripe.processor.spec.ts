@@ -146,6 +146,23 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     expect(adapter().limits.amountFits?.(250000n, 'MGA')).toBe(true);
   });
 
+  it("an amount below Stripe's minimum charge in its currency does not fit (USD 0.30, GBP 0.29, JPY 49, HUF 174.99)", () => {
+    // docs.stripe.com/currencies#minimum-and-maximum-charge-amounts: Stripe answers 400 amount_too_small.
+    const fits = (amountMinor: bigint, currency: string) => adapter().limits.amountFits?.(amountMinor, currency);
+    expect(fits(30n, 'USD')).toBe(false);
+    expect(fits(49n, 'usd')).toBe(false);
+    expect(fits(50n, 'USD')).toBe(true);
+    expect(fits(29n, 'GBP')).toBe(false);
+    expect(fits(30n, 'GBP')).toBe(true);
+    expect(fits(49n, 'JPY')).toBe(false);
+    expect(fits(50n, 'JPY')).toBe(true);
+    expect(fits(17499n, 'HUF')).toBe(false);
+    expect(fits(17500n, 'HUF')).toBe(true);
+    expect(fits(999n, 'MXN')).toBe(false);
+    // A currency without a listed minimum of its own: only its decimals decide (KWD 0.010).
+    expect(fits(10n, 'KWD')).toBe(true);
+  });
+
   it('three-decimal currencies (BHD, JOD, KWD, OMR, TND): an amount whose last digit is not 0 is never sent', async () => {
     // docs.stripe.com/currencies: PaymentIntents and Refunds take thousandths, the last digit 0.
     for (const currency of ['BHD', 'JOD', 'KWD', 'OMR', 'TND']) {
