@@ -14,7 +14,7 @@ import {
   type Plan,
   type PlanInput,
 } from '@retain/domain';
-import type { EntityManager } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 
 /**
  * The payment methods of a customer (decisions §15): each transaction charges one payment method
@@ -207,7 +207,7 @@ export function updaterMayRenew(pm: PaymentMethodRow, updaterOn: boolean): boole
 }
 
 /** The network limits for an attempt on this payment method's card now. */
-export async function limitsOf(
+export function limitsOf(
   m: EntityManager,
   merchantId: string,
   pm: PaymentMethodRow,
@@ -217,16 +217,49 @@ export async function limitsOf(
   transactionId: string,
 ): Promise<LimitCheck> {
   // The transaction's own original decline binds the card on whichever payment method carries it.
-  const history = pm.card_hmac
-    ? await AttemptsRepository.cardHistory(m, merchantId, pm.card_hmac, null, transactionId)
+  return cardLimitsNow(
+    m,
+    {
+      merchantId,
+      cardHmac: pm.card_hmac,
+      network: pm.card_network,
+      dataVersion: cardDataVersion(pm.expiration_date),
+    },
+    { amountMinor, exceptAttemptId: null, transactionId },
+    at,
+    timeScale,
+  );
+}
+
+/**
+ * The network limits on a card for an attempt made now: its merchant's history of the card (but
+ * `exceptAttemptId`, with `transactionId`'s own original decline), read under the caller's card lock
+ * where it has one. A check now: what is dated after `at` (an original decline at its transaction's
+ * timestamp, which may lie ahead of our clock; another pod's mark in flight) counts as made at `at`
+ * (historyAsOf). The one reading of "may this card be charged now": the retry worker's check before a
+ * charge and before a replay, and the fallbacks' (limitsOf). No card fingerprint: no history.
+ */
+export async function cardLimitsNow(
+  m: EntityManager | DataSource,
+  card: { merchantId: string; cardHmac: string | null; network: string | null; dataVersion: string | null },
+  attempt: { amountMinor: bigint; exceptAttemptId: string | null; transactionId: string },
+  at: Date,
+  timeScale: number,
+): Promise<LimitCheck> {
+  const history = card.cardHmac
+    ? await AttemptsRepository.cardHistory(
+        m,
+        card.merchantId,
+        card.cardHmac,
+        attempt.exceptAttemptId,
+        attempt.transactionId,
+      )
     : [];
-  // A check now: what is dated after it (an original decline at its transaction's timestamp, which may
-  // lie ahead of our clock; another pod's mark in flight) counts as made now (historyAsOf).
   return checkNetworkLimits(
-    { network: pm.card_network, cardDataVersion: cardDataVersion(pm.expiration_date) },
+    { network: card.network, cardDataVersion: card.dataVersion },
     historyAsOf(history, at),
     at,
-    amountMinor,
+    attempt.amountMinor,
     { timeScale },
   );
 }

@@ -60,6 +60,7 @@ import {
   canTransition,
   closeStopIfSettled,
   cardExpired,
+  cardLimitsNow,
   countAttemptOutcome,
   countAttemptOutcomes,
   networkFeeFields,
@@ -442,14 +443,12 @@ export class AttemptService {
   ): Promise<boolean> {
     if (!card) return false;
     // The card's history but this attempt (with its transaction's own original decline, as cardLimits reads it).
-    const history = await AttemptsRepository.cardHistory(m, card.merchantId, card.cardHmac, attemptId, transactionId);
-    const now = new Date();
-    const check = checkNetworkLimits(
-      { network: card.network, cardDataVersion: card.dataVersion },
-      historyAsOf(history, now),
-      now,
-      card.amountMinor,
-      { timeScale: this.config.retryTimeScale },
+    const check = await cardLimitsNow(
+      m,
+      card,
+      { amountMinor: card.amountMinor, exceptAttemptId: attemptId, transactionId },
+      new Date(),
+      this.config.retryTimeScale,
     );
     return !check.allowed && check.permanently;
   }
@@ -768,23 +767,18 @@ export class AttemptService {
   }
 
   /** The network limits on the transaction's card now (its history read under the caller's card lock). */
-  private async cardLimits(
+  private cardLimits(
     m: EntityManager,
     attempt: AttemptEntity,
     txn: TransactionEntity,
     dataVersion: string | null,
   ): Promise<LimitCheck> {
-    const history = txn.cardHmac
-      ? await AttemptsRepository.cardHistory(m, txn.merchantId, txn.cardHmac, attempt.id, txn.id)
-      : [];
-    // A check now: what is dated after now (another pod's clock, an original decline's timestamp) counts now.
-    const now = new Date();
-    return checkNetworkLimits(
-      { network: txn.cardNetwork, cardDataVersion: dataVersion },
-      historyAsOf(history, now),
-      now,
-      BigInt(attempt.amountMinor),
-      { timeScale: this.config.retryTimeScale },
+    return cardLimitsNow(
+      m,
+      { merchantId: txn.merchantId, cardHmac: txn.cardHmac, network: txn.cardNetwork, dataVersion },
+      { amountMinor: BigInt(attempt.amountMinor), exceptAttemptId: attempt.id, transactionId: txn.id },
+      new Date(),
+      this.config.retryTimeScale,
     );
   }
 
