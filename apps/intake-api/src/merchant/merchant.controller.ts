@@ -54,7 +54,7 @@ const MESSAGE_STATUSES = ['pending', 'delivered', 'dead', 'gone', 'no_endpoint']
 
 /**
  * A merchant's test pushes (a new one or the replay of one), counted in Postgres so every replica
- * agrees (WebhookMessagesRepository.testPushWait): at most 10 pending or touched within the last hour.
+ * agrees (WebhookMessagesRepository.testPushWait): at most 10 made or sent within the last hour.
  * Each is sent up to 8 times, its every answer and error shown in the push log: without a limit a
  * merchant could probe hosts and ports from the dispatcher's network, or flood a third party.
  */
@@ -198,8 +198,8 @@ export class MerchantController {
     summary: 'Send a test push (event_name "test") to the webhook URL, signed like every push',
     description:
       'Delivered, retried and logged like any push; it reports no state change and can be ignored. ' +
-      'At most 10 test pushes per merchant count at a time: each while it is being delivered and for an hour ' +
-      'after its last attempt (or replay); beyond that 429 RET429 with Retry-After (seconds), and no push is made.',
+      'At most 10 test pushes per merchant count at a time: each for an hour after it was last made, sent or ' +
+      'replayed; beyond that 429 RET429 with Retry-After (seconds), and no push is made.',
   })
   @ApiResponse({ status: 202, type: TestPushDto })
   @ApiResponse({ status: 429, type: ErrorDto, description: 'Too many test pushes (Retry-After)' })
