@@ -77,6 +77,10 @@ export class DeliveryService {
       // 202 labelled gzip with a plain body) must not turn its answer into an error. Nothing is asked
       // for either: `accept-encoding: identity` on every request (axios would advertise gzip and br).
       decompress: false,
+      // The body is sent as the bytes it was signed as, and the answer is a stream: axios' default
+      // transforms (a JSON.parse of every body to check it, header normalizing) have nothing to do.
+      transformRequest: [],
+      transformResponse: [],
     });
   }
 
