@@ -72,10 +72,12 @@ describe('ISO 8583 groups (every brand) and wait classes', () => {
       }
     }
   });
-  it('hard codes block the card on every network; authentication stops only the transaction', () => {
+  it('hard codes block the card on every network; authentication too, but a Mastercard’s stops only the transaction', () => {
     expect(classifyDecline({ network: 'amex', responseCode: '41' }).cardBlock).toBe('permanent');
     expect(classifyDecline({ network: 'amex', responseCode: '54' }).cardBlock).toBe('new-card-data');
-    expect(classifyDecline({ network: 'amex', responseCode: '1A' }).cardBlock).toBeNull();
+    // network-rules.md, American Express, Discover and others: "none after a hard decline".
+    expect(classifyDecline({ network: 'amex', responseCode: '1A' }).cardBlock).toBe('permanent');
+    expect(classifyDecline({ network: 'mastercard', responseCode: '1A' }).cardBlock).toBeNull();
   });
   it('a processor error is a soft, technical failure', () => {
     expect(classifyProcessorError()).toMatchObject({

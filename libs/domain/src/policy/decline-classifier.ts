@@ -20,7 +20,7 @@ export type WaitClass = 'technical' | 'funds' | 'generic' | 'risky' | 'never';
 /**
  * What a decline means for later attempts on the same CARD (not only this transaction):
  * - permanent: never again on this card number (Visa category 1, Mastercard MAC 03/21, hard codes of
- *   any brand), whatever its expiry date;
+ *   any brand, 1A / 70 of American Express, Discover and others), whatever its expiry date;
  * - new-card-data: not again with the same card data (Visa category 3, MAC 01/04).
  */
 export type CardBlock = 'permanent' | 'new-card-data' | null;
@@ -121,8 +121,17 @@ export function classifyDecline(input: DeclineInput, at: Date = new Date()): Dec
     return result(false, 'never', 'permanent', `response ${code}: the issuer will never approve this card`);
   if (visaCategory === 3 || group === 'data')
     return result(false, 'never', 'new-card-data', `response ${code}: card data must change before a retry`);
-  // A merchant-initiated retry cannot run 3-D Secure; only the customer can fix this.
-  if (group === 'auth') return result(false, 'never', null, `response ${code}: customer authentication needed`);
+  // A merchant-initiated retry cannot run 3-D Secure; only the customer can fix this. American
+  // Express, Discover and others: "none after a hard decline" (network-rules.md), so it blocks the card
+  // for good like their other hard declines. Visa's is category 3 above; Mastercard's stops the
+  // transaction (its blocks are its advice codes').
+  if (group === 'auth')
+    return result(
+      false,
+      'never',
+      network === 'mastercard' ? null : 'permanent',
+      `response ${code}: customer authentication needed`,
+    );
   const wait = SOFT_WAIT[group];
   const advice = network === 'mastercard' && mac ? `, advice code ${mac}` : '';
   return result(true, wait, null, `response ${code}${advice}: ${group} decline, retry later`);
@@ -145,8 +154,9 @@ export const endsPaymentMethod = (c: DeclineClassification): boolean =>
 /**
  * A decline that ends the card for the customer's account, not only its payment method: every
  * payment method of the account carrying the same card (another payment_method.id, its network
- * token) ends with it. Authentication needed (1A/70): no block in the card's history holds it, and
- * no merchant-initiated retry can pass it on any of them.
+ * token) ends with it. Authentication needed (1A/70): no merchant-initiated retry can pass it on any
+ * of them, and the card's history holds it only as a Visa category 3 (lifted by new card data) or an
+ * American Express / Discover / other block; a Mastercard's 1A/70 leaves no block there.
  */
 export const endsCardForAccount = (c: DeclineClassification): boolean => c.group === 'auth';
 
