@@ -62,6 +62,37 @@ describe('network rules through the card history', () => {
     (await db.query(`SELECT count(*)::int AS n FROM sandbox_operations WHERE idempotency_key = $1`, [vid]))[0].n;
 
   it.each([
+    ['an issuer approval restarts the count', false, true],
+    ['a forced deposit (captured without authorization) does not', true, false],
+  ])('Visa, 20 declines then a capture: %s', async (_name, forced, allowed) => {
+    const merchantId = await insertMerchantRow(db);
+    const card = '4000000000000002';
+    const other = await insertTransactionRow(db, merchantId, { card });
+    const declinedAt = new Date(Date.now() - 2 * 86_400_000);
+    for (let n = 1; n <= 20; n++)
+      await insertAttemptRow(db, other, {
+        retryNumber: n,
+        state: 'declined',
+        preparedAt: declinedAt,
+        processedAt: declinedAt,
+        responseCode: '05',
+        authCodeDescription: 'Soft Failure',
+      });
+    const capturedAt = new Date(Date.now() - 86_400_000);
+    const captured = await insertAttemptRow(db, other, {
+      retryNumber: 21,
+      state: 'captured',
+      preparedAt: capturedAt,
+      processedAt: capturedAt,
+      responseCode: '00',
+    });
+    await db.query(`UPDATE attempts SET status = 'Captured', forced_deposit = $2 WHERE id = $1`, [captured.id, forced]);
+    // Another transaction of the merchant on the same card.
+    const t = await insertTransactionRow(db, merchantId, { card });
+    expect((await limitsNow(merchantId, t.id, 'visa')).allowed).toBe(allowed);
+  });
+
+  it.each([
     ['amex', '378282246310005', '1A'],
     ['amex', '378282246310005', '70'],
     ['discover', '6011111111111117', '1A'],

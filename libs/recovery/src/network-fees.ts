@@ -40,6 +40,8 @@ export function networkFeesOf(
     responseCode: a.responseCode,
     merchantAdviceCode: a.merchantAdviceCode,
     cardDataVersion: a.cardDataVersion,
+    // A forced deposit's capture is no issuer approval: it restarts no Visa count.
+    ...(a.forcedDeposit ? { forcedDeposit: true } : {}),
   });
   // The submitted card is the first attempt's (or, without attempts, the transaction's own).
   const submittedCard = made[0]?.cardHmac ?? txn.cardHmac;

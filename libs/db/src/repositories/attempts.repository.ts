@@ -38,6 +38,7 @@ interface CardHistoryRow {
   merchant_advice_code: string | null;
   card_data_version: string | null;
   card_network: string | null;
+  forced_deposit: boolean;
 }
 
 const toCardAttempt = (r: CardHistoryRow): CardAttempt => ({
@@ -57,6 +58,8 @@ const toCardAttempt = (r: CardHistoryRow): CardAttempt => ({
   merchantAdviceCode: r.merchant_advice_code,
   cardDataVersion: r.card_data_version,
   network: r.card_network,
+  // A forced deposit's capture is no issuer approval: it restarts no Visa count.
+  ...(r.forced_deposit ? { forcedDeposit: true } : {}),
 });
 
 /** Each column of an entity: its alias in a row read by lockMany, and its property. */
@@ -217,7 +220,8 @@ export class AttemptsRepository {
     if (unique.size === 0) return result;
     const rows: (CardHistoryRow & { id: string; merchant_id: string; card_hmac: string })[] = await m.query(
       `SELECT a.id, a.merchant_id, a.card_hmac, COALESCE(a.processed_at, a.prepared_at) AS at, a.amount_minor, a.state,
-              a.response_code, a.merchant_advice_code, a.card_data_version, a.card_network
+              a.response_code, a.merchant_advice_code, a.card_data_version, a.card_network,
+              a.forced_deposit
          FROM unnest($1::uuid[], $2::char(64)[]) AS c(merchant_id, card_hmac)
          JOIN attempts a ON a.merchant_id = c.merchant_id AND a.card_hmac = c.card_hmac
         WHERE COALESCE(a.processed_at, a.prepared_at) IS NOT NULL
@@ -225,7 +229,7 @@ export class AttemptsRepository {
                OR (a.state = 'declined' AND a.auth_code_description = 'Hard Failure'))
        UNION ALL
        SELECT o.transaction_id, o.merchant_id, o.card_hmac, o.at, o.amount_minor, 'original', o.response_code,
-              o.merchant_advice_code, o.card_data_version, NULL
+              o.merchant_advice_code, o.card_data_version, NULL, false
          FROM unnest($1::uuid[], $2::char(64)[]) AS c(merchant_id, card_hmac)
          JOIN original_declines o ON o.merchant_id = c.merchant_id AND o.card_hmac = c.card_hmac`,
       [[...unique.values()].map((c) => c.merchantId), [...unique.values()].map((c) => c.cardHmac)],
@@ -307,14 +311,14 @@ export class AttemptsRepository {
   ): Promise<CardAttempt[]> {
     const rows: CardHistoryRow[] = await m.query(
       `SELECT COALESCE(processed_at, prepared_at) AS at, amount_minor, state, response_code, merchant_advice_code,
-              card_data_version, card_network
+              card_data_version, card_network, forced_deposit
          FROM attempts
         WHERE merchant_id = $1 AND card_hmac = $2 AND id IS DISTINCT FROM $3
           AND COALESCE(processed_at, prepared_at) IS NOT NULL
           AND (COALESCE(processed_at, prepared_at) > now() - interval '31 days'
                OR (state = 'declined' AND auth_code_description = 'Hard Failure'))
        UNION ALL
-       SELECT at, amount_minor, 'original', response_code, merchant_advice_code, card_data_version, NULL
+       SELECT at, amount_minor, 'original', response_code, merchant_advice_code, card_data_version, NULL, false
          FROM original_declines WHERE merchant_id = $1 AND card_hmac = $2 AND transaction_id = $4`,
       [merchantId, cardHmac, excludeId, transactionId],
     );

@@ -40,6 +40,11 @@ export interface CardAttempt {
    * a card known only by a processor's saved payment method id (no BIN) has no network until then.
    */
   network?: Network | string | null;
+  /**
+   * A forced deposit (service-spec `forced_deposit`): captured without asking the issuer. Its capture
+   * is no issuer approval, so it does not restart Visa's count of the card's declines (nor is it one).
+   */
+  forcedDeposit?: boolean;
 }
 
 export type Initiator = 'merchant' | 'customer';
@@ -98,10 +103,12 @@ export function checkNetworkLimits(
 
   // What counts toward the limits: every attempt that did not approve. Visa's count restarts on an
   // approval (network-rules.md: "processors ... reset the count on an approval"); no other network's
-  // does, as the rules state no reset for them. Processor errors count like declines: a timeout may
+  // does, as the rules state no reset for them. A forced deposit's capture is no issuer approval: it
+  // restarts nothing (and, not declined, is not counted either). Processor errors count like declines: a timeout may
   // well have reached the issuer, and compliance must not hang on our not knowing. Attempts still in
   // flight count too, whatever was approved since: they may yet decline.
-  const lastApproval = network === 'visa' ? past.reduce((i, h, k) => (h.outcome === 'approved' ? k : i), -1) : -1;
+  const lastApproval =
+    network === 'visa' ? past.reduce((i, h, k) => (h.outcome === 'approved' && !h.forcedDeposit ? k : i), -1) : -1;
   const counted = past.filter(
     (h, k) => !h.original && (h.outcome === 'pending' || (h.outcome !== 'approved' && k > lastApproval)),
   );

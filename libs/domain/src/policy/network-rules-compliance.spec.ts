@@ -6,6 +6,29 @@ const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const T0 = new Date('2026-03-02T09:00:00Z');
 const at = (ms: number): Date => new Date(T0.getTime() + ms);
+const declines = (n: number, from = 0): CardAttempt[] =>
+  Array.from({ length: n }, (_, i) => ({
+    at: at(from + i * HOUR),
+    amountMinor: 1000n,
+    outcome: 'declined' as const,
+    responseCode: '05',
+  }));
+
+// network-rules.md: "processors ... reset the count on an approval". A forced deposit (service-spec
+// `forced_deposit`) is captured without asking the issuer: no approval, so no reset.
+describe('a forced deposit is no issuer approval', () => {
+  it('does not reset the Visa count of declined reattempts on the card', () => {
+    const approval: CardAttempt = { at: at(20 * HOUR), amountMinor: 1000n, outcome: 'approved', responseCode: '00' };
+    // An issuer's approval after 20 declines: the count restarts.
+    expect(checkNetworkLimits('visa', [...declines(20), approval], at(DAY), 1000n).allowed).toBe(true);
+    // A forced deposit's capture after them: the 20 declines still count.
+    const forced: CardAttempt = { ...approval, forcedDeposit: true };
+    const check = checkNetworkLimits('visa', [...declines(20), forced], at(DAY), 1000n);
+    expect(check).toMatchObject({ allowed: false, permanently: false });
+    // It is not a decline either: 19 declines and a forced deposit leave room for one more.
+    expect(checkNetworkLimits('visa', [...declines(19), forced], at(DAY), 1000n).allowed).toBe(true);
+  });
+});
 
 // network-rules.md: 1A and 70 (customer authentication needed) stop; American Express, Discover and
 // others: "none after a hard decline".
