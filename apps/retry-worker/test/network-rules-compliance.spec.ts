@@ -4,7 +4,7 @@ import { loadConfig, type RetainConfig } from '@retain/config';
 import { RetainMetrics } from '@retain/platform';
 import { PgSandboxLedger, SandboxProcessor } from '@retain/processor';
 import { QueueRegistry, createRedis } from '@retain/queues';
-import { cardLimitsNow } from '@retain/recovery';
+import { AttemptState, cardLimitsNow } from '@retain/recovery';
 import {
   closeTestDb,
   insertAttemptRow,
@@ -123,4 +123,33 @@ describe('network rules through the card history', () => {
       );
     },
   );
+
+  it('a Visa 57 declined before 25 Oct 2026 but recorded after it: read as the 05 of its day, no card block', async () => {
+    // The outcome of an attempt charged on 24 Oct 2026 is learned later (a lookup of an unknown outcome).
+    expect(Date.now()).toBeGreaterThan(Date.parse('2026-10-25T00:00:00Z'));
+    const merchantId = await insertMerchantRow(db);
+    const card = '4000000000000002';
+    const first = await insertTransactionRow(db, merchantId, { card });
+    const a = await insertAttemptRow(db, first, { state: 'unknown', preparedAt: new Date('2026-10-24T23:00:00Z') });
+    await db.transaction((m) =>
+      attempts.record(
+        m,
+        a.id,
+        {
+          outcome: 'declined',
+          responseCode: '57',
+          merchantAdviceCode: null,
+          network: 'visa',
+          processorTransactionId: 'sbx_57',
+          message: 'Declined',
+        },
+        AttemptState.Unknown,
+      ),
+    );
+    const [row] = await db.query(`SELECT state, auth_code_description FROM attempts WHERE id = $1`, [a.id]);
+    expect(row).toEqual({ state: 'declined', auth_code_description: 'Soft Failure' });
+    // Another transaction on the card: no category-1 block from that decline.
+    const second = await insertTransactionRow(db, merchantId, { card });
+    expect((await limitsNow(merchantId, second.id, 'visa')).allowed).toBe(true);
+  });
 });

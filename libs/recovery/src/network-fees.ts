@@ -40,8 +40,9 @@ export function networkFeesOf(
     responseCode: a.responseCode,
     merchantAdviceCode: a.merchantAdviceCode,
     cardDataVersion: a.cardDataVersion,
-    // A forced deposit's capture is no issuer approval: it restarts no Visa count.
+    // A forced deposit's capture restarts no Visa count; a decline is judged by its charge's date.
     ...(a.forcedDeposit ? { forcedDeposit: true } : {}),
+    ...(a.preparedAt ? { decidedAt: a.preparedAt } : {}),
   });
   // The submitted card is the first attempt's (or, without attempts, the transaction's own).
   const submittedCard = made[0]?.cardHmac ?? txn.cardHmac;

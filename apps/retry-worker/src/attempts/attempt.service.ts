@@ -138,6 +138,15 @@ function capturedTransactionFields(attempt: AttemptEntity, result: ChargeResult 
   };
 }
 
+/**
+ * When the issuer decided an attempt: its charge's time (its in-flight mark, the `at` of its charge
+ * request), never after it is recorded. The dated network rules of that moment classify its decline.
+ */
+export function declineTime(attempt: Pick<AttemptEntity, 'preparedAt'>, recordedAt: Date): Date {
+  const prepared = attempt.preparedAt ? new Date(attempt.preparedAt) : null;
+  return prepared && prepared.getTime() < recordedAt.getTime() ? prepared : recordedAt;
+}
+
 /** The attempt's fields once declined or settled as not charged (`record`, grouped or not). */
 function notCapturedAttemptFields(
   attempt: AttemptEntity,
@@ -146,12 +155,17 @@ function notCapturedAttemptFields(
   now: Date,
 ): { fields: Partial<AttemptEntity>; classification: ReturnType<typeof classifyDecline> | null } {
   const declined = result.outcome === 'declined';
+  // Judged by the network rules in force when the issuer declined (the charge's time), however much
+  // later the outcome is recorded (a lookup of an unknown attempt).
   const classification = declined
-    ? classifyDecline({
-        network: attempt.cardNetwork ?? result.network,
-        responseCode: result.responseCode,
-        merchantAdviceCode: result.merchantAdviceCode,
-      })
+    ? classifyDecline(
+        {
+          network: attempt.cardNetwork ?? result.network,
+          responseCode: result.responseCode,
+          merchantAdviceCode: result.merchantAdviceCode,
+        },
+        declineTime(attempt, now),
+      )
     : null;
   const edge: AttemptEdgeName = declined
     ? from === AttemptState.Pending
@@ -579,8 +593,8 @@ export class AttemptService {
       if (lookedUp && lookedUp.outcome !== 'error') result = lookedUp;
     }
     // decisions §15: a data-quality decline asks the account updater before the next step is planned.
-    if (result.outcome === 'declined' && this.mayAskUpdater(txn, result)) {
-      await this.paymentMethods.refreshCard(attemptId, result);
+    if (result.outcome === 'declined' && this.mayAskUpdater(txn, result, declineTime(attempt, new Date()))) {
+      await this.paymentMethods.refreshCard(attemptId, result, declineTime(attempt, new Date()));
     }
     const recorded = result;
     const inBatch = grouped ? await this.recordGrouped({ attemptId, result: recorded }) : false;
@@ -595,13 +609,20 @@ export class AttemptService {
    * Whether a decline may make refreshCard ask the account updater (its own first checks, on the
    * transaction as prepared): most declines then cost no extra statement.
    */
-  private mayAskUpdater(txn: TransactionEntity, decline: ChargeResult & { outcome: 'declined' }): boolean {
+  private mayAskUpdater(
+    txn: TransactionEntity,
+    decline: ChargeResult & { outcome: 'declined' },
+    declinedAt: Date,
+  ): boolean {
     if (!txn.paymentMethodRef || !updaterReaches(txn)) return false;
-    const c = classifyDecline({
-      network: txn.cardNetwork ?? decline.network,
-      responseCode: decline.responseCode,
-      merchantAdviceCode: decline.merchantAdviceCode,
-    });
+    const c = classifyDecline(
+      {
+        network: txn.cardNetwork ?? decline.network,
+        responseCode: decline.responseCode,
+        merchantAdviceCode: decline.merchantAdviceCode,
+      },
+      declinedAt,
+    );
     return updaterMayCure(c);
   }
 
@@ -1032,7 +1053,11 @@ export class AttemptService {
       startedAt: txn.submittedTs,
       now,
       lastDecline: declined
-        ? { responseCode: result.responseCode, merchantAdviceCode: result.merchantAdviceCode }
+        ? {
+            responseCode: result.responseCode,
+            merchantAdviceCode: result.merchantAdviceCode,
+            at: declineTime(attempt, now),
+          }
         : { responseCode: '', technical: true },
       // A processor token's network is only known from the processor's answer (its card brand).
       network: txn.cardNetwork ?? (declined && result.network !== 'other' ? result.network : null),
@@ -1270,6 +1295,7 @@ export class AttemptService {
         merchantAdviceCode: fields.merchantAdviceCode ?? null,
         cardDataVersion: attempt.cardDataVersion,
         network: fields.cardNetwork ?? attempt.cardNetwork,
+        decidedAt: declineTime(attempt, now),
       };
       const history: CardAttempt[] = txn.cardHmac
         ? [

@@ -140,11 +140,15 @@ export class PaymentMethodsService {
     if (freshCardPlan(txn, attempt.retryNumber, anyCard, now, this.config.retryTimeScale).kind !== 'retry') return null;
     const ref = txn.paymentMethodRef;
     if (result?.outcome === 'declined') {
-      const c = classifyDecline({
-        network: txn.cardNetwork ?? result.network,
-        responseCode: result.responseCode,
-        merchantAdviceCode: result.merchantAdviceCode,
-      });
+      // The rules in force when the issuer declined (the attempt's charge), not when it is recorded.
+      const c = classifyDecline(
+        {
+          network: txn.cardNetwork ?? result.network,
+          responseCode: result.responseCode,
+          merchantAdviceCode: result.merchantAdviceCode,
+        },
+        attempt.preparedAt && new Date(attempt.preparedAt) < now ? new Date(attempt.preparedAt) : now,
+      );
       if (endsPaymentMethod(c)) {
         await PaymentMethodsRepository.end(m, txn.merchantId, ref, c.reason, { sameCard: endsCardForAccount(c) });
       }
@@ -196,17 +200,21 @@ export class PaymentMethodsService {
    * the number the processor gives back (held in memory for the question only); it stays the
    * instrument, charged with the new expiry (cardUpdate).
    */
-  async refreshCard(attemptId: string, decline: ChargeResult | null): Promise<void> {
+  async refreshCard(attemptId: string, decline: ChargeResult | null, declinedAt?: Date): Promise<void> {
     const txn = await PaymentMethodsRepository.transactionOfAttempt(this.db, attemptId);
     if (!txn?.paymentMethodRef || !updaterReaches(txn)) return;
     const now = new Date();
     if (decline) {
       if (decline.outcome !== 'declined') return;
-      const c = classifyDecline({
-        network: txn.cardNetwork ?? decline.network,
-        responseCode: decline.responseCode,
-        merchantAdviceCode: decline.merchantAdviceCode,
-      });
+      // `declinedAt`: the attempt's charge time (the dated rules of the decline's own day).
+      const c = classifyDecline(
+        {
+          network: txn.cardNetwork ?? decline.network,
+          responseCode: decline.responseCode,
+          merchantAdviceCode: decline.merchantAdviceCode,
+        },
+        declinedAt ?? now,
+      );
       if (!updaterMayCure(c)) return;
     } else if (!cardExpired(txn.expirationDate, now) && !(await this.originalAsksUpdater(txn))) {
       return;

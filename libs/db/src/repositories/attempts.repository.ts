@@ -38,6 +38,8 @@ interface CardHistoryRow {
   merchant_advice_code: string | null;
   card_data_version: string | null;
   card_network: string | null;
+  /** When the issuer decided: the attempt's charge (its in-flight mark), the original's decline. */
+  decided_at: Date | null;
   forced_deposit: boolean;
 }
 
@@ -58,8 +60,10 @@ const toCardAttempt = (r: CardHistoryRow): CardAttempt => ({
   merchantAdviceCode: r.merchant_advice_code,
   cardDataVersion: r.card_data_version,
   network: r.card_network,
-  // A forced deposit's capture is no issuer approval: it restarts no Visa count.
+  // A forced deposit's capture is no issuer approval (it restarts no Visa count); a decline is
+  // classified by the rules of its charge's time, not of its recording's (a lookup's, later).
   ...(r.forced_deposit ? { forcedDeposit: true } : {}),
+  ...(r.decided_at ? { decidedAt: new Date(r.decided_at) } : {}),
 });
 
 /** Each column of an entity: its alias in a row read by lockMany, and its property. */
@@ -221,7 +225,7 @@ export class AttemptsRepository {
     const rows: (CardHistoryRow & { id: string; merchant_id: string; card_hmac: string })[] = await m.query(
       `SELECT a.id, a.merchant_id, a.card_hmac, COALESCE(a.processed_at, a.prepared_at) AS at, a.amount_minor, a.state,
               a.response_code, a.merchant_advice_code, a.card_data_version, a.card_network,
-              a.forced_deposit
+              LEAST(a.prepared_at, a.processed_at) AS decided_at, a.forced_deposit
          FROM unnest($1::uuid[], $2::char(64)[]) AS c(merchant_id, card_hmac)
          JOIN attempts a ON a.merchant_id = c.merchant_id AND a.card_hmac = c.card_hmac
         WHERE COALESCE(a.processed_at, a.prepared_at) IS NOT NULL
@@ -229,7 +233,7 @@ export class AttemptsRepository {
                OR (a.state = 'declined' AND a.auth_code_description = 'Hard Failure'))
        UNION ALL
        SELECT o.transaction_id, o.merchant_id, o.card_hmac, o.at, o.amount_minor, 'original', o.response_code,
-              o.merchant_advice_code, o.card_data_version, NULL, false
+              o.merchant_advice_code, o.card_data_version, NULL, o.at, false
          FROM unnest($1::uuid[], $2::char(64)[]) AS c(merchant_id, card_hmac)
          JOIN original_declines o ON o.merchant_id = c.merchant_id AND o.card_hmac = c.card_hmac`,
       [[...unique.values()].map((c) => c.merchantId), [...unique.values()].map((c) => c.cardHmac)],
@@ -311,14 +315,14 @@ export class AttemptsRepository {
   ): Promise<CardAttempt[]> {
     const rows: CardHistoryRow[] = await m.query(
       `SELECT COALESCE(processed_at, prepared_at) AS at, amount_minor, state, response_code, merchant_advice_code,
-              card_data_version, card_network, forced_deposit
+              card_data_version, card_network, LEAST(prepared_at, processed_at) AS decided_at, forced_deposit
          FROM attempts
         WHERE merchant_id = $1 AND card_hmac = $2 AND id IS DISTINCT FROM $3
           AND COALESCE(processed_at, prepared_at) IS NOT NULL
           AND (COALESCE(processed_at, prepared_at) > now() - interval '31 days'
                OR (state = 'declined' AND auth_code_description = 'Hard Failure'))
        UNION ALL
-       SELECT at, amount_minor, 'original', response_code, merchant_advice_code, card_data_version, NULL, false
+       SELECT at, amount_minor, 'original', response_code, merchant_advice_code, card_data_version, NULL, at, false
          FROM original_declines WHERE merchant_id = $1 AND card_hmac = $2 AND transaction_id = $4`,
       [merchantId, cardHmac, excludeId, transactionId],
     );

@@ -45,6 +45,13 @@ export interface CardAttempt {
    * is no issuer approval, so it does not restart Visa's count of the card's declines (nor is it one).
    */
   forcedDeposit?: boolean;
+  /**
+   * When the issuer decided (the attempt's charge: its in-flight mark, the time its charge request
+   * carries), where that is earlier than `at` (its outcome recorded later: a lookup of an unknown
+   * attempt). A decline is classified by the dated rules in force then (network-rules.config.ts: 57
+   * is category 1 only from 25 Oct 2026). Default: `at`.
+   */
+  decidedAt?: Date;
 }
 
 export type Initiator = 'merchant' | 'customer';
@@ -232,9 +239,10 @@ function cardBlock(network: Network, past: readonly CardAttempt[], dataVersion: 
   for (let i = past.length - 1; i >= 0; i--) {
     const h = past[i]!;
     if (h.outcome !== 'declined' || !h.responseCode) continue;
+    // Classified by the rules in force when the issuer declined, not when the decline was recorded.
     const c = classifyDecline(
       { network, responseCode: h.responseCode, merchantAdviceCode: h.merchantAdviceCode },
-      h.at,
+      h.decidedAt ?? h.at,
     );
     if (c.cardBlock === null) continue;
     if (c.cardBlock === 'permanent') return c.reason;

@@ -55,3 +55,23 @@ describe('1A / 70 on American Express, Discover and others', () => {
     expect(classifyDecline({ network: 'visa', responseCode: '70' }, T0).cardBlock).toBe('new-card-data');
   });
 });
+
+// network-rules.md: 57 is category 1 from 25 Oct 2026 (issuers' 57 arrived as 05 before then). A
+// decline is judged by the rules in force when the issuer declined (the attempt's charge), not when
+// its outcome was recorded (a lookup of an unknown outcome, hours or days later).
+describe('a dated Visa rule applies at the decline’s own time', () => {
+  const declinedAt = new Date('2026-10-24T23:00:00Z');
+  const recordedAt = new Date('2026-10-25T03:00:00Z');
+  it('a 57 declined before 25 Oct 2026 and recorded after it is no category-1 block', () => {
+    const h: CardAttempt[] = [
+      { at: recordedAt, decidedAt: declinedAt, amountMinor: 1000n, outcome: 'declined', responseCode: '57' },
+    ];
+    expect(checkNetworkLimits('visa', h, new Date('2026-10-26T00:00:00Z'), 1000n).allowed).toBe(true);
+    // Declined after the change: category 1, never again.
+    const after: CardAttempt[] = [{ ...h[0]!, decidedAt: recordedAt }];
+    expect(checkNetworkLimits('visa', after, new Date('2026-10-26T00:00:00Z'), 1000n)).toMatchObject({
+      allowed: false,
+      permanently: true,
+    });
+  });
+});
