@@ -111,9 +111,9 @@ export function checkNetworkLimits(
   // What counts toward the limits: every attempt that did not approve. Visa's count restarts on an
   // approval (network-rules.md: "processors ... reset the count on an approval"); no other network's
   // does, as the rules state no reset for them. A forced deposit's capture is no issuer approval: it
-  // restarts nothing (and, not declined, is not counted either). Processor errors count like declines: a timeout may
-  // well have reached the issuer, and compliance must not hang on our not knowing. Attempts still in
-  // flight count too, whatever was approved since: they may yet decline.
+  // restarts nothing (and, not declined, is not counted either). Processor errors count like declines:
+  // a timeout may well have reached the issuer, and compliance must not hang on our not knowing.
+  // Attempts still in flight count too, whatever was approved since: they may yet decline.
   const lastApproval =
     network === 'visa' ? past.reduce((i, h, k) => (h.outcome === 'approved' && !h.forcedDeposit ? k : i), -1) : -1;
   const counted = past.filter(
