@@ -79,6 +79,15 @@ export type ChargeResult =
        * (the charge may still have gone through) and the attempt stays unknown.
        */
       settled?: boolean;
+      /**
+       * The processor answered with its stored answer to an earlier request under this key (Stripe's
+       * `Idempotent-Replayed`), an error such as a 500 it keeps for 24 h: this request ran nothing, and
+       * no request under the key will while the processor keeps it. From a lookup that replayed the
+       * request it also says no charge was found under the key: the caller reads it as "no charge found"
+       * (like null), counted from the latest request that really went out, never from this replay
+       * (AttemptService.lookUp).
+       */
+      storedAnswer?: boolean;
     };
 
 export interface RefundRequest {

@@ -440,6 +440,50 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     );
   });
 
+  describe('a 500 Stripe saved under the key (the endpoint began executing): replayed for 24 h', () => {
+    afterEach(() => {
+      fake.searchLagMs = 0;
+    });
+    const mine = (key: string) =>
+      [...fake.intents.values()].filter((s) => (s.pi.metadata as Record<string, string>)[STRIPE_KEY_METADATA] === key);
+
+    it('nothing made: the lookup says the replay was the stored answer (no charge found), and never charges', async () => {
+      const r = req();
+      fake.failExecuting(1, 'none');
+      expect(await adapter().charge(r)).toMatchObject({ outcome: 'error' });
+      // The replay gets the saved 500 again, not a charge; the lookup says it is Stripe's stored answer
+      // and that no PaymentIntent exists under the key (search and the Customer's list).
+      const found = await adapter().lookupCharge(r.idempotencyKey, r);
+      expect(found).toMatchObject({ outcome: 'error', storedAnswer: true });
+      expect(mine(r.idempotencyKey)).toHaveLength(0);
+      const listed = fake.received('GET', '/v1/payment_intents').slice(-1)[0]!;
+      expect(listed.query.get('customer')).toBe('cus_Q1');
+      // A key-only lookup: nothing under the key.
+      expect(await adapter().lookupCharge(r.idempotencyKey)).toBeNull();
+    });
+
+    it("charged before the 500, search still lagging: the Customer's PaymentIntents (a list) find the capture", async () => {
+      const r = req();
+      fake.searchLagMs = 60_000;
+      fake.failExecuting(1, 'succeeded');
+      expect(await adapter().charge(r)).toMatchObject({ outcome: 'error' });
+      expect(await adapter().lookupCharge(r.idempotencyKey)).toBeNull(); // the search lags
+      const found = await adapter().lookupCharge(r.idempotencyKey, r);
+      expect(found).toMatchObject({ outcome: 'approved', processorTransactionId: mine(r.idempotencyKey)[0]!.pi.id });
+      expect(mine(r.idempotencyKey)).toHaveLength(1);
+    });
+
+    it('a 500 answered before anything ran is not saved: the replay charges, once', async () => {
+      const r = req();
+      fake.failNext('5xx', 1, { method: 'POST', path: '/v1/payment_intents' });
+      const first = await adapter().charge(r);
+      expect(first).toMatchObject({ outcome: 'error' });
+      expect(first.outcome === 'error' && first.storedAnswer).toBeFalsy();
+      expect(await adapter().lookupCharge(r.idempotencyKey, r)).toMatchObject({ outcome: 'approved' });
+      expect(mine(r.idempotencyKey)).toHaveLength(1);
+    });
+  });
+
   it("a connection reset after the charge: the SDK's retry under the same key gets the stored answer", async () => {
     const r = req();
     fake.failNext('charge-then-reset');

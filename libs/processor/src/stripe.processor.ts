@@ -219,8 +219,36 @@ export class StripeProcessor implements PaymentProcessor {
     }
     // Replaying under the same key returns Stripe's stored response, or makes this attempt's
     // one charge if the first request never arrived.
-    if (original && original.idempotencyKey === idempotencyKey) return this.charge(original);
-    return null;
+    if (!original || original.idempotencyKey !== idempotencyKey) return null;
+    const replayed = await this.charge(original);
+    if (replayed.outcome !== 'error' || !replayed.storedAnswer || replayed.settled) return replayed;
+    // Stripe answered with the error it saved for the first request under this key (a 500 once the
+    // endpoint began executing: replayed for 24 h). No replay can charge under the key, and none can
+    // learn more: the PaymentIntent the first request may have made is the answer. The search above
+    // lags (under a minute, up to an hour in an outage: such a 500 may be one); the Customer's
+    // PaymentIntents are a list, read after write.
+    const customer = await this.customerOfRequest(original).catch(() => null);
+    if (customer) {
+      try {
+        const listed = await this.stripe.paymentIntents.list({ customer, limit: 100 });
+        const pi = listed.data.find((x) => x.metadata?.[STRIPE_KEY_METADATA] === idempotencyKey);
+        if (pi) return intentResult(pi);
+      } catch (e) {
+        return errorResult(e);
+      }
+    }
+    // No PaymentIntent found: not charged, once the search has had its time (the caller's clock
+    // counts from the first request, not from this replay).
+    return replayed;
+  }
+
+  /** The Customer of a charge's saved PaymentMethod (`cus_…|pm_…`, or a bare `pm_…` attached to one), else null. */
+  private async customerOfRequest(req: ChargeRequest): Promise<string | null> {
+    const inst = req.instrument;
+    if (inst.kind !== 'token' || inst.isNetworkToken) return null;
+    if (inst.token.includes('|')) return inst.token.split('|', 2)[0]!;
+    const bare = barePaymentMethod(req);
+    return bare ? this.customerOf(bare) : null;
   }
 
   async refund(req: RefundRequest): Promise<RefundResult> {
@@ -484,7 +512,11 @@ function errorResult(e: unknown): ChargeResult {
   }
   if (e instanceof Stripe.errors.StripeConnectionError) return wireError('Stripe unreachable or timed out');
   if (e instanceof Stripe.errors.StripeError) {
-    return wireError(`Stripe ${e.statusCode ?? ''} ${e.type}${e.code ? ` ${e.code}` : ''}`.replace(/\s+/g, ' '));
+    const message = `Stripe ${e.statusCode ?? ''} ${e.type}${e.code ? ` ${e.code}` : ''}`.replace(/\s+/g, ' ');
+    // The answer Stripe saved for an earlier request under the key, replayed: this request ran nothing.
+    const headers = (e.headers ?? {}) as Record<string, string>;
+    if (headers['idempotent-replayed'] === 'true') return { outcome: 'error', message, storedAnswer: true };
+    return wireError(message);
   }
   return wireError('Stripe call failed');
 }

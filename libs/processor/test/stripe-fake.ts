@@ -3,7 +3,8 @@ import { randomId, WireFake, type FakeResponse, type RecordedRequest } from './f
 /**
  * A local Stripe written from Stripe's public API reference (https://docs.stripe.com/api):
  * `POST /v1/payment_intents` (form-encoded, `Authorization: Bearer sk_...`), `GET
- * /v1/payment_intents/search?query=metadata['k']:'v'`, `GET /v1/payment_intents/:id`, `POST
+ * /v1/payment_intents/search?query=metadata['k']:'v'` (eventually consistent: `searchLagMs`), `GET
+ * /v1/payment_intents?customer=cus_…` (a list: no lag), `GET /v1/payment_intents/:id`, `POST
  * /v1/refunds`, `GET /v1/payment_methods/:id`, `POST /v1/payment_methods/:id/attach`; idempotency per https://docs.stripe.com/api/idempotent_requests (the same key
  * replays the stored status and body with `Idempotent-Replayed: true`; other parameters under a
  * used key: 400 `idempotency_error`; a key still in progress: 409); card declines as 402
@@ -84,6 +85,19 @@ export class StripeFake extends WireFake {
    */
   private readonly owners = new Map<string, string>();
   private readonly idempotency = new Map<string, IdempotentEntry>();
+  /**
+   * How long a new PaymentIntent stays out of search results (docs.stripe.com/api/payment_intents/search:
+   * "Don't use search in read-after-write flows ... data is searchable in less than a minute.
+   * Occasionally, propagation ... can be up to an hour behind during outages"). Lists have no lag.
+   */
+  searchLagMs = 0;
+  /** When each PaymentIntent was made (ms), for the search lag. */
+  private readonly madeAt = new Map<string, number>();
+  /**
+   * The next PaymentIntent creations under an Idempotency-Key that begin executing and then fail with a
+   * 500 `api_error`, and whether the PaymentIntent was made (and charged) before the failure.
+   */
+  private readonly executingFailures: ('none' | 'succeeded')[] = [];
 
   constructor(readonly secretKey = 'sk_test_fake_retain') {
     super(false);
@@ -107,6 +121,19 @@ export class StripeFake extends WireFake {
   settleRefund(id: string, status: 'succeeded' | 'failed'): void {
     const r = this.refunds.find((x) => x.id === id);
     if (r) r.status = status;
+  }
+
+  /**
+   * The next `count` `POST /v1/payment_intents` under an Idempotency-Key begin executing, then fail with
+   * a 500 `api_error`. Unlike an injected `5xx` (answered before anything runs), the result is saved
+   * under the key and replayed (with `Idempotent-Replayed: true`) for as long as Stripe keeps the key:
+   * "Stripe saves the status code and body of the first request made with a given idempotency key after
+   * endpoint execution begins. Retries with the same key return the saved response, including 500
+   * errors" (docs.stripe.com/api/idempotent_requests). `made`: `succeeded` when the PaymentIntent was
+   * created and charged before the failure, `none` when nothing was.
+   */
+  failExecuting(count = 1, made: 'none' | 'succeeded' = 'none'): void {
+    for (let i = 0; i < count; i++) this.executingFailures.push(made);
   }
 
   /** The PaymentMethod is attached to the Customer (as a SetupIntent or `setup_future_usage` leaves it). */
@@ -167,7 +194,15 @@ export class StripeFake extends WireFake {
     }
     const entry: IdempotentEntry = { params, path: req.path, response: null };
     this.idempotency.set(key, entry);
-    const response = this.post(req);
+    const failing = req.path === '/v1/payment_intents' ? this.executingFailures.shift() : undefined;
+    let response = this.post(req);
+    if (failing === 'none' && response.status === 200) {
+      // Began executing, failed before the PaymentIntent was made: nothing charged, the 500 saved.
+      this.intents.delete((response.body as { id: string }).id);
+    }
+    if (failing !== undefined && response.status === 200) {
+      response = { status: 500, body: this.errorBody(500) };
+    }
     // Stripe saves the result of a request that began executing (validation failures are not saved).
     if (response.status === 400 && !(response.body as { error: { payment_intent?: unknown } }).error.payment_intent) {
       this.idempotency.delete(key);
@@ -196,10 +231,25 @@ export class StripeFake extends WireFake {
       const value = v!.replace(/\\'/g, "'");
       const data = [...this.intents.values()]
         .map((s) => s.pi)
+        .filter((pi) => Date.now() - (this.madeAt.get(pi.id as string) ?? 0) >= this.searchLagMs)
         .filter((pi) => (pi.metadata as Record<string, string>)[k!] === value);
       return {
         status: 200,
         body: { object: 'search_result', data, has_more: false, next_page: null, url: '/v1/payment_intents/search' },
+      };
+    }
+    if (req.path === '/v1/payment_intents') {
+      // GET /v1/payment_intents?customer=cus_…&limit=n (docs.stripe.com/api/payment_intents/list): newest
+      // first, read after write (no search lag).
+      const customer = req.query.get('customer');
+      const limit = Math.min(Math.max(Number(req.query.get('limit') ?? 10), 1), 100);
+      const all = [...this.intents.values()]
+        .map((s) => s.pi)
+        .filter((pi) => customer === null || pi.customer === customer)
+        .reverse();
+      return {
+        status: 200,
+        body: { object: 'list', data: all.slice(0, limit), has_more: all.length > limit, url: '/v1/payment_intents' },
       };
     }
     const pmPath = /^\/v1\/payment_methods\/([^/]+)$/.exec(req.path);
@@ -324,6 +374,7 @@ export class StripeFake extends WireFake {
       last_payment_error: null,
       status: 'succeeded',
     };
+    this.madeAt.set(id, Date.now());
     if (outcome === 'succeeded') {
       pi.amount_received = amount;
       this.intents.set(id, { pi, amountRefunded: 0, offSession });

@@ -441,8 +441,17 @@ export class AttemptService {
       return charge.processor.lookupCharge(key);
     }
     // A replay may make the charge now: the reconciliation's "not found" counts from here.
-    await AttemptsRepository.markSent(this.db, charge.attemptId);
-    return charge.processor.lookupCharge(key, charge.request);
+    const mark = await AttemptsRepository.markSentReturning(this.db, charge.attemptId);
+    const found = await charge.processor.lookupCharge(key, charge.request);
+    if (found?.outcome === 'error' && found.storedAnswer) {
+      // The processor replayed the error it saved for an earlier request under the key (Stripe keeps a
+      // 500 for 24 h) and found no charge: this replay sent nothing, and no replay will. No charge
+      // found, counted from the latest request that really went out: the mark is taken back, so the
+      // reconciliation settles it RECONCILE_NOT_FOUND_AFTER after that request, not 24 h later.
+      if (mark) await AttemptsRepository.unmarkSent(this.db, charge.attemptId, mark);
+      return null;
+    }
+    return found;
   }
 
   /**

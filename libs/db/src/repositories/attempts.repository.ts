@@ -5,6 +5,12 @@ import { AttemptEntity, TransactionEntity } from '../entities';
 /** Something that runs SQL: the DataSource outside a transaction, an EntityManager inside one. */
 type Sql = Pick<EntityManager, 'query'> | Pick<DataSource, 'query'>;
 
+/** A send mark (last_sent_at) as set, and the one before it, as Postgres's text. */
+export interface SentMark {
+  marked: string;
+  previous: string | null;
+}
+
 export interface AttemptRunRow {
   vid: string;
   state: string;
@@ -393,6 +399,35 @@ export class AttemptsRepository {
    */
   static async markSent(m: Sql, attemptId: string): Promise<void> {
     await m.query(`UPDATE attempts SET last_sent_at = now() WHERE id = $1`, [attemptId]);
+  }
+
+  /**
+   * markSent, returning the mark it set and the one it replaced (for unmarkSent), as Postgres's text
+   * (microseconds: a JavaScript Date would round them off and never match the mark again).
+   */
+  static async markSentReturning(m: Sql, attemptId: string): Promise<SentMark | null> {
+    // The row locked first (a concurrent mark committed meanwhile is read, not an older snapshot).
+    const res: unknown[] = await m.query(
+      `UPDATE attempts a SET last_sent_at = now()
+         FROM (SELECT id, last_sent_at FROM attempts WHERE id = $1 FOR UPDATE) old
+        WHERE a.id = old.id
+        RETURNING a.last_sent_at::text AS marked, old.last_sent_at::text AS previous`,
+      [attemptId],
+    );
+    // TypeORM answers an UPDATE ... RETURNING on Postgres with [rows, affected count].
+    const rows = (Array.isArray(res[0]) ? res[0] : res) as SentMark[];
+    return rows[0] ?? null;
+  }
+
+  /**
+   * Takes back a mark of markSentReturning whose request ran nothing (the processor replayed its stored
+   * answer): the mark before it again, unless another send marked the attempt since.
+   */
+  static async unmarkSent(m: Sql, attemptId: string, mark: SentMark): Promise<void> {
+    await m.query(
+      `UPDATE attempts SET last_sent_at = $2::timestamptz WHERE id = $1 AND last_sent_at = $3::timestamptz`,
+      [attemptId, mark.previous, mark.marked],
+    );
   }
 
   static async setLookupAfter(m: Sql, attemptId: string, at: Date | null): Promise<void> {
