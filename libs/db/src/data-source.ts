@@ -57,6 +57,7 @@ import { AccountUpdateReplaced1800900000000 } from './migrations/1800900000000-A
 import { ReEraseLegacyCardData1801000000000 } from './migrations/1801000000000-ReEraseLegacyCardData';
 import { NotificationRefusalDetail1801200000000 } from './migrations/1801200000000-NotificationRefusalDetail';
 import { TestPushLimit1801240000000 } from './migrations/1801240000000-TestPushLimit';
+import { RefundRecheck1801250000000 } from './migrations/1801250000000-RefundRecheck';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -115,6 +116,7 @@ export const MIGRATIONS = [
   ReEraseLegacyCardData1801000000000,
   NotificationRefusalDetail1801200000000,
   TestPushLimit1801240000000,
+  RefundRecheck1801250000000,
 ];
 
 export interface PoolTuning {

@@ -98,7 +98,16 @@ export interface RefundRequest {
 }
 
 export type RefundResult =
-  | { outcome: 'completed'; processorRefundId: string; message: string }
+  | {
+      outcome: 'completed';
+      processorRefundId: string;
+      message: string;
+      /**
+       * The processor may still fail this refund later (Stripe: a card refund can move from `succeeded`
+       * to `failed`): it is read again with refundStatus for a bounded time (REFUND_RECHECK_WINDOW_MS).
+       */
+      mayStillFail?: boolean;
+    }
   /**
    * Accepted for processing; the processor reports the result later (Adyen's `received` on an account
    * that receives its notifications: the REFUND notification settles it). The refund stays Processing.
@@ -138,6 +147,12 @@ export interface PaymentProcessor {
    * retry it with the same idempotency key.
    */
   refund(req: RefundRequest): Promise<RefundResult>;
+  /**
+   * A refund's state now, by the processor's refund id (processors whose `completed` answers say
+   * `mayStillFail`): `completed`, `pending` (not final), or `failed` with the processor's reason.
+   * Throws ProcessorUnavailableError when the processor does not answer. Absent: never read again.
+   */
+  refundStatus?(processorRefundId: string): Promise<RefundResult>;
   detokenize(token: string): Promise<DetokenizeResult>;
   /**
    * Processors whose tokens cannot be detokenized (Stripe, Adyen: `detokenize` always answers

@@ -593,6 +593,30 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     expect(fake.refunds.filter((r) => r.payment_intent === charged.processorTransactionId)).toHaveLength(2);
   });
 
+  it('a succeeded refund may still fail: read again by its id (GET /v1/refunds/:id), failed with its failure_reason', async () => {
+    const charged = await adapter().charge(req());
+    if (charged.outcome !== 'approved') throw new Error('expected approval');
+    const made = await adapter().refund({
+      idempotencyKey: `rfd_later_${Date.now()}`,
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor: 1999n,
+      currency: 'USD',
+    });
+    expect(made).toMatchObject({ outcome: 'completed', mayStillFail: true });
+    if (made.outcome !== 'completed') throw new Error('expected completed');
+    const stripe = adapter();
+    expect(await stripe.refundStatus!(made.processorRefundId)).toMatchObject({ outcome: 'completed' });
+    fake.settleRefund(made.processorRefundId, 'failed', 'expired_or_canceled_card');
+    expect(await stripe.refundStatus!(made.processorRefundId)).toEqual({
+      outcome: 'failed',
+      processorRefundId: made.processorRefundId,
+      message: 'Refund failed (expired_or_canceled_card)',
+    });
+    expect(fake.received('GET', `/v1/refunds/${made.processorRefundId}`)).toHaveLength(2);
+    fake.failNext('5xx', 1, { method: 'GET', path: `/v1/refunds/${made.processorRefundId}` });
+    await expect(stripe.refundStatus!(made.processorRefundId)).rejects.toBeInstanceOf(ProcessorUnavailableError);
+  });
+
   it('a refund refused for the key or its permissions (401/403) is unanswered, never failed: sent again once fixed', async () => {
     const charged = await adapter().charge(req());
     if (charged.outcome !== 'approved') throw new Error('expected approval');

@@ -270,13 +270,16 @@ export class StripeProcessor implements PaymentProcessor {
           },
           { idempotencyKey: req.idempotencyKey },
         ));
-      if (r.status === 'succeeded') return { outcome: 'completed', processorRefundId: r.id, message: 'Refunded' };
+      // Final for now, not for good: a card refund can still move to `failed` (refundStatus).
+      if (r.status === 'succeeded') {
+        return { outcome: 'completed', processorRefundId: r.id, message: 'Refunded', mayStillFail: true };
+      }
       // Not final yet ("for credit card refunds, this can be pending, succeeded, or failed"): the refund
       // stays Processing, and the next batch reads this same refund again (found by its key above).
       if (r.status === 'pending' || r.status === 'requires_action') {
         throw new ProcessorUnavailableError(`Stripe refund ${r.id} is ${r.status}`, null);
       }
-      return { outcome: 'failed', processorRefundId: r.id, message: `Refund ${r.status ?? 'failed'}` };
+      return { outcome: 'failed', processorRefundId: r.id, message: refundFailedMessage(r) };
     } catch (e) {
       if (e instanceof ProcessorUnavailableError) throw e;
       if (e instanceof AmountNotExpressible) return refundAmountRefused(e);
@@ -288,6 +291,27 @@ export class StripeProcessor implements PaymentProcessor {
       const err = errorResult(e);
       throw new ProcessorUnavailableError(err.message, err.outcome === 'error' ? (err.retryAfterMs ?? null) : null);
     }
+  }
+
+  /**
+   * A refund read again by its id (`GET /v1/refunds/:id`): Stripe's refund `status` can move from
+   * `pending`, or from `succeeded` for some methods, to `failed` (with `failure_reason`) or `canceled`.
+   */
+  async refundStatus(processorRefundId: string): Promise<RefundResult> {
+    let r: Stripe.Refund;
+    try {
+      r = await this.stripe.refunds.retrieve(processorRefundId);
+    } catch (e) {
+      const err = errorResult(e);
+      throw new ProcessorUnavailableError(err.message, err.outcome === 'error' ? (err.retryAfterMs ?? null) : null);
+    }
+    if (r.status === 'succeeded') {
+      return { outcome: 'completed', processorRefundId: r.id, message: 'Refunded', mayStillFail: true };
+    }
+    if (r.status === 'pending' || r.status === 'requires_action') {
+      return { outcome: 'pending', processorRefundId: r.id, message: `Refund ${r.status}` };
+    }
+    return { outcome: 'failed', processorRefundId: r.id, message: refundFailedMessage(r) };
   }
 
   /** Stripe never gives card numbers back: tokens are charged as they are (see checkToken). */
@@ -360,6 +384,12 @@ export class StripeProcessor implements PaymentProcessor {
     if (Object.keys(card).length > 0) p.payment_method_options = { card };
     return p;
   }
+}
+
+/** A failed or canceled Stripe refund's message: its status and Stripe's `failure_reason` (never card data). */
+function refundFailedMessage(r: Stripe.Refund): string {
+  const reason = r.failure_reason ? ` (${r.failure_reason})` : '';
+  return `Refund ${r.status ?? 'failed'}${reason}`;
 }
 
 function declined(responseCode: string, mac: string | null, network: CardNetwork, id: string): ChargeResult {

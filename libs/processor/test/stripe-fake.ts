@@ -5,7 +5,7 @@ import { randomId, WireFake, type FakeResponse, type RecordedRequest } from './f
  * `POST /v1/payment_intents` (form-encoded, `Authorization: Bearer sk_...`), `GET
  * /v1/payment_intents/search?query=metadata['k']:'v'` (eventually consistent: `searchLagMs`), `GET
  * /v1/payment_intents?customer=cus_…` (a list: no lag), `GET /v1/payment_intents/:id`, `POST
- * /v1/refunds`, `GET /v1/payment_methods/:id`, `POST /v1/payment_methods/:id/attach`; idempotency per https://docs.stripe.com/api/idempotent_requests (the same key
+ * /v1/refunds`, `GET /v1/refunds/:id`, `GET /v1/payment_methods/:id`, `POST /v1/payment_methods/:id/attach`; idempotency per https://docs.stripe.com/api/idempotent_requests (the same key
  * replays the stored status and body with `Idempotent-Replayed: true`; other parameters under a
  * used key: 400 `idempotency_error`; a key still in progress: 409); card declines as 402
  * `card_error` with `decline_code`, `advice_code`, `network_decline_code`, `network_advice_code` and the
@@ -117,10 +117,21 @@ export class StripeFake extends WireFake {
    */
   refundStatus: 'succeeded' | 'pending' = 'succeeded';
 
-  /** A pending refund reaches its final status. */
-  settleRefund(id: string, status: 'succeeded' | 'failed'): void {
+  /**
+   * A refund reaches another status: a pending one its final status, or a succeeded one `failed` after
+   * all, with Stripe's `failure_reason` (docs.stripe.com/api/refunds/object: `lost_or_stolen_card`,
+   * `expired_or_canceled_card`, `charge_for_pending_refund_disputed`, `declined`, `insufficient_funds`,
+   * `merchant_request`, `unknown`). A failed refund gives its amount back to the PaymentIntent.
+   */
+  settleRefund(id: string, status: 'succeeded' | 'failed' | 'canceled', failureReason?: string): void {
     const r = this.refunds.find((x) => x.id === id);
-    if (r) r.status = status;
+    if (!r) return;
+    if ((status === 'failed' || status === 'canceled') && r.status !== 'failed' && r.status !== 'canceled') {
+      const stored = this.intents.get(r.payment_intent as string);
+      if (stored) stored.amountRefunded -= r.amount as number;
+    }
+    r.status = status;
+    if (status === 'failed') r.failure_reason = failureReason ?? 'unknown';
   }
 
   /**
@@ -222,6 +233,13 @@ export class StripeFake extends WireFake {
         status: 200,
         body: { object: 'list', data: all.slice(0, limit), has_more: all.length > limit, url: '/v1/refunds' },
       };
+    }
+    const refundPath = /^\/v1\/refunds\/([^/]+)$/.exec(req.path);
+    if (refundPath) {
+      // GET /v1/refunds/:id (docs.stripe.com/api/refunds/retrieve).
+      const r = this.refunds.find((x) => x.id === decodeURIComponent(refundPath[1]!));
+      if (!r) return err(404, { type: 'invalid_request_error', code: 'resource_missing', message: 'No such refund' });
+      return { status: 200, body: r };
     }
     if (req.path === '/v1/payment_intents/search') {
       const query = req.query.get('query') ?? '';
@@ -498,6 +516,7 @@ export class StripeFake extends WireFake {
       payment_intent: stored.pi.id,
       charge: stored.pi.latest_charge,
       status: this.refundStatus,
+      failure_reason: null,
       metadata: (b.metadata as Record<string, string>) ?? {},
       created: Math.floor(Date.now() / 1000),
     };

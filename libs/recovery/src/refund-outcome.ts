@@ -8,7 +8,18 @@ export interface RefundAnswer {
   outcome: 'completed' | 'failed';
   processorRefundId: string | null;
   message: string;
+  /** Completed, but the processor may still fail it: watched for REFUND_RECHECK_WINDOW_MS (the port's). */
+  mayStillFail?: boolean;
 }
+
+/**
+ * How long a completed refund the processor may still fail (Stripe: `succeeded` then `failed`) is read
+ * again by the refund batcher, and how often at most (real time, like the processor's own clock).
+ * Stripe documents no bound on when a card refund may fail; 30 days covers a card issuer returning it
+ * (an expired or closed card) with a daily batch: at most 30 reads per refund, then it is final here.
+ */
+export const REFUND_RECHECK_WINDOW_MS = 30 * 24 * 3_600_000;
+export const REFUND_RECHECK_INTERVAL_MS = 12 * 3_600_000;
 
 /**
  * A refund the processor accepted without a result yet (Adyen's `received` on an account whose
@@ -84,6 +95,15 @@ export async function recordRefundAnswer(
     failureMessage: completed ? null : answer.message,
   });
   await m.save(refund);
+  if (completed && answer.mayStillFail && answer.processorRefundId) {
+    // Read again by the refund batcher (RefundBatchService.recheckCompleted) until the window ends.
+    await m.query(
+      `UPDATE refunds SET recheck_after = now() + ($2::double precision * interval '1 millisecond'),
+              recheck_until = now() + ($3::double precision * interval '1 millisecond')
+        WHERE id = $1`,
+      [refund.id, REFUND_RECHECK_INTERVAL_MS, REFUND_RECHECK_WINDOW_MS],
+    );
+  }
   return { refund, txn, completed, now };
 }
 

@@ -9,7 +9,17 @@ import {
   type RefundResult,
   type TransactionProcessors,
 } from '@retain/processor';
-import { UNRESOLVED_ATTEMPT_STATES, applyRefundAnswer, closeStopIfSettled, stopToRefund } from '@retain/recovery';
+import { EventName } from '@retain/domain';
+import {
+  REFUND_RECHECK_INTERVAL_MS,
+  UNRESOLVED_ATTEMPT_STATES,
+  announceTransaction,
+  applyRefundAnswer,
+  closeStopIfSettled,
+  reverseCompletedRefund,
+  settleRefundedTransaction,
+  stopToRefund,
+} from '@retain/recovery';
 import { OutboxRelay } from '@retain/queues';
 import { DataSource } from 'typeorm';
 
@@ -28,6 +38,12 @@ export interface BatchSummary {
    * Processing, never sent again; their notification settles them (retry worker).
    */
   awaiting: number;
+  /**
+   * Completed refunds read again at the processor (those that may still fail: Stripe's), and those
+   * found failed after all: Failed, `refund failed` pushed, the transaction back to its status.
+   */
+  rechecked: number;
+  failedLater: number;
 }
 
 interface Claimed {
@@ -65,7 +81,16 @@ export class RefundBatchService {
   ) {}
 
   async runBatch(): Promise<BatchSummary> {
-    const summary: BatchSummary = { sent: 0, completed: 0, failed: 0, stopsClosed: 0, deferred: 0, awaiting: 0 };
+    const summary: BatchSummary = {
+      sent: 0,
+      completed: 0,
+      failed: 0,
+      stopsClosed: 0,
+      deferred: 0,
+      awaiting: 0,
+      rechecked: 0,
+      failedLater: 0,
+    };
     summary.stopsClosed = await this.settleStops();
     // Refunds left for the next batch: not claimed again by this one.
     const deferred: string[] = [];
@@ -110,11 +135,78 @@ export class RefundBatchService {
         if (recorded === 'awaiting') summary.awaiting++;
       }
     }
-    if (summary.sent > 0 || summary.stopsClosed > 0 || summary.deferred > 0 || summary.awaiting > 0) {
+    await this.recheckCompleted(summary);
+    if (
+      summary.sent > 0 ||
+      summary.stopsClosed > 0 ||
+      summary.deferred > 0 ||
+      summary.awaiting > 0 ||
+      summary.rechecked > 0
+    ) {
       this.logger.log(summary, 'refund batch done');
     }
     await this.watchAwaiting();
     return summary;
+  }
+
+  /**
+   * Completed refunds the processor may still fail (its answer said `mayStillFail`: Stripe's card refunds
+   * can move from `succeeded` to `failed`) are read again (`refundStatus`, Stripe `GET /v1/refunds/:id`)
+   * at most every REFUND_RECHECK_INTERVAL_MS for REFUND_RECHECK_WINDOW_MS after they completed: one read
+   * per due refund per batch, bounded. A refund now failed is recorded Failed, its transaction returns
+   * to its status before the refund (or Partially Refunded) and `refund failed` is pushed, as an Adyen
+   * REFUND_FAILED notification does; one not answered is read again next batch.
+   */
+  private async recheckCompleted(summary: BatchSummary): Promise<void> {
+    for (;;) {
+      const due = await RefundsRepository.dueForRecheck(this.db, CHUNK);
+      if (due.length === 0) return;
+      for (const r of due) {
+        const again = new Date(Date.now() + REFUND_RECHECK_INTERVAL_MS);
+        let answer: RefundResult;
+        try {
+          const processor = await processorOfCapture(
+            this.processors,
+            r.captured_by,
+            r.merchant_id,
+            r.division_number || null,
+          );
+          if (!processor.refundStatus || !r.processor_refund_id) {
+            await RefundsRepository.setRecheck(this.db, r.id, null);
+            continue;
+          }
+          answer = await processor.refundStatus(r.processor_refund_id);
+        } catch (err) {
+          // Not answered: read again by the next batch (moved a minute on, so this one goes on with the others).
+          this.logger.warn(
+            { refund: r.vid, err: (err as Error).message },
+            'a completed refund could not be read again',
+          );
+          await RefundsRepository.setRecheck(this.db, r.id, new Date(Date.now() + 60_000));
+          continue;
+        }
+        summary.rechecked++;
+        if (answer.outcome !== 'failed') {
+          await RefundsRepository.setRecheck(this.db, r.id, again);
+          continue;
+        }
+        const message = answer.message;
+        const outbox = await this.db.transaction(async (m) => {
+          const reversed = await reverseCompletedRefund(m, r.id, message);
+          await RefundsRepository.setRecheck(m, r.id, null);
+          if (!reversed) return null;
+          await settleRefundedTransaction(m, reversed.txn, reversed.refund);
+          return announceTransaction(m, reversed.txn, EventName.RefundFailed, reversed.now);
+        });
+        if (outbox === null) continue;
+        summary.failedLater++;
+        this.logger.error(
+          { refund: r.vid, merchant: r.merchant_id, reason: message },
+          'a refund recorded completed failed at the processor: the money was not returned',
+        );
+        await this.publish(outbox);
+      }
+    }
   }
 
   /**

@@ -1,5 +1,6 @@
 import { In, type DataSource, type EntityManager } from 'typeorm';
 import { RefundEntity, TransactionEntity } from '../entities';
+import { REFUNDED_CAPTURE_SQL } from './settlement.repository';
 import { refundView } from './transaction-view';
 
 export interface RefundListFilters {
@@ -11,6 +12,18 @@ export interface RefundListFilters {
   until?: Date;
   /** Refund timestamp strictly before (a date-only bound: the next day's midnight). */
   before?: Date;
+}
+
+/** A completed refund due to be read again at its processor (RefundsRepository.dueForRecheck). */
+export interface RecheckRow {
+  id: string;
+  vid: string;
+  processor_refund_id: string | null;
+  recheck_until: Date | null;
+  merchant_id: string;
+  division_number: string | null;
+  processor_transaction_id: string | null;
+  captured_by: { id: string | null } | null;
 }
 
 /** Reads of refunds, always scoped to the merchant. A Refund's `id` is its transaction's merchant id. */
@@ -113,6 +126,37 @@ export class RefundsRepository {
    * `received`) whose notification has not come `olderThanMs` after they were sent: how many (the
    * operator alert's gauge), and those not alerted yet, marked alerted now (one error log each).
    */
+  /**
+   * Completed refunds the processor may still fail whose next read is due (recheck_after, set by
+   * recordRefundAnswer), oldest due first, with the capture they refund and the account that made it.
+   * Watches left on refunds no longer Completed (reversed by a notification) are dropped first.
+   */
+  static async dueForRecheck(m: Pick<EntityManager, 'query'>, limit: number): Promise<RecheckRow[]> {
+    await m.query(
+      `UPDATE refunds SET recheck_after = NULL, recheck_until = NULL
+        WHERE recheck_after IS NOT NULL AND status <> 'Completed'`,
+    );
+    return m.query(
+      `SELECT r.id, r.vid, r.processor_refund_id, r.recheck_until, t.merchant_id, t.division_number,
+              ${REFUNDED_CAPTURE_SQL}
+         FROM refunds r JOIN transactions t ON t.id = r.transaction_id
+         LEFT JOIN attempts ra ON ra.id = r.attempt_id
+        WHERE r.recheck_after IS NOT NULL AND r.recheck_after <= now() AND r.status = 'Completed'
+        ORDER BY r.recheck_after LIMIT $1`,
+      [limit],
+    );
+  }
+
+  /** The next read of a watched refund (`next` null, or past its recheck_until: no more reads). */
+  static async setRecheck(m: Pick<EntityManager, 'query'>, refundId: string, next: Date | null): Promise<void> {
+    await m.query(
+      `UPDATE refunds SET recheck_after = CASE WHEN $2::timestamptz < recheck_until THEN $2::timestamptz END,
+              recheck_until = CASE WHEN $2::timestamptz < recheck_until THEN recheck_until END
+        WHERE id = $1`,
+      [refundId, next],
+    );
+  }
+
   static async overdueAwaitingNotification(
     m: Pick<EntityManager, 'query'>,
     olderThanMs: number,
