@@ -436,7 +436,8 @@ export class AttemptsRepository {
 
   /** Marks the alert raised; true only for the first caller (the alert is logged once per attempt). */
   static async markAlerted(m: Sql, attemptId: string): Promise<boolean> {
-    const rows: unknown[] = await m.query(
+    // TypeORM answers an UPDATE ... RETURNING on Postgres with [rows, affected count].
+    const [rows]: [unknown[], number] = await m.query(
       `UPDATE attempts SET alerted_at = now() WHERE id = $1 AND alerted_at IS NULL RETURNING id`,
       [attemptId],
     );
