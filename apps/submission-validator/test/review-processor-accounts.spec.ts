@@ -244,6 +244,47 @@ describe('post-submission review with merchants processor accounts', () => {
     ]);
   });
 
+  it('an ISO 4217 fund code (CLF, a unit of account) fails with RET012 at Stripe and at Adyen; CLP passes; the sandbox takes it', async () => {
+    const merchant = await createMerchant();
+    const db = await testDb();
+    const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+    const accounts = new ProcessorAccountsRepository(db, loadConfig('cli').cardKeys);
+    // Division US: Stripe; EU: Adyen; any other: the sandbox.
+    await accounts.set(merchantId, 'US', 'stripe', { secret_key: 'sk_test_review_funds' });
+    await accounts.set(merchantId, 'EU', 'adyen', { api_key: 'AQE_review_funds', merchant_account: 'ShopECOM' });
+    // Neither Stripe's nor Adyen's list of currencies has a fund code: every attempt would be refused.
+    const stripePm = { id: 'cus_F1|pm_1Q2w3E4r5T6y', is_tokenized: true, credit_card: { account: '424242' } };
+    const adyenPm = { id: 'shopper-7|8415718415172200', is_tokenized: true, credit_card: { account: '411111' } };
+    const stripeFund = txn({ amount: 1.5, currency: 'CLF', division_number: 'US', payment_method: stripePm });
+    const stripePeso = txn({ amount: 1500, currency: 'CLP', division_number: 'US', payment_method: stripePm });
+    const adyenFund = txn({ amount: 1.5, currency: 'CLF', division_number: 'EU', payment_method: adyenPm });
+    const adyenPeso = txn({ amount: 1500, currency: 'CLP', division_number: 'EU', payment_method: adyenPm });
+    const sandboxFund = txn({ amount: 1.5, currency: 'CLF' });
+    const all = [stripeFund, stripePeso, adyenFund, adyenPeso, sandboxFund];
+    const client = new ApiClient(api.url, merchant.api_key);
+    expect((await client.submit(all)).status).toBe(200);
+    const ids = all.map((t) => t['id'] as string);
+    await waitFor(async () => (await Promise.all(ids.map(reviewed))).every((e) => e.length > 0), {
+      what: 'review done',
+    });
+    expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual([
+      'rejected',
+      'passed',
+      'rejected',
+      'passed',
+      'passed',
+    ]);
+    const [failed] = await db.query(
+      `SELECT body FROM webhook_messages WHERE merchant_id = $1 AND event_name = 'validation failed'`,
+      [merchantId],
+    );
+    expect(failed.body.content.rejected).toEqual(
+      expect.arrayContaining(
+        [stripeFund, adyenFund].map((t) => ({ id: t['id'], errors: [expect.objectContaining({ code: 'RET012' })] })),
+      ),
+    );
+  });
+
   it('an Adyen stored payment method without its shopperReference fails with RET011; with it, or a network token, it passes', async () => {
     const merchant = await createMerchant();
     const db = await testDb();

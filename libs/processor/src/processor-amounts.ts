@@ -109,12 +109,22 @@ export function processorUnits(amountMinor: bigint, currency: string, table: Pro
 }
 
 /**
- * Whether the processor can charge this amount (the review refuses one it cannot, RET012): it has
+ * ISO 4217's fund codes: units of account (Chile's unidad de fomento CLF, Bolivia's Mvdol BOV, the
+ * WIR CHE and CHW, Colombia's UVR COU, Mexico's UDI MXV, US next-day dollars USN, Uruguay's UYI and
+ * UYW). ISO lists them, so the intake takes them; neither Stripe's supported currencies nor Adyen's
+ * currency codes have any of them, so every attempt would be refused. The sandbox takes them.
+ */
+const FUND_CODES: ReadonlySet<string> = new Set(['BOV', 'CHE', 'CHW', 'CLF', 'COU', 'MXV', 'USN', 'UYI', 'UYW']);
+
+/**
+ * Whether the processor can charge this amount (the review refuses one it cannot, RET012): a currency
+ * it charges in (not a fund code), it has
  * units for it, and it is not below the processor's minimum charge in that currency (refunds have no
  * such minimum: toProcessorUnits alone decides them).
  */
 export function amountFitsProcessor(amountMinor: bigint, currency: string, table: ProcessorCurrencies): boolean {
   const code = currency.toUpperCase();
+  if (FUND_CODES.has(code)) return false;
   const minimum = table.minimumCharge?.[code];
   if (minimum !== undefined && amountMinor < BigInt(minimum)) return false;
   return toProcessorUnits(amountMinor, code, table) !== null;

@@ -323,11 +323,12 @@ export class ReviewService {
     if (limits.amountFits && !limits.amountFits(BigInt(row.amount_minor), row.currency)) {
       // A processor counting the currency with fewer decimals (Adyen IDR, Stripe MGA), or taking only
       // multiples of some units (Stripe KWD: whole tens of fils), has no units for the fraction; one
-      // with a minimum charge (Stripe USD 0.50) refuses less: no attempt could ever charge it.
+      // with a minimum charge (Stripe USD 0.50) refuses less; none charges in an ISO fund code (CLF):
+      // no attempt could ever charge it.
       errors.push({
         code: RetCode.RET012,
         message: RetMessage.check(
-          `the processor cannot charge this amount in ${row.currency} (no such fraction there, or below its minimum charge)`,
+          `the processor cannot charge this amount in ${row.currency} (not a currency it charges in, no such fraction there, or below its minimum charge)`,
         ),
       });
     }
