@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { CliContext } from './main';
 import { registerAnalyticsCommands } from './analytics.commands';
+import { registerCardKeyCommands } from './card-keys.commands';
 import { registerExperimentCommands } from './experiments.commands';
 import { registerJobCommands } from './jobs.commands';
 import { registerProcessorCommands } from './processor.commands';
@@ -17,4 +18,5 @@ export function registerExtraCommands(program: Command, ctx: CliContext): void {
   registerProcessorCommands(program, ctx);
   registerExperimentCommands(program, ctx);
   registerAnalyticsCommands(program, ctx);
+  registerCardKeyCommands(program, ctx);
 }

@@ -19,3 +19,4 @@ export * from './settlement.repository';
 export * from './retention.repository';
 export * from './set-fields-many';
 export * from './processor-notifications.repository';
+export * from './card-keys.repository';

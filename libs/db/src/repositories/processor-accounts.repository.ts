@@ -1,5 +1,6 @@
 import { open, seal, type DataKey } from '@retain/domain';
 import type { DataSource, EntityManager } from 'typeorm';
+import { CardKeysRepository } from './card-keys.repository';
 
 /** A stored account with its config opened (the shape @retain/processor's ProcessorAccount takes). */
 export interface StoredProcessorAccount {
@@ -163,19 +164,14 @@ export class ProcessorAccountsRepository {
     return rows[0] ? this.opened(rows[0]) : null;
   }
 
-  /** Re-seals every config (retired versions too) under the current (first) key, after a key rotation. */
+  /**
+   * Re-seals every config (retired versions too) under the current (first) key, after a key rotation;
+   * returns how many were. Batched, compare-and-set, never waits for a locked row: CardKeysRepository
+   * (the operator's `card-keys reseal` re-seals these with every other sealed value).
+   */
   async reseal(): Promise<number> {
-    const current = this.keys[0]?.id;
-    const rows: Row[] = await this.db.query(`SELECT * FROM processor_accounts WHERE config_key_id <> $1`, [current]);
-    for (const r of rows) {
-      const sealed = seal(this.keys, open(this.keys, { keyId: r.config_key_id, value: r.config_enc }, AAD), AAD);
-      await this.db.query(`UPDATE processor_accounts SET config_enc = $2, config_key_id = $3 WHERE id = $1`, [
-        r.id,
-        sealed.value,
-        sealed.keyId,
-      ]);
-    }
-    return rows.length;
+    const counts = await new CardKeysRepository(this.db, this.keys).reseal({ kinds: ['processor_accounts'] });
+    return counts.processor_accounts.resealed;
   }
 
   private opened(r: Row): StoredProcessorAccount {
