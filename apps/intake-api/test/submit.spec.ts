@@ -340,7 +340,8 @@ describe('POST /retain/transactions', () => {
     // The rows go in as several INSERTs of one transaction (the first chunk is 100 rows). Two calls
     // of 1000 share their last id: the later one meets the winner's row in its last INSERT, after
     // its earlier chunks went in, and runs again from the start: nothing of the first run stays.
-    const shared = txn({}, '5555555555554444');
+    // Rows go in ordered by subscription id (then id): the shared one's sorts after every other's.
+    const shared = txn({ subscription: { id: `sub_zz_${uniqueId()}` } }, '5555555555554444');
     const batches = [0, 1].map(() => [
       ...Array.from({ length: 999 }, (_, i) => txn({}, i % 2 ? PAN : '5555555555554444')),
       { ...shared },

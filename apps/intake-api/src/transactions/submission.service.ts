@@ -101,6 +101,22 @@ const FIRST_INSERT_CHUNK = 40;
 const MAX_INSERT_CHUNK = 400;
 const nextChunkSize = (size: number): number => Math.min(MAX_INSERT_CHUNK, Math.round(size * 2.5));
 
+const codeUnitOrder = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * The order every call inserts its rows in: by subscription id, then id (code-unit order; an accepted
+ * call has each subscription once). Two calls racing on keys wait for each other's rows at the unique
+ * indexes (id, subscription in recovery); in body order, two calls holding the same rows in different
+ * orders each waited on the other's, a deadlock Postgres broke after deadlock_timeout (1 s) by
+ * aborting one, which ran again into the next cycle: a few clients resending one batch each in its
+ * own order took tens of seconds and mostly ended 503. In one order, the first call to insert a row
+ * is ahead on every later one: the others only wait for it to commit, then see its rows (RETDUP2 by
+ * id, RET003 by subscription). A row's keys are the same in every call that sends it, so a race on
+ * ids or on subscriptions never deadlocks (only one id sent with different subscriptions may).
+ */
+const insertOrder = (a: NormalizedTransaction, b: NormalizedTransaction): number =>
+  codeUnitOrder(a.subscription.id, b.subscription.id) || codeUnitOrder(a.id, b.id);
+
 /** Resolves once a query started just before is written to its connection (after TypeORM's microtasks). */
 const onTheWire = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -334,7 +350,7 @@ export class SubmissionService {
       const checking = check(m);
       checking.catch(() => undefined); // awaited below; this only keeps Node from calling it unhandled meanwhile
       await onTheWire();
-      for (const t of candidates.slice(0, FIRST_INSERT_CHUNK)) {
+      for (const t of [...candidates].sort(insertOrder).slice(0, FIRST_INSERT_CHUNK)) {
         fingerprint(t);
         seal(t);
       }
@@ -348,15 +364,20 @@ export class SubmissionService {
       // A transaction rejected by the post-submission review may come again with the same id. (One
       // rejected after the check was not accepted: RETDUP2 saw it pending.)
       if (replacing.length > 0) await this.submissions.deleteReviewRejected(m, merchant.id, replacing);
-      await this.insertTransactions(m, merchant.id, submissionId, acceptedRows, { experiment, fingerprint, seal });
-      // Each account once (ON CONFLICT cannot touch a row twice), its latest external_id. Only accounts
-      // that name one: a row without it is never read (it holds no external_id), so it is not written.
+      // Rows in one order for every call (insertOrder): calls racing on keys never deadlock.
+      const rows = [...acceptedRows].sort(insertOrder);
+      await this.insertTransactions(m, merchant.id, submissionId, rows, { experiment, fingerprint, seal });
+      // Each account once (ON CONFLICT cannot touch a row twice), its latest external_id (body order).
+      // Only accounts that name one: a row without it is never read (it holds no external_id), so it
+      // is not written. Upserted by account id, in that order, for the same reason as the rows.
       const accounts = new Map<string, string | null>();
       for (const t of acceptedRows) if (t.account.external_id) accounts.set(t.account.id, t.account.external_id);
       await this.submissions.rememberAccounts(
         m,
         merchant.id,
-        [...accounts].map(([accountId, externalId]) => ({ accountId, externalId })),
+        [...accounts]
+          .sort((a, b) => codeUnitOrder(a[0], b[0]))
+          .map(([accountId, externalId]) => ({ accountId, externalId })),
       );
       const ids = await addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId } }]);
       return { accepted: acceptedRows, outboxIds: ids };
