@@ -346,7 +346,12 @@ export class SubmissionService {
       if (!fps) candidatesOf.set(t, (fps = this.cardFingerprints(t)));
       return fps;
     };
+    let run = 0;
     const { accepted, outboxIds } = await this.transaction(async (m) => {
+      // A first run shares the merchant's rerun lock with every other first run (no wait); a run
+      // again takes it alone (SubmissionsRepository.lockForRerun): its check then sees every call
+      // that was saving meanwhile, and none saves beside it, so it never meets another at a key.
+      await this.submissions.lockForRerun(m, merchant.id, ++run > 1);
       const checking = check(m);
       checking.catch(() => undefined); // awaited below; this only keeps Node from calling it unhandled meanwhile
       await onTheWire();
@@ -395,6 +400,7 @@ export class SubmissionService {
       // No lock serialises a merchant's submissions: two that race on one key meet at its unique
       // index, the later one waits for the first to commit, fails, and runs again, now seeing the
       // stored row (RETDUP2/RET004 by id, RET003 by subscription in recovery, RET012 by external_id).
+      // The run again is alone among the merchant's calls (lockForRerun), so it is the last.
       retryOnUniqueViolation: SUBMISSION_RACE_CONSTRAINTS,
       attempts: 8,
       onRetry: (r) => this.logger.log(r, 'submission ran again after a concurrent one took a key'),

@@ -281,6 +281,23 @@ export class SubmissionsRepository {
     return m.query(storedMatchingQuery, [merchantId, merchantTxnIds, subscriptionIds]);
   }
 
+  /**
+   * The merchant's submission rerun lock (an advisory lock held to the end of the transaction).
+   * A call's first run takes it shared: first runs never wait for each other (calls with disjoint
+   * keys save side by side). A run again after a race (a unique violation) or a deadlock takes it
+   * exclusive: it waits for the first runs saving meanwhile to end, and new ones wait for it, so its
+   * check sees every row that could meet its keys and nothing is inserted beside it. Without it a
+   * loser ran again beside the other losers and the calls still arriving, lost again, and again:
+   * 30 clients sending overlapping subscriptions had calls run 6 to 8 times, one short of the last
+   * run allowed (after which the unique violation answered 500).
+   */
+  async lockForRerun(m: EntityManager, merchantId: string, alone: boolean): Promise<void> {
+    await m.query(
+      `SELECT ${alone ? 'pg_advisory_xact_lock' : 'pg_advisory_xact_lock_shared'}(hashtextextended($1, 0))`,
+      [`retain:submission-rerun:${merchantId}`],
+    );
+  }
+
   /** The submission row; returns its id. */
   async create(
     m: EntityManager,
