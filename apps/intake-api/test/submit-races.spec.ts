@@ -148,6 +148,41 @@ describe('concurrent submissions and refunds of one merchant', () => {
     expect(Math.max(...failedRuns)).toBe(1); // and no call lost its run again
   }, 30_000);
 
+  it('a batch of 1000 whose row in the middle fails in Postgres saves nothing of it, then saves it whole', async () => {
+    // Every write of a call is one database transaction: the submission, the rows (several INSERTs,
+    // the failing one in the middle of the insert order), the accounts and the review's outbox row.
+    const db = await testDb();
+    const fail = `failhere_${uniqueId()}`;
+    await db.query(`CREATE FUNCTION test_fail_row() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.merchant_txn_id = '${fail}' THEN RAISE EXCEPTION 'test: row refused'; END IF; RETURN NEW; END $$`);
+    await db.query(
+      `CREATE TRIGGER test_fail_row BEFORE INSERT ON transactions FOR EACH ROW EXECUTE FUNCTION test_fail_row()`,
+    );
+    const batch: Record<string, unknown>[] = Array.from({ length: 1000 }, () => {
+      const t = txn();
+      return { ...t, account: { ...(t['account'] as object), external_id: `ext_${t['id']}` } };
+    });
+    // In the middle of the insert order (subscription id, then id): after the first INSERTs went in.
+    batch[700] = { ...batch[700], id: fail, subscription: { id: 'sub_tx_8' } };
+    try {
+      const r = await clients[0]!.submit(batch);
+      expect(r.status).toBe(500);
+      const requestId = r.headers.get('x-request-id');
+      expect(await saved(batch.map((t) => t['id']))).toBe(0);
+      const [{ subs, accounts }] = await db.query(
+        `SELECT (SELECT count(*)::int FROM submissions WHERE request_id = $1) AS subs,
+                (SELECT count(*)::int FROM merchant_accounts WHERE external_id = ANY($2::text[])) AS accounts`,
+        [requestId, batch.map((t) => (t['account'] as { external_id: string }).external_id)],
+      );
+      expect({ subs, accounts }).toEqual({ subs: 0, accounts: 0 });
+    } finally {
+      await db.query(`DROP TRIGGER test_fail_row ON transactions`);
+      await db.query(`DROP FUNCTION test_fail_row()`);
+    }
+    expect((await clients[0]!.submit(batch)).status).toBe(200);
+    expect(await saved(batch.map((t) => t['id']))).toBe(1000);
+  }, 30_000);
+
   it('the same id in concurrent calls, dry runs among them: saved once, never a 5xx', async () => {
     for (let round = 0; round < 15; round++) {
       const t = txn();
