@@ -5,6 +5,7 @@ import {
   differenceInterval,
   fromMinorUnits,
   meanInterval,
+  rateDifferenceInterval,
   wilsonInterval,
   type Moments,
 } from '@retain/domain';
@@ -24,11 +25,6 @@ export function experimentView(row: ExperimentRow, moments: readonly ArmMomentsR
     sum: fromMinorUnits(r.recovered_amount, r.currency),
     sumSquares: Number(r.recovered_amount_squares) / 10 ** (2 * currencyExponent(r.currency)),
   });
-  const rateMoments = (r: ArmMomentsRow): Moments => ({
-    n: r.transactions,
-    sum: r.recovered_count,
-    sumSquares: r.recovered_count,
-  });
   const results = moments.map((r) => {
     const holdout = moments.find((h) => h.arm === HOLDOUT_ARM && h.currency === r.currency);
     const rate = wilsonInterval(r.recovered_count, r.transactions);
@@ -36,7 +32,9 @@ export function experimentView(row: ExperimentRow, moments: readonly ArmMomentsR
     const vsHoldout =
       holdout && r.arm !== HOLDOUT_ARM
         ? {
-            recovery_rate: interval(differenceInterval(rateMoments(r), rateMoments(holdout))),
+            recovery_rate: interval(
+              rateDifferenceInterval(r.recovered_count, r.transactions, holdout.recovered_count, holdout.transactions),
+            ),
             recovered_per_transaction: interval(differenceInterval(amountMoments(r), amountMoments(holdout)), 2),
           }
         : null;

@@ -211,6 +211,31 @@ export function meanInterval(
   return { mean, low: Math.max(0, mean - half), high: mean + half };
 }
 
+/**
+ * Difference of two proportions (a − b) with its 95% interval: Newcombe's hybrid score interval
+ * (Statistics in Medicine 17, 1998, method 10), built from each arm's Wilson interval. Welch's normal
+ * approximation (differenceInterval) sees no variance in an arm that recovered none or all of its
+ * transactions, and answered a zero-width interval there ([1, 1] for 4 of 4 against 0 of 4): a
+ * certain difference from a handful of transactions. Null when an arm has fewer than 2.
+ */
+export function rateDifferenceInterval(
+  successesA: number,
+  nA: number,
+  successesB: number,
+  nB: number,
+  z = Z95,
+): { difference: number; low: number; high: number } | null {
+  if (nA < 2 || nB < 2) return null;
+  const a = wilsonInterval(successesA, nA, z);
+  const b = wilsonInterval(successesB, nB, z);
+  const difference = a.rate - b.rate;
+  return {
+    difference,
+    low: Math.max(-1, difference - Math.sqrt((a.rate - a.low) ** 2 + (b.high - b.rate) ** 2)),
+    high: Math.min(1, difference + Math.sqrt((a.high - a.rate) ** 2 + (b.rate - b.low) ** 2)),
+  };
+}
+
 /** Count, sum and sum of squares of a per-transaction value (0/1 for a rate). */
 export interface Moments {
   n: number;
