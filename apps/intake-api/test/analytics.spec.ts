@@ -565,6 +565,91 @@ describe('analytics API', () => {
     expect(fromRollup).toEqual(recount);
   });
 
+  it('a second capture of one transaction (a late capture, refunded at once) is not a second recovery', async () => {
+    // Its own merchant: the other tests share the seed above.
+    const mixed = await createMerchant();
+    const m = await merchantRowId(db, mixed.login);
+    const visa = { network: 'visa', bin: '411111', country: 'US', code: '51', cls: 'Soft Failure' as const };
+    // A: USD 10.00. Attempt 1 settled as not charged, attempt 2 captured 72 h after the failure, then
+    // attempt 1's charge turned out captured (a late capture): recorded, and refunded at once.
+    const a = await seedTxn(db, m, {
+      amount: '1000',
+      submitted: '2026-09-01T10:00:00Z',
+      failed: '2026-09-01T08:00:00Z',
+      ...visa,
+      status: 'In Retry',
+    });
+    const a1 = await seedAttempt(db, a, 1, 'error', '2026-09-02T08:00:00Z');
+    await seedAttempt(db, a, 2, 'captured', '2026-09-04T08:00:00Z');
+    await db.query(`UPDATE transactions SET status = 'Captured' WHERE id = $1`, [a]);
+    await db.query(`UPDATE attempts SET state = 'captured', processed_at = '2026-09-05T08:00:00Z' WHERE id = $1`, [a1]);
+    await db.query(`UPDATE transactions SET status = 'Refund Requested', captured_amount_minor = 2000 WHERE id = $1`, [
+      a,
+    ]);
+    const late = await seedRefund(db, a, 'refund', '1000', 'Processing');
+    await db.query(`UPDATE refunds SET attempt_id = $2 WHERE id = $1`, [late, a1]);
+    await db.query(`UPDATE refunds SET status = 'Completed' WHERE id = $1`, [late]);
+    await db.query(`UPDATE transactions SET status = 'Partially Refunded' WHERE id = $1`, [a]);
+    // B: USD 30.00, a partial authorization of 15.00 on attempt 1 (4 h after the failure); a refund of
+    // 15.00 completed, then failed at the processor (the Stripe recheck), and a refund of 5.00.
+    const b = await seedTxn(db, m, { amount: '3000', submitted: '2026-09-01T12:00:00Z', ...visa, status: 'In Retry' });
+    const b1 = await seedAttempt(db, b, 1, 'pending', null);
+    await db.query(
+      `UPDATE attempts SET state = 'captured', processed_at = '2026-09-01T16:00:00Z', partial_amount_minor = 1500
+        WHERE id = $1`,
+      [b1],
+    );
+    const reversed = await seedRefund(db, b, 'refund', '1500', 'Completed');
+    await db.query(`UPDATE refunds SET status = 'Failed' WHERE id = $1`, [reversed]);
+    await seedRefund(db, b, 'refund', '500', 'Completed');
+
+    const check = async () => {
+      const { json } = await get(mixed, '?from=2026-09-01&to=2026-09-01');
+      expect(json.currencies).toHaveLength(1);
+      const usd = json.currencies[0];
+      expect(usd.totals).toEqual(
+        fig({
+          failed_count: 2,
+          failed_amount: 40,
+          // Two transactions recovered, not three captures; the amount is every capture's money, and
+          // the late capture's refund is a refund: net is what the merchant keeps.
+          recovered_count: 2,
+          recovered_amount: 35,
+          recovery_rate: 1,
+          amount_recovery_rate: 0.875,
+          attempts: 3,
+          attempts_per_recovery: 1.5,
+          refunded_count: 2,
+          refunded_amount: 15,
+          net_recovered_amount: 20,
+        }),
+      );
+      expect(usd.success_by_attempt).toEqual([
+        { attempt_number: 1, attempts: 2, recovered: 1, success_rate: 0.5 },
+        { attempt_number: 2, attempts: 1, recovered: 1, success_rate: 1 },
+      ]);
+      expect(usd.time_to_recover).toMatchObject({ recovered_count: 2, p50_hours: 4, p90_hours: 72 });
+      for (const dim of ['decline_code', 'decline_class', 'card_network', 'bin', 'country']) {
+        expect(usd.breakdowns[dim]).toHaveLength(1);
+        expect(usd.breakdowns[dim][0]).toMatchObject({ recovered_count: 2, recovered_amount: 35, refunded_amount: 15 });
+      }
+      // The same figures from the rows themselves.
+      const [rows]: Record<string, string>[] = await db.query(
+        `SELECT (SELECT count(DISTINCT transaction_id) FROM attempts WHERE merchant_id = $1 AND state = 'captured')::text
+                  AS recovered,
+                (SELECT sum(coalesce(partial_amount_minor, amount_minor)) FROM attempts
+                  WHERE merchant_id = $1 AND state = 'captured')::text AS captured,
+                (SELECT sum(amount_minor) FROM refunds WHERE merchant_id = $1 AND kind = 'refund'
+                    AND status = 'Completed')::text AS refunded`,
+        [m],
+      );
+      expect(rows).toEqual({ recovered: '2', captured: '3500', refunded: '1500' });
+    };
+    await check();
+    await AnalyticsRepository.fold(db);
+    await check();
+  });
+
   it("shows only the merchant's own figures, and an empty range answers no currency", async () => {
     const theirs = (await get(other, RANGE)).json;
     expect(theirs.currencies).toHaveLength(1);

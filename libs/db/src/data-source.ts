@@ -58,6 +58,7 @@ import { ReEraseLegacyCardData1801000000000 } from './migrations/1801000000000-R
 import { NotificationRefusalDetail1801200000000 } from './migrations/1801200000000-NotificationRefusalDetail';
 import { TestPushLimit1801240000000 } from './migrations/1801240000000-TestPushLimit';
 import { RefundRecheck1801250000000 } from './migrations/1801250000000-RefundRecheck';
+import { OneRecoveryPerTransaction1801600000000 } from './migrations/1801600000000-OneRecoveryPerTransaction';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -117,6 +118,7 @@ export const MIGRATIONS = [
   NotificationRefusalDetail1801200000000,
   TestPushLimit1801240000000,
   RefundRecheck1801250000000,
+  OneRecoveryPerTransaction1801600000000,
 ];
 
 export interface PoolTuning {
