@@ -101,8 +101,9 @@ export class ExperimentsRepository {
 
   /**
    * Per arm and currency: assigned transactions, those still being recovered, recovered count and
-   * amount (first captured attempt, what it captured: a partial authorization counts its captured
-   * part; sum and sum of squares for the intervals), attempts made, and the median days from the
+   * amount (first captured attempt in capture time, what it captured: a partial authorization counts
+   * its captured part; a late capture of an earlier attempt, found after a later one captured, is a
+   * second capture refunded at once, not the recovery; sum and sum of squares for the intervals), attempts made, and the median days from the
    * failure to the recovery. Transactions the post-submission review rejected are left out: no arm
    * ever plans them (they stay `Failed`, so they would count as in flight for ever).
    */
@@ -122,7 +123,8 @@ export class ExperimentsRepository {
          LEFT JOIN LATERAL (
            SELECT coalesce(a.partial_amount_minor, a.amount_minor) AS amount_minor,
                   coalesce(a.processed_at, a.scheduled_for) AS at FROM attempts a
-            WHERE a.transaction_id = t.id AND a.state = 'captured' ORDER BY a.retry_number LIMIT 1) cap ON true
+            WHERE a.transaction_id = t.id AND a.state = 'captured'
+            ORDER BY coalesce(a.processed_at, a.scheduled_for), a.id LIMIT 1) cap ON true
          LEFT JOIN LATERAL (
            SELECT count(*) AS n FROM attempts a WHERE a.transaction_id = t.id AND a.state <> 'pending') att ON true
         WHERE t.merchant_id = $1 AND t.experiment_id = $2 AND t.review_status <> 'rejected'
