@@ -88,3 +88,38 @@ describe('experiment results: difference of recovery rates from the holdout', ()
     expect(usd.low).toBe(-1);
   });
 });
+
+describe('experiment results: recovered amount per transaction', () => {
+  const view = (variant: ArmMomentsRow, holdout: ArmMomentsRow) => {
+    const r = experimentView(experiment, [holdout, variant]).results as any[];
+    return r.find((x) => x.arm === variant.arm);
+  };
+
+  it('is never a zero-width interval when an arm recovered none or all of a few equal amounts', () => {
+    // 4 of 4 recovered at 10.00 against 0 of 4: the normal approximation answered 10.00 to 10.00
+    // for the arm and a difference of exactly 10.00 (a certain 10.00 per transaction from 8).
+    const v = view(arm('v', 4, 4), arm(HOLDOUT_ARM, 0, 4));
+    expect(v.recovered_per_transaction.value).toBe(10);
+    expect(v.recovered_per_transaction.low).toBeLessThan(8);
+    expect(v.recovered_per_transaction.high).toBeGreaterThanOrEqual(10);
+    const d = v.vs_holdout.recovered_per_transaction;
+    expect(d.difference).toBe(10);
+    expect(d.low).toBeGreaterThan(0);
+    expect(d.low).toBeLessThan(5);
+    expect(d.high).toBeGreaterThanOrEqual(10);
+    // 0 of 3 against 0 of 3: no difference seen, not "certainly none".
+    const none = view(arm('v', 0, 3), arm(HOLDOUT_ARM, 0, 3)).vs_holdout.recovered_per_transaction;
+    expect(none.difference).toBe(0);
+    expect(none.low).toBeLessThan(-2);
+    expect(none.high).toBeGreaterThan(2);
+  });
+
+  it('agrees with the normal approximation at large counts', () => {
+    // 700 of 1000 against 600 of 1000 at 10.00: difference 1.00, Welch half width 1.96 × 0.2121 = 0.4158
+    // (shown in cents).
+    const d = view(arm('v', 700, 1000), arm(HOLDOUT_ARM, 600, 1000)).vs_holdout.recovered_per_transaction;
+    expect(d.difference).toBe(1);
+    expect(d.low).toBeCloseTo(1 - 0.4158, 1);
+    expect(d.high).toBeCloseTo(1 + 0.4158, 1);
+  });
+});

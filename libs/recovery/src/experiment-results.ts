@@ -25,17 +25,44 @@ export function experimentView(row: ExperimentRow, moments: readonly ArmMomentsR
     sum: fromMinorUnits(r.recovered_amount, r.currency),
     sumSquares: Number(r.recovered_amount_squares) / 10 ** (2 * currencyExponent(r.currency)),
   });
+  /**
+   * The moments an amount interval is computed from: the arm's, plus one more transaction recovered
+   * at the arm's mean failed amount and one more not recovered (Agresti and Caffo's adjustment of a
+   * difference of proportions, carried over to amounts). Without them an arm that recovered none or
+   * all of a few transactions of one amount has no variance, and the normal approximation answered a
+   * zero-width interval (10.00 to 10.00 per transaction from 4 of 4). Negligible at large counts.
+   */
+  const intervalMoments = (r: ArmMomentsRow): Moments => {
+    const m = amountMoments(r);
+    const pseudo = r.transactions > 0 ? fromMinorUnits(r.failed_amount, r.currency) / r.transactions : 0;
+    return { n: m.n + 2, sum: m.sum + pseudo, sumSquares: m.sumSquares + pseudo * pseudo };
+  };
+  /** Difference of recovered amount per transaction (a − b): observed, in the adjusted moments' interval. */
+  const amountDifference = (a: ArmMomentsRow, b: ArmMomentsRow) => {
+    const observed = differenceInterval(amountMoments(a), amountMoments(b));
+    const spread = differenceInterval(intervalMoments(a), intervalMoments(b));
+    if (!observed || !spread) return null;
+    const difference = observed.difference;
+    return { difference, low: Math.min(spread.low, difference), high: Math.max(spread.high, difference) };
+  };
   const results = moments.map((r) => {
     const holdout = moments.find((h) => h.arm === HOLDOUT_ARM && h.currency === r.currency);
     const rate = wilsonInterval(r.recovered_count, r.transactions);
-    const perTxn = meanInterval(r.transactions, amountMoments(r).sum, amountMoments(r).sumSquares);
+    const mean = r.transactions > 0 ? amountMoments(r).sum / r.transactions : 0;
+    const adjusted = intervalMoments(r);
+    const spread = meanInterval(adjusted.n, adjusted.sum, adjusted.sumSquares);
+    // The observed mean, in an interval that always holds it.
+    const perTxn =
+      r.transactions > 0
+        ? { mean, low: Math.min(spread.low, mean), high: Math.max(spread.high, mean) }
+        : { mean: 0, low: 0, high: 0 };
     const vsHoldout =
       holdout && r.arm !== HOLDOUT_ARM
         ? {
             recovery_rate: interval(
               rateDifferenceInterval(r.recovered_count, r.transactions, holdout.recovered_count, holdout.transactions),
             ),
-            recovered_per_transaction: interval(differenceInterval(amountMoments(r), amountMoments(holdout)), 2),
+            recovered_per_transaction: interval(amountDifference(r, holdout), 2),
           }
         : null;
     return {
