@@ -650,6 +650,39 @@ describe('analytics API', () => {
     await check();
   });
 
+  it('puts each transaction on its UTC submission day and ISO week across a year end, and `from`/`to` are inclusive', async () => {
+    const edges = await createMerchant();
+    const m = await merchantRowId(db, edges.login);
+    const card = { network: 'visa', bin: '411111', country: 'US', code: '51', cls: 'Soft Failure' as const };
+    // Sunday 23:59:59 and Monday 00:00:00 UTC at both ISO week boundaries around the new year.
+    for (const [submitted, amount] of [
+      ['2026-12-27T23:59:59Z', '100'],
+      ['2026-12-28T00:00:00Z', '200'],
+      ['2027-01-03T23:59:59Z', '400'],
+      ['2027-01-04T00:00:00Z', '800'],
+    ] as const) {
+      await seedTxn(db, m, { amount, submitted, ...card, status: 'Failed' });
+    }
+    const week = (await get(edges, '?from=2026-12-27&to=2027-01-04&bucket=week')).json.currencies[0];
+    expect(week.series.map((p: any) => [p.period_start, p.failed_count, p.failed_amount])).toEqual([
+      ['2026-12-21', 1, 1],
+      ['2026-12-28', 2, 6],
+      ['2027-01-04', 1, 8],
+    ]);
+    expect(week.totals).toMatchObject({ failed_count: 4, failed_amount: 15 });
+    const day = (await get(edges, '?from=2026-12-28&to=2027-01-03')).json.currencies[0];
+    expect(day.series).toHaveLength(7);
+    expect(day.series.filter((p: any) => p.failed_count > 0).map((p: any) => p.period_start)).toEqual([
+      '2026-12-28',
+      '2027-01-03',
+    ]);
+    expect(day.totals).toMatchObject({ failed_count: 2, failed_amount: 6 });
+    // A one-day range holds exactly that day.
+    const one = (await get(edges, '?from=2027-01-04&to=2027-01-04&bucket=week')).json.currencies[0];
+    expect(one.totals).toMatchObject({ failed_count: 1, failed_amount: 8 });
+    expect(one.series.map((p: any) => p.period_start)).toEqual(['2027-01-04']);
+  });
+
   it("shows only the merchant's own figures, and an empty range answers no currency", async () => {
     const theirs = (await get(other, RANGE)).json;
     expect(theirs.currencies).toHaveLength(1);
