@@ -8,9 +8,11 @@ const EVERY_CAPTURE = `(a.state = 'captured')::int AS recovered_count`;
  * a later one is a second capture (a late capture, refunded at once), never a second recovery.
  */
 export const FIRST_CAPTURE = (a: string): string =>
-  `CASE WHEN ${a}.state = 'captured' AND NOT EXISTS (SELECT 1 FROM attempts e
-      WHERE e.transaction_id = ${a}.transaction_id AND e.state = 'captured'
-        AND (e.processed_at, e.id) < (${a}.processed_at, ${a}.id)) THEN 1 ELSE 0 END`;
+  // CASE evaluates in order: the lookup (by attempts_transaction_retry) runs for captured rows only.
+  `CASE WHEN ${a}.state <> 'captured' THEN 0
+        WHEN EXISTS (SELECT 1 FROM attempts e
+          WHERE e.transaction_id = ${a}.transaction_id AND e.state = 'captured'
+            AND (e.processed_at, e.id) < (${a}.processed_at, ${a}.id)) THEN 0 ELSE 1 END`;
 
 const FIRST_CAPTURE_COUNT = `(${FIRST_CAPTURE('a')}) AS recovered_count`;
 
