@@ -987,8 +987,9 @@ export class AttemptService {
         lateRefund = await this.refundLateCapture(m, txn, attempt, captured, now, true);
       } else if (txn.stopRequestedAt) {
         // A stop arrived while this attempt was in flight and it captured: the stop refund becomes a
-        // normal refund of the next batch, in this same database transaction (decisions §8).
-        await setFields(m, TransactionEntity, txn, captured);
+        // normal refund of the next batch, in this same database transaction (decisions §8). The
+        // recovery ended with a capture: its network fees are recorded as for any capture.
+        await setFields(m, TransactionEntity, txn, { ...captured, ...(await networkFeeFields(m, txn)) });
         stopOutbox = await stopToRefund(m, txn, now);
       } else {
         const to = transition(txn.status, 'retrySucceeded', { unresolvedAttempts: 0 }).to;

@@ -1,0 +1,90 @@
+import { type TestingModule } from '@nestjs/testing';
+import { loadConfig, type RetainConfig } from '@retain/config';
+import { AttemptEntity, TransactionEntity, RefundsRepository } from '@retain/db';
+import { PgSandboxLedger, SandboxProcessor } from '@retain/processor';
+import { QueueRegistry, createRedis, OutboxRelay } from '@retain/queues';
+import { AttemptState, networkFeeFields } from '@retain/recovery';
+import { closeTestDb, insertAttemptRow, insertMerchantRow, insertTransactionRow, testDb } from '@retain/testing';
+import type { Redis } from 'ioredis';
+import { DataSource } from 'typeorm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AttemptService } from '../src/attempts/attempt.service';
+import { attemptTestingModule } from './attempt-testing-module';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- a test of the two apps' hand-over on one database
+import { RefundRequestService } from '../../intake-api/src/refunds/refund-request.service';
+
+const PARTIAL_CARD = '4000000000003220';
+
+// The money a merchant is told about on the less-travelled paths: a partial authorization (decisions
+// §15) captured by an attempt in flight when the merchant stopped the transaction (decisions §8), and
+// the network-fee figures its row records when that recovery ends.
+describe('partial captures on the stop path: amounts and fees as the rows say', () => {
+  let mod: TestingModule;
+  let db: DataSource;
+  let redis: Redis;
+  let queues: QueueRegistry;
+  let attempts: AttemptService;
+  let stops: RefundRequestService;
+  let merchantId: string;
+  const config: RetainConfig = { ...loadConfig('retry-worker'), retryTimeScale: 1 };
+
+  beforeAll(async () => {
+    db = await testDb();
+    redis = createRedis(config.redisUrl);
+    queues = new QueueRegistry(redis, config.queuePrefix);
+    mod = await attemptTestingModule(db, queues, config, new SandboxProcessor(new PgSandboxLedger(db)));
+    attempts = mod.get(AttemptService);
+    stops = new RefundRequestService(db, new RefundsRepository(db), new OutboxRelay(db, queues));
+    merchantId = await insertMerchantRow(db);
+  });
+  afterAll(async () => {
+    await mod?.close();
+    await queues?.close();
+    redis?.disconnect();
+    await closeTestDb();
+  });
+
+  const merchant = () => ({ id: merchantId, merchantVid: 'v', login: 'l' });
+
+  it('a stop whose in-flight attempt captures half: the refund is the half, and the fees are recorded', async () => {
+    // Visa 51, failed 25 days ago: a naive daily schedule would have gone past Visa's 15 in 30 days.
+    const t = await insertTransactionRow(db, merchantId, { card: PARTIAL_CARD });
+    await db.query(`UPDATE transactions SET failed_at = now() - interval '25 days' WHERE id = $1`, [t.id]);
+    const a = await insertAttemptRow(db, t, { preparedAt: new Date() });
+    // The merchant stops it (the whole amount) while the attempt is out.
+    const r = await stops.request(merchant(), { refunds: [{ id: t.merchantTxnId, amount: 19.99 }] }, false);
+    expect(r.status).toBe(200);
+    // The attempt's charge: approved for half (the sandbox's partial authorization).
+    await db.transaction((m) =>
+      attempts.record(
+        m,
+        a.id,
+        {
+          outcome: 'approved',
+          responseCode: '00',
+          processorTransactionId: 'sbx_half',
+          message: 'Approved',
+          amountMinor: 999n,
+        },
+        AttemptState.Pending,
+      ),
+    );
+    const [row] = await db.query(
+      `SELECT status, captured_amount_minor, network_fees_minor, naive_network_fees_minor FROM transactions WHERE id = $1`,
+      [t.id],
+    );
+    const refunds = await db.query(`SELECT kind, status, amount_minor FROM refunds WHERE transaction_id = $1`, [t.id]);
+    // Never more than was captured: the half.
+    expect(refunds).toEqual([{ kind: 'refund', status: 'Processing', amount_minor: '999' }]);
+    expect(row).toMatchObject({ status: 'Refund Requested', captured_amount_minor: '999' });
+    // The recovery ended with a capture: its fees are recorded as for any capture (README, Network fees).
+    const txn = await db.getRepository(TransactionEntity).findOneByOrFail({ id: t.id });
+    const fees = await networkFeeFields(db.manager, txn);
+    expect(fees.naiveNetworkFeesMinor).toBeGreaterThan(0);
+    expect({ paid: row.network_fees_minor, naive: row.naive_network_fees_minor }).toEqual({
+      paid: fees.networkFeesMinor,
+      naive: fees.naiveNetworkFeesMinor,
+    });
+    expect((await db.getRepository(AttemptEntity).findOneByOrFail({ id: a.id })).partialAmountMinor).toBe('999');
+  });
+});
