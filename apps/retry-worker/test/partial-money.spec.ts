@@ -1,10 +1,17 @@
 import { type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
-import { AttemptEntity, TransactionEntity, RefundsRepository } from '@retain/db';
+import { AttemptEntity, TransactionEntity, RefundsRepository, transactionView } from '@retain/db';
 import { PgSandboxLedger, SandboxProcessor } from '@retain/processor';
 import { QueueRegistry, createRedis, OutboxRelay } from '@retain/queues';
 import { AttemptState, networkFeeFields } from '@retain/recovery';
-import { closeTestDb, insertAttemptRow, insertMerchantRow, insertTransactionRow, testDb } from '@retain/testing';
+import {
+  closeTestDb,
+  insertAttemptRow,
+  insertMerchantRow,
+  insertTransactionRow,
+  setSandboxCharge,
+  testDb,
+} from '@retain/testing';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -87,4 +94,47 @@ describe('partial captures on the stop path: amounts and fees as the rows say', 
     });
     expect((await db.getRepository(AttemptEntity).findOneByOrFail({ id: a.id })).partialAmountMinor).toBe('999');
   });
+
+  // A second capture (an attempt settled as not charged that the processor finishes late, after the next
+  // attempt captured) is added to what was captured and refunded at once: the transaction keeps its own
+  // capture, the partial authorization the merchant was told about, whatever the second one captured.
+  for (const [second, what] of [
+    [999n, 'a second half'],
+    [1999n, 'the whole amount'],
+  ] as const) {
+    it(`a partial capture followed by a late capture of ${what}: partial_amount stays the kept half`, async () => {
+      const t = await insertTransactionRow(db, merchantId, { card: PARTIAL_CARD });
+      const first = await insertAttemptRow(db, t, {
+        state: 'error',
+        preparedAt: new Date(Date.now() - 2 * 3_600_000),
+        processedAt: new Date(Date.now() - 3_600_000),
+        responseCode: '96',
+        authCodeDescription: 'Soft Failure',
+      });
+      await setSandboxCharge(db, first.vid, { outcome: 'error' });
+      const kept = await insertAttemptRow(db, t, { retryNumber: 2 });
+      expect(await attempts.run(kept.id)).toBe('approved');
+      const view = async () => transactionView(await db.getRepository(TransactionEntity).findOneByOrFail({ id: t.id }));
+      expect(await view()).toMatchObject({ status: 'Captured', amount: 19.99, partial_amount: 9.99 });
+      await db.transaction((m) =>
+        attempts.record(
+          m,
+          first.id,
+          {
+            outcome: 'approved',
+            responseCode: '00',
+            processorTransactionId: `sbx_late_${second}`,
+            message: 'Approved',
+            ...(second < 1999n ? { amountMinor: second } : {}),
+          },
+          AttemptState.Error,
+        ),
+      );
+      const refunds = await db.query(`SELECT kind, amount_minor FROM refunds WHERE transaction_id = $1`, [t.id]);
+      expect(refunds).toEqual([{ kind: 'refund', amount_minor: String(second) }]);
+      // The merchant keeps the half it was told about: that is the transaction's partial_amount, and all
+      // the merchant can still refund once the second capture is returned.
+      expect(await view()).toMatchObject({ amount: 19.99, partial_amount: 9.99 });
+    });
+  }
 });

@@ -59,6 +59,7 @@ import { NotificationRefusalDetail1801200000000 } from './migrations/18012000000
 import { TestPushLimit1801240000000 } from './migrations/1801240000000-TestPushLimit';
 import { RefundRecheck1801250000000 } from './migrations/1801250000000-RefundRecheck';
 import { OneRecoveryPerTransaction1801600000000 } from './migrations/1801600000000-OneRecoveryPerTransaction';
+import { TransactionPartialAmount1801700000000 } from './migrations/1801700000000-TransactionPartialAmount';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -119,6 +120,7 @@ export const MIGRATIONS = [
   TestPushLimit1801240000000,
   RefundRecheck1801250000000,
   OneRecoveryPerTransaction1801600000000,
+  TransactionPartialAmount1801700000000,
 ];
 
 export interface PoolTuning {

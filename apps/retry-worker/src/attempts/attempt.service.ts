@@ -131,6 +131,8 @@ function capturedTransactionFields(attempt: AttemptEntity, result: ChargeResult 
   return {
     forcedDeposit: attempt.forcedDeposit,
     capturedAmountMinor: partialCapture(attempt, result) ?? attempt.amountMinor,
+    // The transaction's partial authorization: this capture's part (a second capture never changes it).
+    partialAmountMinor: partialCapture(attempt, result),
     processorTransactionId: result.processorTransactionId,
     nextAttemptAt: null,
     statusChangedAt: now,

@@ -99,6 +99,11 @@ export class TransactionEntity {
   /** Why the next attempt was planned where it is (the policy's explanation). */
   @Column({ name: 'next_attempt_plan', type: 'jsonb', nullable: true }) nextAttemptPlan: Record<string, unknown> | null;
   @Column({ name: 'captured_amount_minor', type: 'bigint', nullable: true }) capturedAmountMinor: string | null;
+  /**
+   * A partial authorization (decisions §15): what the transaction's own capture was approved for, less
+   * than asked. Set with that capture; a second capture (refunded at once) adds to capturedAmountMinor only.
+   */
+  @Column({ name: 'partial_amount_minor', type: 'bigint', nullable: true }) partialAmountMinor: string | null;
   /** Once the recovery ended: excess-reattempt fees its attempts paid, and a naive daily schedule's (USD minor). */
   @Column({ name: 'network_fees_minor', type: 'int', nullable: true }) networkFeesMinor: number | null;
   /** Forced deposit: one last capture without authorization is planned / was made (service-spec). */

@@ -19,6 +19,7 @@ const TRANSACTION_VIEW_FIELDS = {
   submittedTs: 'submitted_ts',
   amountMinor: 'amount_minor',
   capturedAmountMinor: 'captured_amount_minor',
+  partialAmountMinor: 'partial_amount_minor',
   currency: 'currency',
   status: 'status',
   divisionNumber: 'division_number',
@@ -115,10 +116,14 @@ export function transactionView(t: TransactionViewRow, refunds: readonly RefundV
     timestamp: iso(t.failedAt),
     submitted_ts: iso(t.submittedTs),
     amount: fromMinorUnits(t.amountMinor, t.currency),
-    // A partial authorization (decisions §15): what was captured, which is also what is refundable.
-    ...(t.capturedAmountMinor && BigInt(t.capturedAmountMinor) < BigInt(t.amountMinor)
-      ? { partial_amount: fromMinorUnits(t.capturedAmountMinor, t.currency) }
-      : {}),
+    // A partial authorization (decisions §15): what the transaction's capture was approved for, which is
+    // also what the merchant keeps and may refund. Its own column: a second capture (refunded at once)
+    // adds to captured_amount_minor, never to it. Rows without it: a capture below the amount.
+    ...(t.partialAmountMinor
+      ? { partial_amount: fromMinorUnits(t.partialAmountMinor, t.currency) }
+      : t.capturedAmountMinor && BigInt(t.capturedAmountMinor) < BigInt(t.amountMinor)
+        ? { partial_amount: fromMinorUnits(t.capturedAmountMinor, t.currency) }
+        : {}),
     currency: t.currency,
     status: t.status,
     division_number: t.divisionNumber,
