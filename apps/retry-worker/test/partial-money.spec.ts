@@ -137,4 +137,52 @@ describe('partial captures on the stop path: amounts and fees as the rows say', 
       expect(await view()).toMatchObject({ amount: 19.99, partial_amount: 9.99 });
     });
   }
+
+  it('a late partial capture of a Cancelled transaction: the half is refunded and the fees are those of the rows', async () => {
+    // Visa 51, failed 25 days ago; its attempt was settled "not charged" and the recovery ended Cancelled,
+    // recording the fees as the rows said then (no capture: the naive schedule runs its 30 days).
+    const t = await insertTransactionRow(db, merchantId, { card: PARTIAL_CARD, status: 'Cancelled' });
+    await db.query(`UPDATE transactions SET failed_at = now() - interval '25 days' WHERE id = $1`, [t.id]);
+    const a = await insertAttemptRow(db, t, {
+      state: 'error',
+      preparedAt: new Date(Date.now() - 2 * 3_600_000),
+      processedAt: new Date(Date.now() - 3_600_000),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    const atCancel = await networkFeeFields(
+      db.manager,
+      await db.getRepository(TransactionEntity).findOneByOrFail({ id: t.id }),
+    );
+    await db.query(`UPDATE transactions SET network_fees_minor = $2, naive_network_fees_minor = $3 WHERE id = $1`, [
+      t.id,
+      atCancel.networkFeesMinor,
+      atCancel.naiveNetworkFeesMinor,
+    ]);
+    // The processor finishes the attempt late, for half.
+    const recorded = await db.transaction((m) =>
+      attempts.record(
+        m,
+        a.id,
+        {
+          outcome: 'approved',
+          responseCode: '00',
+          processorTransactionId: 'sbx_late_half',
+          message: 'Approved',
+          amountMinor: 999n,
+        },
+        AttemptState.Error,
+      ),
+    );
+    expect(recorded.lateRefund).toMatchObject({ amountMinor: 999n });
+    const txn = await db.getRepository(TransactionEntity).findOneByOrFail({ id: t.id });
+    expect(transactionView(txn)).toMatchObject({ status: 'Refund Requested', amount: 19.99, partial_amount: 9.99 });
+    // The rows now hold a capture (the naive schedule stops there): the recorded fees say the same.
+    const now = await networkFeeFields(db.manager, txn);
+    expect(now.naiveNetworkFeesMinor).not.toBe(atCancel.naiveNetworkFeesMinor);
+    expect({ paid: txn.networkFeesMinor, naive: txn.naiveNetworkFeesMinor }).toEqual({
+      paid: now.networkFeesMinor,
+      naive: now.naiveNetworkFeesMinor,
+    });
+  });
 });

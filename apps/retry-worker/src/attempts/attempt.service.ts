@@ -1411,7 +1411,9 @@ export class AttemptService {
       });
     } else {
       const to = transition(txn.status, 'lateCapture', { unresolvedAttempts: 0 }).to;
-      await setFields(m, TransactionEntity, txn, { ...captured, status: to });
+      // The fees recorded when the recovery ended without money are read again from the rows, which now
+      // hold this capture (the naive schedule stops at it), so the figures equal what the rows say.
+      await setFields(m, TransactionEntity, txn, { ...captured, status: to, ...(await networkFeeFields(m, txn)) });
     }
     const refund = m.getRepository(RefundEntity).create({
       vid: newVid(),
