@@ -53,7 +53,15 @@ export function Transactions({ open }: { open: (id: string) => void }) {
             render: (t) => <a href={`#/transactions/${encodeURIComponent(t['id'])}`}>{t['id']}</a>,
           },
           { title: 'Status', value: (t) => t['status'] },
-          { title: 'Amount', value: (t) => t['amount'], render: (t) => money(t['amount'], t['currency']) },
+          {
+            title: 'Amount',
+            value: (t) => t['amount'],
+            // A partial authorization (decisions §15): what was captured, beside what was asked.
+            render: (t) =>
+              t['partial_amount'] != null
+                ? `${money(t['amount'], t['currency'])} (captured ${money(t['partial_amount'], t['currency'])})`
+                : money(t['amount'], t['currency']),
+          },
           { title: 'Decline', value: (t) => t['auth_code'] },
           { title: 'Card', value: (t) => t['payment_method']?.credit_card?.account ?? '' },
           { title: 'Submitted', value: (t) => t['submitted_ts'] },
@@ -179,6 +187,18 @@ export function TransactionDetail({ id }: { id: string }) {
           <dt>Amount</dt>
           <dd>{money(t!['amount'], t!['currency'])}</dd>
         </div>
+        {t!['partial_amount'] != null ? (
+          <div>
+            <dt>Captured (partial authorization)</dt>
+            <dd data-testid="partial-amount">{money(t!['partial_amount'], t!['currency'])}</dd>
+          </div>
+        ) : null}
+        {t!['forced_deposit'] ? (
+          <div>
+            <dt>Forced deposit</dt>
+            <dd>captured without authorization</dd>
+          </div>
+        ) : null}
         <div>
           <dt>Card</dt>
           <dd>{t!['payment_method']?.credit_card?.account ?? '—'}</dd>
@@ -199,6 +219,10 @@ export function TransactionDetail({ id }: { id: string }) {
               Attempt {a['retry_number']}: {a['status']}
             </strong>{' '}
             {a['timestamp']} — code {a['auth_code'] ?? '—'}
+            {a['partial_amount'] != null
+              ? ` — captured ${money(a['partial_amount'], a['currency'])} of ${money(a['amount'], a['currency'])} (partial authorization)`
+              : null}
+            {a['forced_deposit'] ? ' — forced deposit (captured without authorization)' : null}
             {a['retry_plan']?.rule ? <span class="why"> (planned: {a['retry_plan'].rule})</span> : null}
           </li>
         ))}
