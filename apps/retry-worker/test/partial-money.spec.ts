@@ -185,4 +185,47 @@ describe('partial captures on the stop path: amounts and fees as the rows say', 
       naive: now.naiveNetworkFeesMinor,
     });
   });
+
+  it("a second capture whose refund failed: the merchant's refund is at most its own capture, on its own charge", async () => {
+    // 20.27 on the partial card: each capture is approved for 10.13, which the sandbox refuses to refund.
+    const t = await insertTransactionRow(db, merchantId, { card: PARTIAL_CARD, amountMinor: '2027' });
+    const first = await insertAttemptRow(db, t, {
+      amountMinor: '2027',
+      state: 'error',
+      preparedAt: new Date(Date.now() - 2 * 3_600_000),
+      processedAt: new Date(Date.now() - 3_600_000),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    await setSandboxCharge(db, first.vid, { outcome: 'error' });
+    const kept = await insertAttemptRow(db, t, { retryNumber: 2, amountMinor: '2027' });
+    expect(await attempts.run(kept.id)).toBe('approved');
+    const recorded = await db.transaction((m) =>
+      attempts.record(
+        m,
+        first.id,
+        {
+          outcome: 'approved',
+          responseCode: '00',
+          processorTransactionId: 'sbx_late_second',
+          message: 'Approved',
+          amountMinor: 1013n,
+        },
+        AttemptState.Error,
+      ),
+    );
+    // The second capture's refund fails (.13): the customer still holds it, an operator's matter.
+    await attempts.sendLateRefund(recorded.lateRefund!);
+    const txn = await db.getRepository(TransactionEntity).findOneByOrFail({ id: t.id });
+    expect(transactionView(txn)).toMatchObject({ status: 'Captured', amount: 20.27, partial_amount: 10.13 });
+    // The merchant's refunds return the transaction's own capture (10.13, its charge): never the second one's.
+    const over = await stops.request(merchant(), { refunds: [{ id: t.merchantTxnId, amount: 10.14 }] }, false);
+    expect(over.body.rejected?.[0]?.errors[0]?.code).toBe('RET027');
+    expect((await stops.request(merchant(), { refunds: [{ id: t.merchantTxnId }] }, false)).status).toBe(200);
+    const open = await db.query(
+      `SELECT amount_minor, attempt_id FROM refunds WHERE transaction_id = $1 AND status = 'Processing'`,
+      [t.id],
+    );
+    expect(open).toEqual([{ amount_minor: '1013', attempt_id: null }]);
+  });
 });

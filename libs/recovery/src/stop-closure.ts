@@ -68,8 +68,8 @@ export async function stopToRefund(m: EntityManager, txn: TransactionEntity, now
   if (stops.length === 0) return [];
   // What is left to refund: the capture less the refunds already made or on their way (the batch's
   // safety net may convert a stop on a transaction refunded since).
-  const refunded = await RefundsRepository.refundedMinor(m, txn.merchantId, txn.id);
-  let left = BigInt(txn.capturedAmountMinor ?? '0') - refunded;
+  // At most what is left of the transaction's own charge (a second capture is refunded on its own).
+  let left = await RefundsRepository.refundableMinor(m, txn);
   if (left < 0n) left = 0n;
   // The status a failed refund returns to: Captured when the stop's own attempt captured; on the safety
   // net's transaction, captured earlier, the one before its refunds (Settled stays Settled).

@@ -249,10 +249,12 @@ export class RefundRequestService {
     return { accepted, outbox };
   }
 
-  /** Captured minus every refund that has not failed, in minor units. */
+  /**
+   * Captured minus every refund that has not failed, in minor units, and at most what is left of the
+   * transaction's own charge (a second capture refunded on its own charge is not the merchant's).
+   */
   private async refundable(m: EntityManager, txn: TransactionEntity): Promise<bigint> {
-    const refunded = await RefundsRepository.refundedMinor(m, txn.merchantId, txn.id);
-    return BigInt(txn.capturedAmountMinor ?? '0') - refunded;
+    return RefundsRepository.refundableMinor(m, txn);
   }
 
   private async createRefund(

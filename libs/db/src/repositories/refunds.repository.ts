@@ -112,6 +112,39 @@ export class RefundsRepository {
   }
 
   /** The minor units of the transaction's refunds that have not failed (made or on their way). */
+  /**
+   * What can still be refunded of a transaction, in minor units: captured minus refunds not Failed
+   * and, when the attempt that made the transaction's capture is known (its processor_transaction_id),
+   * at most that charge's amount (a partial authorization's part) minus the refunds sent on it (the
+   * merchant's, and a late capture's own refund when that capture is the transaction's). A second
+   * capture (an attempt the processor finished late, refunded at once on its own charge) adds to
+   * `captured` but is never the merchant's to refund: if its refund failed, it is not refunded again
+   * through the transaction's charge, which holds only the first capture.
+   */
+  static async refundableMinor(
+    m: EntityManager,
+    txn: { id: string; merchantId: string; capturedAmountMinor: string | null; processorTransactionId: string | null },
+  ): Promise<bigint> {
+    const [row]: { all_refunded: string; kept: string | null; kept_refunded: string }[] = await m.query(
+      `WITH kept AS (
+         SELECT a.id, coalesce(a.partial_amount_minor, a.amount_minor) AS amount FROM attempts a
+          WHERE a.transaction_id = $1 AND a.state = 'captured' AND a.processor_transaction_id = $3
+          ORDER BY a.processed_at NULLS LAST LIMIT 1
+       )
+       SELECT COALESCE(sum(r.amount_minor), 0)::text AS all_refunded,
+              (SELECT amount FROM kept)::text AS kept,
+              COALESCE(sum(r.amount_minor) FILTER (
+                WHERE r.attempt_id IS NULL OR r.attempt_id = (SELECT id FROM kept)), 0)::text AS kept_refunded
+         FROM refunds r
+        WHERE r.transaction_id = $1 AND r.merchant_id = $2 AND r.kind = 'refund' AND r.status <> 'Failed'`,
+      [txn.id, txn.merchantId, txn.processorTransactionId],
+    );
+    const all = BigInt(txn.capturedAmountMinor ?? '0') - BigInt(row!.all_refunded);
+    if (row!.kept === null) return all;
+    const onKept = BigInt(row!.kept) - BigInt(row!.kept_refunded);
+    return onKept < all ? onKept : all;
+  }
+
   static async refundedMinor(m: EntityManager, merchantId: string, transactionId: string): Promise<bigint> {
     const [{ sum }]: { sum: string }[] = await m.query(
       `SELECT COALESCE(sum(amount_minor), 0)::text AS sum FROM refunds
