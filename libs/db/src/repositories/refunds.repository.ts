@@ -111,7 +111,6 @@ export class RefundsRepository {
     await m.save(txn);
   }
 
-  /** The minor units of the transaction's refunds that have not failed (made or on their way). */
   /**
    * What can still be refunded of a transaction, in minor units: captured minus refunds not Failed
    * and, when the attempt that made the transaction's capture is known (its processor_transaction_id),
@@ -145,6 +144,7 @@ export class RefundsRepository {
     return onKept < all ? onKept : all;
   }
 
+  /** The minor units of the transaction's refunds that have not failed (made or on their way). */
   static async refundedMinor(m: EntityManager, merchantId: string, transactionId: string): Promise<bigint> {
     const [{ sum }]: { sum: string }[] = await m.query(
       `SELECT COALESCE(sum(amount_minor), 0)::text AS sum FROM refunds
