@@ -99,14 +99,22 @@ describe('a partial authorization settled and refunded, through the real apps', 
     ).toBe(1013);
     const db = await testDb();
     const [row] = await db.query(
-      `SELECT t.status, t.captured_amount_minor::int AS captured, t.settled_at IS NOT NULL AS settled,
+      `SELECT t.status, t.captured_amount_minor::int AS captured, t.partial_amount_minor::int AS partial,
+              t.settled_at IS NOT NULL AS settled,
               (SELECT sum(amount_minor)::int FROM refunds r WHERE r.transaction_id = t.id AND r.status = 'Completed') AS refunded,
               (SELECT sum(coalesce(partial_amount_minor, amount_minor))::int FROM attempts a
                 WHERE a.transaction_id = t.id AND a.state = 'captured') AS charged
          FROM transactions t WHERE t.merchant_txn_id = $1`,
       [id],
     );
-    expect(row).toEqual({ status: 'Refunded', captured: 1013, settled: true, refunded: 1013, charged: 1013 });
+    expect(row).toEqual({
+      status: 'Refunded',
+      captured: 1013,
+      partial: 1013,
+      settled: true,
+      refunded: 1013,
+      charged: 1013,
+    });
     await waitFor(() =>
       receiver.byEvent('refund completed').filter((p) => p.body.header['transaction_id'] === id).length >= 3
         ? true
