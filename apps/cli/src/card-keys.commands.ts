@@ -7,7 +7,6 @@ import {
   type SealedCounts,
   type SealedKindName,
 } from '@retain/db';
-import type { DataSource } from 'typeorm';
 import type { CliContext } from './main';
 
 const MAX_BATCH = 10_000;
@@ -26,8 +25,7 @@ export function registerCardKeyCommands(program: Command, ctx: CliContext): void
     .command('status')
     .description('how many sealed values each key id still seals, per kind')
     .action(async () => {
-      const db = await ctx.db();
-      ctx.print(await statusView(db, ctx, await (await repo()).status()));
+      ctx.print(await statusView(await repo(), ctx));
     });
 
   cardKeys
@@ -40,13 +38,12 @@ export function registerCardKeyCommands(program: Command, ctx: CliContext): void
       const counts = await (await repo()).reseal({ batch });
       const per = (field: keyof ResealCounts): Record<SealedKindName, number> =>
         Object.fromEntries(SEALED_KIND_NAMES.map((k) => [k, counts[k][field]])) as Record<SealedKindName, number>;
-      const db = await ctx.db();
       ctx.print({
         batch,
         resealed: per('resealed'),
         busy: per('busy'),
         unreadable: per('unreadable'),
-        ...(await statusView(db, ctx, await (await repo()).status())),
+        ...(await statusView(await repo(), ctx)),
       });
     });
 }
@@ -57,16 +54,13 @@ export function registerCardKeyCommands(program: Command, ctx: CliContext): void
  * current key, the old keys that seal nothing (dropping them loses no row), and the card fingerprints
  * still derived from a data key (key id `legacy`).
  */
-async function statusView(db: DataSource, ctx: CliContext, sealed: SealedCounts): Promise<Record<string, unknown>> {
+async function statusView(repo: CardKeysRepository, ctx: CliContext): Promise<Record<string, unknown>> {
+  const sealed: SealedCounts = await repo.status();
   const configured = ctx.config.cardKeys.map((k) => k.id);
   const current = configured[0]!;
   const byKey = new Map<string, number>(configured.map((id) => [id, 0]));
   for (const kind of SEALED_KIND_NAMES)
     for (const [id, n] of Object.entries(sealed[kind])) byKey.set(id, (byKey.get(id) ?? 0) + n);
-  const [legacy]: { transactions: string; payment_methods: string }[] = await db.query(
-    `SELECT (SELECT count(*) FROM transactions WHERE card_hmac_key_id = 'legacy') AS transactions,
-            (SELECT count(*) FROM payment_methods WHERE card_hmac_key_id = 'legacy') AS payment_methods`,
-  );
   return {
     current_key_id: current,
     keys: [...byKey].map(([id, n]) => ({
@@ -77,9 +71,6 @@ async function statusView(db: DataSource, ctx: CliContext, sealed: SealedCounts)
     sealed,
     not_current: [...byKey].reduce((sum, [id, n]) => sum + (id === current ? 0 : n), 0),
     droppable_key_ids: configured.filter((id) => id !== current && byKey.get(id) === 0),
-    legacy_fingerprints: {
-      transactions: Number(legacy!.transactions),
-      payment_methods: Number(legacy!.payment_methods),
-    },
+    legacy_fingerprints: await repo.legacyFingerprints(),
   };
 }

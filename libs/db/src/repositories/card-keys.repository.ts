@@ -152,6 +152,18 @@ export class CardKeysRepository {
     return out;
   }
 
+  /**
+   * Card fingerprints still derived from a data key (key id `legacy`: from before CARD_FINGERPRINT_KEY),
+   * per table: dropping that data key loses no row, but starts those cards' network-limit history anew.
+   */
+  async legacyFingerprints(): Promise<{ transactions: number; payment_methods: number }> {
+    const [row]: { transactions: string; payment_methods: string }[] = await this.db.query(
+      `SELECT (SELECT count(*) FROM transactions WHERE card_hmac_key_id = 'legacy') AS transactions,
+              (SELECT count(*) FROM payment_methods WHERE card_hmac_key_id = 'legacy') AS payment_methods`,
+    );
+    return { transactions: Number(row!.transactions), payment_methods: Number(row!.payment_methods) };
+  }
+
   /** Re-seals, kind by kind, every value not under the current key. */
   async reseal(options: ResealOptions = {}): Promise<Record<SealedKindName, ResealCounts>> {
     const out = {} as Record<SealedKindName, ResealCounts>;
