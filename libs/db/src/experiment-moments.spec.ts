@@ -142,4 +142,39 @@ describe('experiment moments (real Postgres)', () => {
       },
     ]);
   });
+  it('a capture the service refunded at once (a late capture after Cancelled) is no recovery; one whose refund failed is', async () => {
+    // One running experiment per merchant: the first test's is stopped.
+    await s.db.query(`UPDATE policy_experiments SET status = 'stopped', stopped_at = now() WHERE merchant_id = $1`, [
+      s.merchantId,
+    ]);
+    const exp = await ExperimentsRepository.create(s.db, {
+      id: 'exp_moments_late',
+      merchant_id: s.merchantId,
+      name: 'late',
+      holdout_share: 0.2,
+      holdout_policy: 'adaptive-2026-11',
+      variants: [{ name: 'v', policy_version: 'adaptive-2026-11', weight: 1, learning: true, config: {} }],
+    });
+    const id = exp!.id;
+    const lateRefund = async (txnId: string, attemptId: string, status: string): Promise<void> => {
+      await s.db.query(
+        `INSERT INTO refunds (vid, merchant_id, transaction_id, kind, attempt_id, amount_minor, currency, status,
+           requested_at, "timestamp")
+         VALUES (md5(random()::text), $1, $2, 'refund', $3, 1000, 'USD', $4, now(), now())`,
+        [s.merchantId, txnId, attemptId, status],
+      );
+    };
+    // Cancelled after an attempt settled as not charged, whose charge then turned out captured: the
+    // service refunded it at once (a refund naming the attempt). The merchant recovered nothing.
+    const refunded = await txn(id, 'v', { amount: '1000', status: 'Refunded' });
+    const late = await attempt(refunded, 1, 'captured', '2026-11-23 00:00+00');
+    await lateRefund(refunded, late, 'Completed');
+    // The same, but that refund failed: the customer paid and the merchant keeps it.
+    const kept = await txn(id, 'v', { amount: '1000', status: 'Captured' });
+    const keptAttempt = await attempt(kept, 1, 'captured', '2026-11-22 00:00+00');
+    await lateRefund(kept, keptAttempt, 'Failed');
+
+    const [v] = await ExperimentsRepository.moments(s.db, s.merchantId, id);
+    expect(v).toMatchObject({ arm: 'v', transactions: 2, recovered_count: 1, recovered_amount: '1000' });
+  });
 });

@@ -103,7 +103,8 @@ export class ExperimentsRepository {
    * Per arm and currency: assigned transactions, those still being recovered, recovered count and
    * amount (first captured attempt in capture time, what it captured: a partial authorization counts
    * its captured part; a late capture of an earlier attempt, found after a later one captured, is a
-   * second capture refunded at once, not the recovery; sum and sum of squares for the intervals), attempts made, and the median days from the
+   * second capture refunded at once, not the recovery; nor is a late capture after Cancelled or Stopped,
+   * refunded at once, unless that refund failed; sum and sum of squares for the intervals), attempts made, and the median days from the
    * failure to the recovery. Transactions the post-submission review rejected are left out: no arm
    * ever plans them (they stay `Failed`, so they would count as in flight for ever).
    */
@@ -124,6 +125,10 @@ export class ExperimentsRepository {
            SELECT coalesce(a.partial_amount_minor, a.amount_minor) AS amount_minor,
                   coalesce(a.processed_at, a.scheduled_for) AS at FROM attempts a
             WHERE a.transaction_id = t.id AND a.state = 'captured'
+              -- A capture the service refunded at once (a late capture after Cancelled or Stopped, or a
+              -- second one: its refund names the attempt) recovered nothing, unless that refund failed.
+              AND NOT EXISTS (SELECT 1 FROM refunds r
+                               WHERE r.transaction_id = t.id AND r.attempt_id = a.id AND r.status <> 'Failed')
             ORDER BY coalesce(a.processed_at, a.scheduled_for), a.id LIMIT 1) cap ON true
          LEFT JOIN LATERAL (
            SELECT count(*) AS n FROM attempts a WHERE a.transaction_id = t.id AND a.state <> 'pending') att ON true
