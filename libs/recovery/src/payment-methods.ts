@@ -232,6 +232,16 @@ export function limitsOf(
 }
 
 /**
+ * When the issuer decided an attempt: its charge's time (its in-flight mark, the `at` of its charge
+ * request), never after it is recorded. The dated network rules of that moment classify its decline,
+ * however much later the outcome is recorded (a lookup of an unknown attempt).
+ */
+export function declineTime(attempt: { preparedAt: Date | string | null }, recordedAt: Date): Date {
+  const prepared = attempt.preparedAt ? new Date(attempt.preparedAt) : null;
+  return prepared && prepared.getTime() < recordedAt.getTime() ? prepared : recordedAt;
+}
+
+/**
  * The network limits on a card for an attempt made now: its merchant's history of the card (but
  * `exceptAttemptId`, with `transactionId`'s own original decline), read under the caller's card lock
  * where it has one. A check now: what is dated after `at` (an original decline at its transaction's

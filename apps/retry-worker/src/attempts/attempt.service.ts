@@ -61,6 +61,7 @@ import {
   closeStopIfSettled,
   cardExpired,
   cardLimitsNow,
+  declineTime,
   countAttemptOutcome,
   countAttemptOutcomes,
   networkFeeFields,
@@ -138,15 +139,6 @@ function capturedTransactionFields(attempt: AttemptEntity, result: ChargeResult 
     statusChangedAt: now,
     authCodeDescription: null,
   };
-}
-
-/**
- * When the issuer decided an attempt: its charge's time (its in-flight mark, the `at` of its charge
- * request), never after it is recorded. The dated network rules of that moment classify its decline.
- */
-export function declineTime(attempt: Pick<AttemptEntity, 'preparedAt'>, recordedAt: Date): Date {
-  const prepared = attempt.preparedAt ? new Date(attempt.preparedAt) : null;
-  return prepared && prepared.getTime() < recordedAt.getTime() ? prepared : recordedAt;
 }
 
 /** The attempt's fields once declined or settled as not charged (`record`, grouped or not). */
@@ -604,8 +596,10 @@ export class AttemptService {
       if (lookedUp && lookedUp.outcome !== 'error') result = lookedUp;
     }
     // decisions §15: a data-quality decline asks the account updater before the next step is planned.
-    if (result.outcome === 'declined' && this.mayAskUpdater(txn, result, declineTime(attempt, new Date()))) {
-      await this.paymentMethods.refreshCard(attemptId, result, declineTime(attempt, new Date()));
+    if (result.outcome === 'declined') {
+      const declinedAt = declineTime(attempt, new Date());
+      if (this.mayAskUpdater(txn, result, declinedAt))
+        await this.paymentMethods.refreshCard(attemptId, result, declinedAt);
     }
     const recorded = result;
     const inBatch = grouped ? await this.recordGrouped({ attemptId, result: recorded }) : false;

@@ -36,6 +36,7 @@ import {
   adoptPaymentMethod,
   cardExpired,
   cryptogramOf,
+  declineTime,
   freshCardPlan,
   limitsOf,
   nextPaymentMethod,
@@ -147,7 +148,7 @@ export class PaymentMethodsService {
           responseCode: result.responseCode,
           merchantAdviceCode: result.merchantAdviceCode,
         },
-        attempt.preparedAt && new Date(attempt.preparedAt) < now ? new Date(attempt.preparedAt) : now,
+        declineTime(attempt, now),
       );
       if (endsPaymentMethod(c)) {
         await PaymentMethodsRepository.end(m, txn.merchantId, ref, c.reason, { sameCard: endsCardForAccount(c) });
