@@ -1,4 +1,4 @@
-import { RefundEntity, TransactionEntity } from '@retain/db';
+import { RefundEntity, RefundsRepository, TransactionEntity } from '@retain/db';
 import { EventName, RefundStatus, TransactionStatus } from '@retain/domain';
 import type { EntityManager } from 'typeorm';
 import { announceTransaction } from './transaction-events';
@@ -97,12 +97,7 @@ export async function recordRefundAnswer(
   await m.save(refund);
   if (completed && answer.mayStillFail && answer.processorRefundId) {
     // Read again by the refund batcher (RefundBatchService.recheckCompleted) until the window ends.
-    await m.query(
-      `UPDATE refunds SET recheck_after = now() + ($2::double precision * interval '1 millisecond'),
-              recheck_until = now() + ($3::double precision * interval '1 millisecond')
-        WHERE id = $1`,
-      [refund.id, REFUND_RECHECK_INTERVAL_MS, REFUND_RECHECK_WINDOW_MS],
-    );
+    await RefundsRepository.watchForRecheck(m, refund.id, REFUND_RECHECK_INTERVAL_MS, REFUND_RECHECK_WINDOW_MS);
   }
   return { refund, txn, completed, now };
 }

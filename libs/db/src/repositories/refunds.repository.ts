@@ -144,21 +144,6 @@ export class RefundsRepository {
     return onKept < all ? onKept : all;
   }
 
-  /** The minor units of the transaction's refunds that have not failed (made or on their way). */
-  static async refundedMinor(m: EntityManager, merchantId: string, transactionId: string): Promise<bigint> {
-    const [{ sum }]: { sum: string }[] = await m.query(
-      `SELECT COALESCE(sum(amount_minor), 0)::text AS sum FROM refunds
-        WHERE transaction_id = $1 AND merchant_id = $2 AND kind = 'refund' AND status <> 'Failed'`,
-      [transactionId, merchantId],
-    );
-    return BigInt(sum);
-  }
-
-  /**
-   * Refunds the processor accepted without a result (Processing with the processor's id: Adyen
-   * `received`) whose notification has not come `olderThanMs` after they were sent: how many (the
-   * operator alert's gauge), and those not alerted yet, marked alerted now (one error log each).
-   */
   /**
    * Completed refunds the processor may still fail whose next read is due (recheck_after, set by
    * recordRefundAnswer), oldest due first, with the capture they refund and the account that made it.
@@ -180,6 +165,24 @@ export class RefundsRepository {
     );
   }
 
+  /**
+   * Starts watching a completed refund the processor may still fail: first read again `afterMs` from
+   * now, the last within `windowMs` (RefundBatchService.recheckCompleted; setRecheck moves it on).
+   */
+  static async watchForRecheck(
+    m: Pick<EntityManager, 'query'>,
+    refundId: string,
+    afterMs: number,
+    windowMs: number,
+  ): Promise<void> {
+    await m.query(
+      `UPDATE refunds SET recheck_after = now() + ($2::double precision * interval '1 millisecond'),
+              recheck_until = now() + ($3::double precision * interval '1 millisecond')
+        WHERE id = $1`,
+      [refundId, afterMs, windowMs],
+    );
+  }
+
   /** The next read of a watched refund (`next` null, or past its recheck_until: no more reads). */
   static async setRecheck(m: Pick<EntityManager, 'query'>, refundId: string, next: Date | null): Promise<void> {
     await m.query(
@@ -190,6 +193,11 @@ export class RefundsRepository {
     );
   }
 
+  /**
+   * Refunds the processor accepted without a result (Processing with the processor's id: Adyen
+   * `received`) whose notification has not come `olderThanMs` after they were sent: how many (the
+   * operator alert's gauge), and those not alerted yet, marked alerted now (one error log each).
+   */
   static async overdueAwaitingNotification(
     m: Pick<EntityManager, 'query'>,
     olderThanMs: number,
