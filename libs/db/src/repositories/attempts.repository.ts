@@ -407,15 +407,14 @@ export class AttemptsRepository {
    */
   static async markSentReturning(m: Sql, attemptId: string): Promise<SentMark | null> {
     // The row locked first (a concurrent mark committed meanwhile is read, not an older snapshot).
-    const res: unknown[] = await m.query(
+    // TypeORM answers an UPDATE ... RETURNING on Postgres with [rows, affected count].
+    const [rows]: [SentMark[], number] = await m.query(
       `UPDATE attempts a SET last_sent_at = now()
          FROM (SELECT id, last_sent_at FROM attempts WHERE id = $1 FOR UPDATE) old
         WHERE a.id = old.id
         RETURNING a.last_sent_at::text AS marked, old.last_sent_at::text AS previous`,
       [attemptId],
     );
-    // TypeORM answers an UPDATE ... RETURNING on Postgres with [rows, affected count].
-    const rows = (Array.isArray(res[0]) ? res[0] : res) as SentMark[];
     return rows[0] ?? null;
   }
 

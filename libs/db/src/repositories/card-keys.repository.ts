@@ -184,11 +184,11 @@ export class CardKeysRepository {
     let skipped: string[] = [];
     const notCurrent = `${heldExpr(k)} AND ${keyIdExpr(k)} IS DISTINCT FROM $2`;
     for (let after = FIRST_ID; ;) {
-      const rows: Candidate[] = await this.db.query(
-        `SELECT id, ${k.value} AS value, ${keyIdExpr(k)} AS key_id FROM ${k.table}
-          WHERE id > $1 AND ${notCurrent} ORDER BY id LIMIT $3`,
-        [after, this.current, batch],
-      );
+      const rows = await this.candidates(k, `id > $1 AND ${notCurrent} ORDER BY id LIMIT $3`, [
+        after,
+        this.current,
+        batch,
+      ]);
       if (rows.length === 0) break;
       skipped.push(...(await this.write(name, k, rows, counts, options)));
       after = rows[rows.length - 1]!.id;
@@ -201,16 +201,23 @@ export class CardKeysRepository {
       const again = skipped;
       skipped = [];
       for (let i = 0; i < again.length; i += batch) {
-        const rows: Candidate[] = await this.db.query(
-          `SELECT id, ${k.value} AS value, ${keyIdExpr(k)} AS key_id FROM ${k.table}
-            WHERE id = ANY($1::uuid[]) AND ${notCurrent} ORDER BY id`,
-          [again.slice(i, i + batch), this.current],
-        );
+        const rows = await this.candidates(k, `id = ANY($1::uuid[]) AND ${notCurrent} ORDER BY id`, [
+          again.slice(i, i + batch),
+          this.current,
+        ]);
         skipped.push(...(await this.write(name, k, rows, counts, options)));
       }
     }
     counts.busy = skipped.length;
     return counts;
+  }
+
+  /** A kind's rows matching `where` (no lock): id, sealed value and its key id (null: a clear sealText value). */
+  private candidates(k: SealedKind, where: string, params: unknown[]): Promise<Candidate[]> {
+    return this.db.query(
+      `SELECT id, ${k.value} AS value, ${keyIdExpr(k)} AS key_id FROM ${k.table} WHERE ${where}`,
+      params,
+    );
   }
 
   /** Seals the rows' values again and writes those still as read and not locked; returns the ids skipped. */
@@ -242,7 +249,8 @@ export class CardKeysRepository {
     }
     if (ids.length === 0) return [];
     await options.beforeWrite?.(name, ids);
-    const result: unknown = await this.db.query(
+    // TypeORM answers an UPDATE ... RETURNING on Postgres with [rows, affected count].
+    const [written]: [{ id: string }[], number] = await this.db.query(
       `UPDATE ${k.table} t SET ${k.value} = v.value${k.keyId ? `, ${k.keyId} = v.key_id` : ''}
          FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS v(id, old, value, key_id)
         WHERE t.id = v.id AND t.${k.value} = v.old${k.erasedAt ? ` AND t.${k.erasedAt} IS NULL` : ''}
@@ -250,8 +258,6 @@ export class CardKeysRepository {
         RETURNING t.id`,
       [ids, olds, values, keyIds],
     );
-    // TypeORM answers an UPDATE with [rows, count].
-    const written = (Array.isArray(result) && Array.isArray(result[0]) ? result[0] : result) as { id: string }[];
     counts.resealed += written.length;
     const done = new Set(written.map((w) => w.id));
     return ids.filter((id) => !done.has(id));
