@@ -270,16 +270,12 @@ export class StripeProcessor implements PaymentProcessor {
           },
           { idempotencyKey: req.idempotencyKey },
         ));
-      // Final for now, not for good: a card refund can still move to `failed` (refundStatus).
-      if (r.status === 'succeeded') {
-        return { outcome: 'completed', processorRefundId: r.id, message: 'Refunded', mayStillFail: true };
-      }
+      const result = refundResultOf(r);
       // Not final yet ("for credit card refunds, this can be pending, succeeded, or failed"): the refund
       // stays Processing, and the next batch reads this same refund again (found by its key above).
-      if (r.status === 'pending' || r.status === 'requires_action') {
+      if (result.outcome === 'pending')
         throw new ProcessorUnavailableError(`Stripe refund ${r.id} is ${r.status}`, null);
-      }
-      return { outcome: 'failed', processorRefundId: r.id, message: refundFailedMessage(r) };
+      return result;
     } catch (e) {
       if (e instanceof ProcessorUnavailableError) throw e;
       if (e instanceof AmountNotExpressible) return refundAmountRefused(e);
@@ -305,13 +301,7 @@ export class StripeProcessor implements PaymentProcessor {
       const err = errorResult(e);
       throw new ProcessorUnavailableError(err.message, err.outcome === 'error' ? (err.retryAfterMs ?? null) : null);
     }
-    if (r.status === 'succeeded') {
-      return { outcome: 'completed', processorRefundId: r.id, message: 'Refunded', mayStillFail: true };
-    }
-    if (r.status === 'pending' || r.status === 'requires_action') {
-      return { outcome: 'pending', processorRefundId: r.id, message: `Refund ${r.status}` };
-    }
-    return { outcome: 'failed', processorRefundId: r.id, message: refundFailedMessage(r) };
+    return refundResultOf(r);
   }
 
   /** Stripe never gives card numbers back: tokens are charged as they are (see checkToken). */
@@ -386,10 +376,21 @@ export class StripeProcessor implements PaymentProcessor {
   }
 }
 
-/** A failed or canceled Stripe refund's message: its status and Stripe's `failure_reason` (never card data). */
-function refundFailedMessage(r: Stripe.Refund): string {
+/**
+ * A Stripe refund's state as the port's answer: `succeeded` is final for now, not for good (a card
+ * refund can still move to `failed`: mayStillFail, read again by refundStatus); `pending` and
+ * `requires_action` are not final; anything else failed, with its status and Stripe's `failure_reason`
+ * (never card data).
+ */
+function refundResultOf(r: Stripe.Refund): RefundResult {
+  if (r.status === 'succeeded') {
+    return { outcome: 'completed', processorRefundId: r.id, message: 'Refunded', mayStillFail: true };
+  }
+  if (r.status === 'pending' || r.status === 'requires_action') {
+    return { outcome: 'pending', processorRefundId: r.id, message: `Refund ${r.status}` };
+  }
   const reason = r.failure_reason ? ` (${r.failure_reason})` : '';
-  return `Refund ${r.status ?? 'failed'}${reason}`;
+  return { outcome: 'failed', processorRefundId: r.id, message: `Refund ${r.status ?? 'failed'}${reason}` };
 }
 
 function declined(responseCode: string, mac: string | null, network: CardNetwork, id: string): ChargeResult {
