@@ -40,6 +40,25 @@ describe('post-submission review with merchants processor accounts', () => {
     return r ? [r.review_status] : [];
   };
 
+  /** Submits the transactions in one POST and waits for their review: each one's review_status, in order. */
+  const reviewStatuses = async (client: ApiClient, txns: Record<string, unknown>[]): Promise<string[]> => {
+    expect((await client.submit(txns)).status).toBe(200);
+    const ids = txns.map((t) => t['id'] as string);
+    await waitFor(async () => (await Promise.all(ids.map(reviewed))).every((e) => e.length > 0), {
+      what: 'review done',
+    });
+    return (await Promise.all(ids.map(row))).map((r) => r.review_status);
+  };
+  /** The rejected entries of the merchant's `validation failed` push. */
+  const rejectedPushed = async (merchantId: string): Promise<unknown[]> => {
+    const [failed] = await (
+      await testDb()
+    ).query(`SELECT body FROM webhook_messages WHERE merchant_id = $1 AND event_name = 'validation failed'`, [
+      merchantId,
+    ]);
+    return failed.body.content.rejected;
+  };
+
   it('a clear card mapped to a tokens-only account fails with RET011; tokens of the account and clear cards of a raw-card account pass', async () => {
     const merchant = await createMerchant();
     const db = await testDb();
@@ -61,13 +80,7 @@ describe('post-submission review with merchants processor accounts', () => {
     });
     const clearToAdyen = txn({ division_number: 'EU1' });
     const client = new ApiClient(api.url, merchant.api_key);
-    expect((await client.submit([clearToStripe, stripeToken, sandboxTokenToStripe, clearToAdyen])).status).toBe(200);
-
-    const ids = [clearToStripe, stripeToken, sandboxTokenToStripe, clearToAdyen].map((t) => t['id'] as string);
-    await waitFor(async () => (await Promise.all(ids.map(reviewed))).every((e) => e.length > 0), {
-      what: 'review done',
-    });
-    expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual([
+    expect(await reviewStatuses(client, [clearToStripe, stripeToken, sandboxTokenToStripe, clearToAdyen])).toEqual([
       'rejected',
       'passed',
       'rejected',
@@ -181,12 +194,7 @@ describe('post-submission review with merchants processor accounts', () => {
     const fraction = txn({ amount: 150000.5, currency: 'IDR' });
     const whole = txn({ amount: 150000, currency: 'IDR' });
     const client = new ApiClient(api.url, merchant.api_key);
-    expect((await client.submit([fraction, whole])).status).toBe(200);
-    const ids = [fraction, whole].map((t) => t['id'] as string);
-    await waitFor(async () => (await Promise.all(ids.map(reviewed))).every((e) => e.length > 0), {
-      what: 'review done',
-    });
-    expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual(['rejected', 'passed']);
+    expect(await reviewStatuses(client, [fraction, whole])).toEqual(['rejected', 'passed']);
   });
 
   it('Stripe three-decimal currencies: an amount whose last digit is not 0 (KWD 1.005) fails with RET012; KWD 1.010 passes', async () => {
@@ -201,17 +209,8 @@ describe('post-submission review with merchants processor accounts', () => {
     const fils = txn({ amount: 1.005, currency: 'KWD', payment_method: pm });
     const tens = txn({ amount: 1.01, currency: 'KWD', payment_method: pm });
     const client = new ApiClient(api.url, merchant.api_key);
-    expect((await client.submit([fils, tens])).status).toBe(200);
-    const ids = [fils, tens].map((t) => t['id'] as string);
-    await waitFor(async () => (await Promise.all(ids.map(reviewed))).every((e) => e.length > 0), {
-      what: 'review done',
-    });
-    expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual(['rejected', 'passed']);
-    const [failed] = await db.query(
-      `SELECT body FROM webhook_messages WHERE merchant_id = $1 AND event_name = 'validation failed'`,
-      [merchantId],
-    );
-    expect(failed.body.content.rejected).toEqual([
+    expect(await reviewStatuses(client, [fils, tens])).toEqual(['rejected', 'passed']);
+    expect(await rejectedPushed(merchantId)).toEqual([
       { id: fils['id'], errors: [expect.objectContaining({ code: 'RET012' })] },
     ]);
   });
@@ -229,17 +228,8 @@ describe('post-submission review with merchants processor accounts', () => {
     const small = txn({ amount: 0.3, currency: 'USD', division_number: 'US', payment_method: pm });
     const enough = txn({ amount: 0.5, currency: 'USD', division_number: 'US', payment_method: pm });
     const client = new ApiClient(api.url, merchant.api_key);
-    expect((await client.submit([small, enough])).status).toBe(200);
-    const ids = [small, enough].map((t) => t['id'] as string);
-    await waitFor(async () => (await Promise.all(ids.map(reviewed))).every((e) => e.length > 0), {
-      what: 'review done',
-    });
-    expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual(['rejected', 'passed']);
-    const [failed] = await db.query(
-      `SELECT body FROM webhook_messages WHERE merchant_id = $1 AND event_name = 'validation failed'`,
-      [merchantId],
-    );
-    expect(failed.body.content.rejected).toEqual([
+    expect(await reviewStatuses(client, [small, enough])).toEqual(['rejected', 'passed']);
+    expect(await rejectedPushed(merchantId)).toEqual([
       { id: small['id'], errors: [expect.objectContaining({ code: 'RET012' })] },
     ]);
   });
@@ -262,23 +252,8 @@ describe('post-submission review with merchants processor accounts', () => {
     const sandboxFund = txn({ amount: 1.5, currency: 'CLF' });
     const all = [stripeFund, stripePeso, adyenFund, adyenPeso, sandboxFund];
     const client = new ApiClient(api.url, merchant.api_key);
-    expect((await client.submit(all)).status).toBe(200);
-    const ids = all.map((t) => t['id'] as string);
-    await waitFor(async () => (await Promise.all(ids.map(reviewed))).every((e) => e.length > 0), {
-      what: 'review done',
-    });
-    expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual([
-      'rejected',
-      'passed',
-      'rejected',
-      'passed',
-      'passed',
-    ]);
-    const [failed] = await db.query(
-      `SELECT body FROM webhook_messages WHERE merchant_id = $1 AND event_name = 'validation failed'`,
-      [merchantId],
-    );
-    expect(failed.body.content.rejected).toEqual(
+    expect(await reviewStatuses(client, all)).toEqual(['rejected', 'passed', 'rejected', 'passed', 'passed']);
+    expect(await rejectedPushed(merchantId)).toEqual(
       expect.arrayContaining(
         [stripeFund, adyenFund].map((t) => ({ id: t['id'], errors: [expect.objectContaining({ code: 'RET012' })] })),
       ),
@@ -304,17 +279,8 @@ describe('post-submission review with merchants processor accounts', () => {
     });
     const all = [bare, withShopper, networkToken];
     const client = new ApiClient(api.url, merchant.api_key);
-    expect((await client.submit(all)).status).toBe(200);
-    const ids = all.map((t) => t['id'] as string);
-    await waitFor(async () => (await Promise.all(ids.map(reviewed))).every((e) => e.length > 0), {
-      what: 'review done',
-    });
-    expect((await Promise.all(ids.map(row))).map((r) => r.review_status)).toEqual(['rejected', 'passed', 'passed']);
-    const [failed] = await db.query(
-      `SELECT body FROM webhook_messages WHERE merchant_id = $1 AND event_name = 'validation failed'`,
-      [merchantId],
-    );
-    expect(failed.body.content.rejected).toEqual([
+    expect(await reviewStatuses(client, all)).toEqual(['rejected', 'passed', 'passed']);
+    expect(await rejectedPushed(merchantId)).toEqual([
       { id: bare['id'], errors: [expect.objectContaining({ code: 'RET011' })] },
     ]);
   });
