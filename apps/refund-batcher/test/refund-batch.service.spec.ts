@@ -37,6 +37,8 @@ describe('refund batch: stops over unknown attempts', () => {
   let unanswered = 0;
   /** A refund (by idempotency key) whose sending throws something else each time (a broken account). */
   let broken: string | null = null;
+  /** Runs on each read of a completed refund (refundStatus); set: every read goes unanswered. */
+  let onRead: ((processorRefundId: string) => Promise<void>) | null = null;
   let sandbox: SandboxProcessor;
 
   beforeAll(async () => {
@@ -72,6 +74,11 @@ describe('refund batch: stops over unknown attempts', () => {
           throw new ProcessorUnavailableError('HTTP 503');
         }
         return sandbox.refund(req);
+      },
+      refundStatus: async (processorRefundId: string) => {
+        if (!onRead) return { outcome: 'completed', processorRefundId, message: 'Refunded', mayStillFail: true };
+        await onRead(processorRefundId);
+        throw new ProcessorUnavailableError('timeout');
       },
     });
   }
@@ -229,5 +236,45 @@ describe('refund batch: stops over unknown attempts', () => {
       ]),
       pushes: [{ event_name: 'refund failed' }],
     });
+  });
+
+  it('completed refunds whose reads go unanswered are read once per batch: a processor that hangs never holds the batch', async () => {
+    const merchantId = await insertMerchantRow(db);
+    const watched: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const t = await insertTransactionRow(db, merchantId, { status: 'Refunded', capturedMinor: '1999' });
+      const id = await insertRefundRow(db, t, 'refund', '1999', 'Completed');
+      // A completed refund the processor may still fail, due to be read again.
+      await db.query(
+        `UPDATE refunds SET processor_refund_id = $2, recheck_after = now() - interval '1 minute',
+                recheck_until = now() + interval '30 days' WHERE id = $1`,
+        [id, `re_${newVid()}`],
+      );
+      watched.push(id);
+    }
+    const reads = new Map<string, number>();
+    let total = 0;
+    onRead = async (processorRefundId) => {
+      reads.set(processorRefundId, (reads.get(processorRefundId) ?? 0) + 1);
+      // Each unanswered read lasts the processor's timeout (30 s): a minute later, the reads put a minute
+      // on are due again. Bounded, so that the batch ends whatever it does.
+      if (++total < 30)
+        await db.query(
+          `UPDATE refunds SET recheck_after = now() WHERE id = ANY($1::uuid[]) AND recheck_after IS NOT NULL`,
+          [watched],
+        );
+    };
+    try {
+      await batch.runBatch();
+    } finally {
+      onRead = null;
+    }
+    // One read each; the next batch reads them again. Still Completed and still watched.
+    expect([...reads.values()]).toEqual([1, 1, 1]);
+    const rows = await db.query(
+      `SELECT status, recheck_after IS NOT NULL AS watched FROM refunds WHERE id = ANY($1::uuid[])`,
+      [watched],
+    );
+    expect(rows).toEqual(Array.from({ length: 3 }, () => ({ status: 'Completed', watched: true })));
   });
 });

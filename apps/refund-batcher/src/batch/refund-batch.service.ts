@@ -158,10 +158,14 @@ export class RefundBatchService {
    * REFUND_FAILED notification does; one not answered is read again next batch.
    */
   private async recheckCompleted(summary: BatchSummary): Promise<void> {
+    // Read once per batch: an unanswered read is due again a minute on, and read again here it would
+    // keep the batch from ever ending while a processor hangs (the next batch's refunds waiting behind it).
+    const read: string[] = [];
     for (;;) {
-      const due = await RefundsRepository.dueForRecheck(this.db, CHUNK);
+      const due = await RefundsRepository.dueForRecheck(this.db, CHUNK, read);
       if (due.length === 0) return;
       for (const r of due) {
+        read.push(r.id);
         const again = new Date(Date.now() + REFUND_RECHECK_INTERVAL_MS);
         let answer: RefundResult;
         try {
@@ -177,7 +181,7 @@ export class RefundBatchService {
           }
           answer = await processor.refundStatus(r.processor_refund_id);
         } catch (err) {
-          // Not answered: read again by the next batch (moved a minute on, so this one goes on with the others).
+          // Not answered: read again by the next batch (moved a minute on).
           this.logger.warn(
             { refund: r.vid, err: (err as Error).message },
             'a completed refund could not be read again',

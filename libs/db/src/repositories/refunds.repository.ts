@@ -148,8 +148,14 @@ export class RefundsRepository {
    * Completed refunds the processor may still fail whose next read is due (recheck_after, set by
    * recordRefundAnswer), oldest due first, with the capture they refund and the account that made it.
    * Watches left on refunds no longer Completed (reversed by a notification) are dropped first.
+   * `skip`: refunds this batch has read already (an unanswered read is due again a minute later; read
+   * again in the same batch, a processor that hangs would keep the batch from ever ending).
    */
-  static async dueForRecheck(m: Pick<EntityManager, 'query'>, limit: number): Promise<RecheckRow[]> {
+  static async dueForRecheck(
+    m: Pick<EntityManager, 'query'>,
+    limit: number,
+    skip: readonly string[] = [],
+  ): Promise<RecheckRow[]> {
     await m.query(
       `UPDATE refunds SET recheck_after = NULL, recheck_until = NULL
         WHERE recheck_after IS NOT NULL AND status <> 'Completed'`,
@@ -160,8 +166,9 @@ export class RefundsRepository {
          FROM refunds r JOIN transactions t ON t.id = r.transaction_id
          LEFT JOIN attempts ra ON ra.id = r.attempt_id
         WHERE r.recheck_after IS NOT NULL AND r.recheck_after <= now() AND r.status = 'Completed'
+          AND NOT (r.id = ANY($2::uuid[]))
         ORDER BY r.recheck_after LIMIT $1`,
-      [limit],
+      [limit, skip],
     );
   }
 
