@@ -256,6 +256,15 @@ export function nextCronRun(pattern: string, from: Date = new Date()): Date | nu
   }
 }
 
+/** The latest time at or before `from` that the cron pattern matches (UTC), or null when it cannot be computed. */
+export function previousCronRun(pattern: string, from: Date = new Date()): Date | null {
+  try {
+    return CronExpressionParser.parse(pattern, { tz: 'UTC', currentDate: from }).prev().toDate();
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Key id of a key given bare (no `kid:`), as decisions §11 allows: `CARD_DATA_KEY=<base64 key>` is
  * `CARD_DATA_KEY=default:<base64 key>`. Rows remember the id they were sealed under; a row whose id is

@@ -1,17 +1,22 @@
 import { InjectQueue, WorkerHost } from '@nestjs/bullmq';
 import { Inject, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
-import { nextCronRun, type RetainConfig } from '@retain/config';
+import { nextCronRun, previousCronRun, type RetainConfig } from '@retain/config';
+import { RefundsRepository } from '@retain/db';
 import { JobRunner, QueueProcessor, RETAIN_CONFIG, ReadinessChecks } from '@retain/platform';
 import { QueueName } from '@retain/queues';
 import type { Job, Queue } from 'bullmq';
+import { DataSource } from 'typeorm';
 import { RefundBatchService } from './refund-batch.service';
 
 const SCHEDULER_ID = 'refund-batch';
+/** How long after a scheduled time a refund that run should have sent may still wait for it (a long batch). */
+const MISSED_RUN_AFTER_MS = 5 * 60_000;
 
 /**
  * The batch runs on REFUND_BATCH_CRON (UTC) through a BullMQ job scheduler, one run at a time
  * (concurrency 1 in the queue record; refunds are claimed with SKIP LOCKED besides). The scheduler is re-upserted
- * periodically so a Redis flush does not silence the batch. Operators trigger a run at once with
+ * periodically so a Redis flush does not silence the batch, and a run the flush lost is made up
+ * (catchUp). Operators trigger a run at once with
  * `npm run retain -- refunds batch-now`, which adds a job to the same queue. /readyz reports a
  * broken schedule (scheduler gone from Redis, no next run): refunds would silently never be sent.
  */
@@ -26,6 +31,7 @@ export class RefundBatchProcessor extends WorkerHost implements OnModuleInit, On
     @InjectQueue(QueueName.RefundBatch) private readonly queue: Queue,
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
     private readonly readiness: ReadinessChecks,
+    private readonly db: DataSource,
   ) {
     super();
   }
@@ -50,6 +56,29 @@ export class RefundBatchProcessor extends WorkerHost implements OnModuleInit, On
       );
     } catch (err) {
       this.logger.warn({ err: (err as Error).message }, 'could not upsert the refund batch scheduler');
+    }
+    await this.catchUp();
+  }
+
+  /**
+   * Makes up a scheduled run that never happened. Redis holds the job of the next run: lost around its
+   * time (a flush, a restart without persistence), the scheduler re-created afterwards first runs at
+   * the next scheduled time, a day later with the default cron. A batch sends every refund it finds, so
+   * a refund that could have gone at the last scheduled time and is still unsent MISSED_RUN_AFTER_MS
+   * after it means that run never happened: one batch is queued now, under a job id naming the run (the
+   * replicas queue it once).
+   */
+  private async catchUp(): Promise<void> {
+    try {
+      const last = previousCronRun(this.config.refundBatchCron);
+      if (!last || Date.now() - last.getTime() < MISSED_RUN_AFTER_MS) return;
+      const jobId = `missed-${last.getTime()}`;
+      if (await this.queue.getJob(jobId)) return;
+      if (!(await RefundsRepository.unsentSince(this.db, last))) return;
+      await this.queue.add('batch', { v: 1, trigger: 'schedule' }, { jobId, removeOnComplete: 100, removeOnFail: 100 });
+      this.logger.warn({ scheduled: last.toISOString() }, 'the refund batch of this scheduled time never ran: run now');
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, 'could not check for a missed refund batch');
     }
   }
 

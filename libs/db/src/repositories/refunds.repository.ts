@@ -201,6 +201,23 @@ export class RefundsRepository {
   }
 
   /**
+   * Whether a refund the batch could have sent at `at` has still never been sent: Processing, never
+   * claimed (sent_at), not awaiting the processor, unchanged since before `at` (a stop that became a
+   * refund later was changed then). A batch run at `at` sends every such refund, so one left means that
+   * run never happened (RefundBatchProcessor makes it up).
+   */
+  static async unsentSince(m: Pick<EntityManager, 'query'>, at: Date): Promise<boolean> {
+    const rows: unknown[] = await m.query(
+      `SELECT 1 FROM refunds
+        WHERE status = 'Processing' AND kind = 'refund' AND sent_at IS NULL AND processor_refund_id IS NULL
+          AND updated_at < $1
+        LIMIT 1`,
+      [at],
+    );
+    return rows.length > 0;
+  }
+
+  /**
    * Refunds the processor accepted without a result (Processing with the processor's id: Adyen
    * `received`) whose notification has not come `olderThanMs` after they were sent: how many (the
    * operator alert's gauge), and those not alerted yet, marked alerted now (one error log each).
