@@ -56,6 +56,8 @@ describe('late captures and stops: never a charge unaccounted for', () => {
   const unanswered = new Set<string>();
   /** Runs inside the next charge call, which then answers a timeout: the request never arrived. */
   let duringNextCharge: (() => Promise<void>) | null = null;
+  /** Runs after the next charge was made, before its answer returns (the charge is in flight meanwhile). */
+  let afterNextCharge: (() => Promise<void>) | null = null;
   let stops: RefundRequestService;
   /**
    * Keys whose replays (a lookup with the original request) reach the processor and charge but whose
@@ -72,6 +74,13 @@ describe('late captures and stops: never a charge unaccounted for', () => {
     const sandbox = new SandboxProcessor(new PgSandboxLedger(db));
     const processor = Object.assign(Object.create(sandbox) as SandboxProcessor, {
       charge: async (req: ChargeRequest): Promise<ChargeResult> => {
+        const after = afterNextCharge;
+        if (after) {
+          afterNextCharge = null;
+          const answer = await sandbox.charge(req);
+          await after();
+          return answer;
+        }
         const during = duringNextCharge;
         if (!during) return sandbox.charge(req);
         duringNextCharge = null;
@@ -297,6 +306,43 @@ describe('late captures and stops: never a charge unaccounted for', () => {
         { kind: 'refund', status: 'Completed' },
       ],
       txn: { status: 'Refunded', captured_amount_minor: '3998' },
+    });
+  });
+
+  it('the earlier attempt captures late while the next is in flight, and the next captures too: its refund goes at once', async () => {
+    const t = await insertTransactionRow(db, merchantId);
+    const first = await insertAttemptRow(db, t, {
+      state: 'error',
+      preparedAt: new Date(Date.now() - 2 * 3_600_000),
+      processedAt: new Date(Date.now() - 3_600_000),
+      responseCode: '96',
+      authCodeDescription: 'Soft Failure',
+    });
+    await setSandboxCharge(db, first.vid, { outcome: 'error' });
+    const second = await insertAttemptRow(db, t, { retryNumber: 2 });
+    // While attempt 2's charge is out, a processor notification (Adyen's AUTHORISATION) reports attempt 1
+    // captured after all: recorded as the notification path records it, the transaction Captured.
+    afterNextCharge = async () => {
+      const { outbox } = await db.transaction((m) =>
+        attempts.record(
+          m,
+          first.id,
+          {
+            outcome: 'approved',
+            responseCode: '00',
+            processorTransactionId: 'sbx_late_in_flight',
+            message: 'Approved',
+          },
+          AttemptState.Error,
+        ),
+      );
+      expect({ outbox: outbox.length, status: (await txnRow(t.id)).status }).toEqual({ outbox: 1, status: 'Captured' });
+    };
+    expect(await attempts.run(second.id)).toBe('approved');
+    // Attempt 2 charged the customer a second time: refunded at once, as any second capture, not a day later.
+    expect({ txn: await txnRow(t.id), refunds: await refundRows(t.id) }).toMatchObject({
+      txn: { status: 'Partially Refunded', captured_amount_minor: '3998' },
+      refunds: [{ kind: 'refund', status: 'Completed', amount_minor: '1999' }],
     });
   });
 

@@ -604,8 +604,13 @@ export class AttemptService {
     const recorded = result;
     const inBatch = grouped ? await this.recordGrouped({ attemptId, result: recorded }) : false;
     if (!inBatch) {
-      const { outbox } = await this.db.transaction((m) => this.record(m, attemptId, recorded, AttemptState.Pending));
+      const { outbox, lateRefund } = await this.db.transaction((m) =>
+        this.record(m, attemptId, recorded, AttemptState.Pending),
+      );
       await this.publish(outbox);
+      // Another attempt's late capture was recorded while this one was out (a processor notification):
+      // this capture is the customer's second charge, refunded at once like any other.
+      if (lateRefund) await this.sendLateRefund(lateRefund);
     }
     return result.outcome === 'error' ? AttemptState.Unknown : result.outcome;
   }
@@ -646,15 +651,16 @@ export class AttemptService {
       // Each at the account that charged it.
       const found = await (await this.processors.forAccount(e.processor_account_id)).lookupCharge(e.vid);
       if (found?.outcome !== 'approved') continue;
-      const outbox = await this.db.transaction(async (m) => {
+      const recorded = await this.db.transaction(async (m) => {
         const locked = await AttemptsRepository.lock(m, attemptId);
         if (!locked || !canDropAttempt(locked.attempt)) return null;
         await AttemptsRepository.dropNeverPrepared(m, locked.attempt.id, locked.txn.id);
         this.logger.warn({ attempt: e.vid }, 'an attempt settled as not charged was a capture after all: recorded');
-        return (await this.record(m, e.id, found, AttemptState.Error)).outbox;
+        return this.record(m, e.id, found, AttemptState.Error);
       });
-      if (outbox === null) return null;
-      await this.publish(outbox);
+      if (recorded === null) return null;
+      await this.publish(recorded.outbox);
+      if (recorded.lateRefund) await this.sendLateRefund(recorded.lateRefund);
       return 'approved';
     }
     return null;
