@@ -140,6 +140,44 @@ describe('outbox relay and sweeper', () => {
     ]);
   });
 
+  it('finds a lost review job behind a backlog of older rows whose jobs are still queued', async () => {
+    await flushOurKeys();
+    await closeOtherRows();
+    // Another queue's backlog (no consumer here): jobs waiting in Redis, their rows open and older
+    // than the review's. `limit` stands for the sweep's page (500 in production).
+    const limit = 5;
+    const backlog = await db.transaction((m) =>
+      addToOutbox(
+        m,
+        Array.from({ length: limit * 2 }, () => ({
+          queue: QueueName.RefundBatch,
+          data: { v: 1 as const, trigger: 'operator' as const },
+        })),
+      ),
+    );
+    await relay.publish(backlog);
+    await db.query(`UPDATE outbox SET created_at = now() - interval '2 minutes' WHERE id = ANY($1::uuid[])`, [backlog]);
+    // A submission whose review job Redis lost (a failover after the publish).
+    const sid = submissionId();
+    const [id] = await db.transaction((m) =>
+      addToOutbox(m, [{ queue: QueueName.SubmissionReview, data: { v: 1, submissionId: sid } }]),
+    );
+    await relay.publish([id!]);
+    const q = queues.get(QueueName.SubmissionReview);
+    await (await q.getJob(id!))!.remove();
+    await db.query(`UPDATE outbox SET created_at = now() - interval '1 minute' WHERE id = $1`, [id]);
+
+    const sweeper = new OutboxRelay(db, queues);
+    for (let i = 0; i < 4; i++) await sweeper.sweep(0, limit);
+    expect((await q.getJob(id!))?.data).toEqual({ v: 1, submissionId: sid });
+    // The backlog's jobs were still queued: none was added twice.
+    const [{ n }] = await db.query(`SELECT max(publish_count)::int AS n FROM outbox WHERE id = ANY($1::uuid[])`, [
+      backlog,
+    ]);
+    expect(n).toBe(1);
+    await closeOtherRows();
+  });
+
   it('puts back a job whose workers kept dying, a bounded number of times, then records it', async () => {
     await flushOurKeys();
     await closeOtherRows();

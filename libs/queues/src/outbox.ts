@@ -77,6 +77,11 @@ interface OpenRow {
   publish_count: number;
 }
 
+/** An open row as a sweep reads it: created_at as text (a Date would drop its microseconds). */
+interface SweptRow extends OpenRow {
+  created_at: string;
+}
+
 /** BullMQ's reason for a job whose workers died under it more often than maxStalledCount allows. */
 const STALLED_OUT = 'job stalled more than allowable limit';
 /**
@@ -102,6 +107,14 @@ export class OutboxRelay {
     return ids.map(() => undefined);
   });
 
+  /**
+   * Where the next sweep goes on: the last row the previous one looked at (created_at, id), or null
+   * to start from the oldest. A page of rows whose jobs are still queued (a backlog of any queue)
+   * would otherwise fill every sweep, and a row behind it that Redis lost would wait for the whole
+   * backlog to drain.
+   */
+  private sweepAfter: { createdAt: string; id: string } | null = null;
+
   constructor(
     private readonly db: DataSource,
     private readonly queues: QueueRegistry,
@@ -123,14 +136,20 @@ export class OutboxRelay {
    * racing may both re-add a job, which BullMQ's job id deduplicates, and handlers are idempotent.
    */
   async sweep(olderThanMs = 5000, limit = 500): Promise<number> {
-    const rows: OpenRow[] = await this.db.query(
-      `SELECT id, queue, payload, published_at, publish_count FROM outbox
+    const after = this.sweepAfter;
+    // One page per sweep, in (created_at, id) order from where the last one stopped; a short page
+    // ends the round, and the next sweep starts again from the oldest open row.
+    const rows: SweptRow[] = await this.db.query(
+      `SELECT id, queue, payload, published_at, publish_count, created_at::text AS created_at FROM outbox
         WHERE completed_at IS NULL AND failed_at IS NULL
           AND created_at < now() - ($1::int * interval '1 millisecond')
           AND (published_at IS NULL OR published_at < now() - ($1::int * interval '1 millisecond'))
-        ORDER BY created_at LIMIT $2`,
-      [olderThanMs, limit],
+          AND ($3::timestamptz IS NULL OR (created_at >= $3::timestamptz AND (created_at, id) > ($3::timestamptz, $4::uuid)))
+        ORDER BY created_at, id LIMIT $2`,
+      [olderThanMs, limit, after?.createdAt ?? null, after?.id ?? null],
     );
+    const last = rows[rows.length - 1];
+    this.sweepAfter = rows.length < limit || !last ? null : { createdAt: last.created_at, id: last.id };
     const lost = (
       await Promise.all(
         rows.map(async (row) => {
@@ -159,7 +178,7 @@ export class OutboxRelay {
           return null;
         }),
       )
-    ).filter((r): r is OpenRow => r !== null);
+    ).filter((r): r is SweptRow => r !== null);
     await this.enqueueRows(lost);
     return lost.length;
   }
