@@ -315,6 +315,41 @@ describe('post-submission review', () => {
     expect(attempts[0].n).toBe(0);
   });
 
+  it('leaves a transaction stopped before its review on the payment method it was stopped with', async () => {
+    // decisions §15: the customer's other payment method, remembered from an earlier transaction.
+    const m = await createMerchant(receiver.url);
+    const api2 = new ApiClient(api.url, m.api_key);
+    const earlier = txn({}, '5555555555554444');
+    expect((await api2.submit([earlier])).status).toBe(200);
+    await waitFor(async () => (await row(earlier['id'] as string)).review_status === 'passed', {
+      what: 'the earlier transaction reviewed',
+    });
+    // Same customer, a lost card (41: the card ends, the review would adopt the other one), stopped
+    // while the validator is down.
+    const account = earlier['account'];
+    await validator.stop();
+    const t = txn({ auth_code: '41', account });
+    try {
+      expect((await api2.submit([t])).status).toBe(200);
+      expect((await api2.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'] }] })).status).toBe(200);
+    } finally {
+      validator = await startApp('submission-validator');
+    }
+    await waitFor(async () => (await row(t['id'] as string)).review_status !== 'pending', { what: 'review done' });
+    const [got] = (await api2.request('GET', `/v1/retain/transactions/${t['id']}`)).json.data;
+    expect({
+      status: got.status,
+      next_activity: got.next_activity,
+      payment_method: got.payment_method.id,
+      card: got.payment_method.credit_card.account,
+    }).toEqual({
+      status: 'Stopped',
+      next_activity: null,
+      payment_method: (t['payment_method'] as { id: string }).id,
+      card: '411111******1111',
+    });
+  });
+
   it('leaves a transaction stopped before a review it would fail alone: no validation failed, RET004 on its id, its refund kept', async () => {
     // decisions §4: an id submitted earlier and stopped is RET004; §6: rejected ones keep status Failed.
     const m = await createMerchant(receiver.url);

@@ -211,7 +211,9 @@ export class ReviewService {
         if (verdict.card) await this.storeCard(m, sub.merchant_id, row, verdict.card, fingerprints.get(row.id) ?? null);
         // decisions §15: the account remembers this payment method (the transaction charges the stored one).
         const pmRef = await rememberPaymentMethod(m, this.config.cardKeys, sub.merchant_id, row.id);
-        cancelled.push(...(await this.schedule(m, sub.merchant_id, row, pmRef, verdict.chargeable)));
+        cancelled.push(
+          ...(await this.schedule(m, sub.merchant_id, row, pmRef, verdict.chargeable, stopped.has(row.id))),
+        );
       }
     }
     await this.submissions.markReviewed(m, submissionId, rejected.length);
@@ -448,6 +450,8 @@ export class ReviewService {
     row: PendingRow,
     pmRef: string | null,
     chargeable: (pm: PaymentMethodRow) => Promise<boolean>,
+    /** Stopped before its review (read under the row lock): never moved to another payment method. */
+    stopped: boolean,
   ): Promise<string[]> {
     const policyInputs = await policyInputsFor(m, merchantId, row.id, accountUpdaterConnected(this.config));
     const declined = {
@@ -499,22 +503,25 @@ export class ReviewService {
         return [];
       }
     }
-    const fallback = pmRef
-      ? await this.fallback(
-          m,
-          merchantId,
-          row,
-          pmRef,
-          plan.reason,
-          endsPaymentMethod(original) ? { sameCard: endsCardForAccount(original) } : null,
-          recoveryWindowEnd({
-            ...policyInputs,
-            startedAt: new Date(row.submitted_ts),
-            timeScale: this.config.retryTimeScale,
-          }),
-          chargeable,
-        )
-      : null;
+    // A transaction stopped before its review stays on the payment method it was stopped with (its
+    // stop's refund and push named it): the account's next one is never adopted for it.
+    const fallback =
+      pmRef && !stopped
+        ? await this.fallback(
+            m,
+            merchantId,
+            row,
+            pmRef,
+            plan.reason,
+            endsPaymentMethod(original) ? { sameCard: endsCardForAccount(original) } : null,
+            recoveryWindowEnd({
+              ...policyInputs,
+              startedAt: new Date(row.submitted_ts),
+              timeScale: this.config.retryTimeScale,
+            }),
+            chargeable,
+          )
+        : null;
     if (fallback) {
       const explanation = storedExplanation(fallback.explain, policyInputs.policy?.version);
       await this.submissions.passWithFirstAttempt(
