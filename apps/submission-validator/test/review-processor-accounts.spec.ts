@@ -234,6 +234,32 @@ describe('post-submission review with merchants processor accounts', () => {
     ]);
   });
 
+  it("Stripe's maximum charge (eight digits): USD 1,000,000.00 fails with RET012; USD 999,999.99 and a larger IDR pass", async () => {
+    const merchant = await createMerchant();
+    const db = await testDb();
+    const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+    await new ProcessorAccountsRepository(db, loadConfig('cli').cardKeys).set(merchantId, 'US', 'stripe', {
+      secret_key: 'sk_test_review_maximum',
+    });
+    // Stripe's API reference (PaymentIntent amount): "supports up to eight digits (e.g., a value of 99999999
+    // for a USD charge of $999,999.99)"; above it every attempt is refused. IDR takes up to twelve.
+    const pm = { id: 'cus_X1|pm_1Q2w3E4r5T6y', is_tokenized: true, credit_card: { account: '424242' } };
+    const over = txn({ amount: 1_000_000, currency: 'USD', division_number: 'US', payment_method: pm });
+    const most = txn({ amount: 999_999.99, currency: 'USD', division_number: 'US', payment_method: pm });
+    const rupiah = txn({ amount: 15_000_000, currency: 'IDR', division_number: 'US', payment_method: pm });
+    const sandbox = txn({ amount: 1_000_000, currency: 'USD' });
+    const client = new ApiClient(api.url, merchant.api_key);
+    expect(await reviewStatuses(client, [over, most, rupiah, sandbox])).toEqual([
+      'rejected',
+      'passed',
+      'passed',
+      'passed',
+    ]);
+    expect(await rejectedPushed(merchantId)).toEqual([
+      { id: over['id'], errors: [expect.objectContaining({ code: 'RET012' })] },
+    ]);
+  });
+
   it('an ISO 4217 fund code (CLF, a unit of account) fails with RET012 at Stripe and at Adyen; CLP passes; the sandbox takes it', async () => {
     const merchant = await createMerchant();
     const db = await testDb();

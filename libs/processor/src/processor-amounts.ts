@@ -16,6 +16,11 @@ export interface ProcessorCurrencies {
    * absent here has no minimum of its own that we know of.
    */
   readonly minimumCharge?: Readonly<Record<string, number>>;
+  /**
+   * The most digits the processor takes in an amount (its units), by currency; `*` for every currency
+   * not named. A currency absent (and no `*`) has no maximum that we know of.
+   */
+  readonly maximumDigits?: Readonly<Record<string, number>>;
 }
 
 /**
@@ -58,6 +63,9 @@ export const STRIPE_CURRENCIES: ProcessorCurrencies = {
     SGD: 50,
     THB: 1000,
   },
+  // Stripe's API reference (PaymentIntent `amount`): "supports up to eight digits (e.g., a value of
+  // 99999999 for a USD charge of $999,999.99)"; above it every attempt is refused. IDR takes twelve.
+  maximumDigits: { '*': 8, IDR: 12 },
 };
 
 /**
@@ -118,16 +126,19 @@ const FUND_CODES: ReadonlySet<string> = new Set(['BOV', 'CHE', 'CHW', 'CLF', 'CO
 
 /**
  * Whether the processor can charge this amount (the review refuses one it cannot, RET012): a currency
- * it charges in (not a fund code), it has
- * units for it, and it is not below the processor's minimum charge in that currency (refunds have no
- * such minimum: toProcessorUnits alone decides them).
+ * it charges in (not a fund code), it has units for it, and it is neither below the processor's
+ * minimum charge in that currency nor longer than its maximum digits (refunds, never above a capture,
+ * have no such limits: toProcessorUnits alone decides them).
  */
 export function amountFitsProcessor(amountMinor: bigint, currency: string, table: ProcessorCurrencies): boolean {
   const code = currency.toUpperCase();
   if (FUND_CODES.has(code)) return false;
   const minimum = table.minimumCharge?.[code];
   if (minimum !== undefined && amountMinor < BigInt(minimum)) return false;
-  return toProcessorUnits(amountMinor, code, table) !== null;
+  const units = toProcessorUnits(amountMinor, code, table);
+  if (units === null) return false;
+  const digits = table.maximumDigits?.[code] ?? table.maximumDigits?.['*'];
+  return digits === undefined || units < TEN ** BigInt(digits);
 }
 
 /** An amount the processor has no units for: never sent (a charge answers a settled error, a refund fails). */
