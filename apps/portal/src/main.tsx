@@ -20,6 +20,15 @@ const decoded = (segment: string): string | null => {
   }
 };
 
+/** The skip link: the focus goes to the page's <main> (focusable by script only), the route stays. */
+const skipToContent = (e: Event): void => {
+  e.preventDefault();
+  const main = document.getElementById('main');
+  if (!main) return;
+  main.tabIndex = -1;
+  main.focus();
+};
+
 function App() {
   const [who, setWho] = useState<string | null | undefined>(undefined);
   const [path, setPath] = useState(route());
@@ -103,7 +112,9 @@ function App() {
   );
   return (
     <>
-      <a class="skip" href="#main">
+      {/* The address's #fragment is the route: following href="#main" would open a page named "main"
+          (the overview). The link moves the focus to the page's content instead. */}
+      <a class="skip" href="#main" onClick={skipToContent}>
         Skip to content
       </a>
       <header>
