@@ -1,5 +1,5 @@
 /// <reference lib="dom" />
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page, Route } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   closeTestDb,
@@ -98,6 +98,48 @@ describe('the portal when its session ends, and at a malformed address', () => {
     expect(await loginShown(page)).toMatch(/session has ended/i);
     expect(await page.content()).not.toContain('RET401');
     await shot(page, 'session-ended-elsewhere');
+  });
+
+  it('a logout the server did not answer says so and keeps the portal: the session is still live', async () => {
+    const merchant = await createMerchant();
+    const page = await newPage();
+    await logIn(page, base, merchant);
+    await page.waitForLoadState('networkidle');
+    const sessionStatus = () =>
+      page.evaluate(
+        async () => (await fetch('/v1/retain/session', { headers: { 'X-Requested-With': 'retain-portal' } })).status,
+      );
+    // No answer (the connection drops), then a failing server: either way the session was not ended.
+    for (const fail of [
+      (route: Route) => route.abort('connectionreset'),
+      (route: Route) =>
+        route.fulfill({ status: 503, json: { code: 'RET900', message: 'Unable to submit, please try again' } }),
+    ]) {
+      await page.route('**/v1/retain/session', (route) =>
+        route.request().method() === 'DELETE' ? fail(route) : route.continue(),
+      );
+      await page.getByRole('button', { name: 'Log out' }).click();
+      await expect
+        .poll(
+          () =>
+            page
+              .getByRole('alert')
+              .textContent({ timeout: 1000 })
+              .catch(() => null),
+          { timeout: 10_000 },
+        )
+        .toMatch(/not logged out.*try again/i);
+      expect(await page.getByRole('button', { name: 'Log out' }).count()).toBe(1);
+      expect(await page.getByLabel('API key').count()).toBe(0);
+      expect(await sessionStatus()).toBe(200);
+      await page.unrouteAll();
+    }
+    await shot(page, 'logout-not-answered');
+    // Pressed again with the server answering: logged out, on the server too.
+    await page.getByRole('button', { name: 'Log out' }).click();
+    expect(await loginShown(page)).toMatch(/logged out/i);
+    expect(await page.getByRole('alert').count()).toBe(0);
+    expect(await sessionStatus()).toBe(401);
   });
 
   it('a malformed transaction address shows "not found" with the way back, not a blank page', async () => {

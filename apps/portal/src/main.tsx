@@ -1,7 +1,7 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, onSessionEnded } from './api';
-import { NewCredential } from './components';
+import { NewCredential, Notice } from './components';
 import { Login } from './pages/login';
 import { Overview } from './pages/overview';
 import { Pushes } from './pages/pushes';
@@ -35,6 +35,7 @@ function App() {
   const [message, setMessage] = useState<string | undefined>(undefined);
   // A rotated API key, until the merchant says it is stored: the session has already ended.
   const [newApiKey, setNewApiKey] = useState<string | null>(null);
+  const [logoutError, setLogoutError] = useState<string | null>(null);
   const check = () =>
     api<{ login: string }>('GET', '/v1/retain/session')
       .then((r) => setWho(r.login))
@@ -48,7 +49,10 @@ function App() {
       setWho(null);
     });
     void check();
-    const onHash = () => setPath(route());
+    const onHash = () => {
+      setPath(route());
+      setLogoutError(null);
+    };
     addEventListener('hashchange', onHash);
     return () => removeEventListener('hashchange', onHash);
   }, []);
@@ -79,12 +83,21 @@ function App() {
         message={message}
         onLoggedIn={() => {
           setMessage(undefined);
+          setLogoutError(null);
           void check();
         }}
       />
     );
+  // Logged out only once the server says the session has ended: on no answer or a failure it may
+  // still be live (a reload would be logged in), so the portal stays and says so.
   const logout = async () => {
-    await api('DELETE', '/v1/retain/session').catch(() => undefined);
+    setLogoutError(null);
+    try {
+      await api('DELETE', '/v1/retain/session');
+    } catch (err) {
+      setLogoutError(`You are not logged out: the session may still be live (${(err as Error).message}). Try again.`);
+      return;
+    }
     setMessage('You are logged out.');
     setWho(null);
   };
@@ -130,6 +143,11 @@ function App() {
           </button>
         </nav>
       </header>
+      {logoutError ? (
+        <div class="banner">
+          <Notice kind="error">{logoutError}</Notice>
+        </div>
+      ) : null}
       {page}
     </>
   );
