@@ -30,24 +30,45 @@ export async function api<T = any>(
   body?: unknown,
   headers: Record<string, string> = {},
 ): Promise<T> {
-  const res = await fetch(path, {
-    method,
-    credentials: 'same-origin',
-    headers: {
-      ...headers,
-      'X-Requested-With': 'retain-portal',
-      ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  let res: Response;
+  let text: string;
+  try {
+    res = await fetch(path, {
+      method,
+      credentials: 'same-origin',
+      headers: {
+        ...headers,
+        'X-Requested-With': 'retain-portal',
+        ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    text = await res.text();
+  } catch {
+    // No answer (network down, connection cut): fetch says only "Failed to fetch".
+    throw new Error(NO_ANSWER);
+  }
   if (res.status === 401 && path !== SESSION_PATH) sessionEnded();
-  const text = await res.text();
-  const json = text ? JSON.parse(text) : null;
+  // An answer that is not the API's JSON (a proxy's HTML error page) is reported by its status.
+  let json: any = null;
+  try {
+    json = text ? JSON.parse(text) : null;
+  } catch {
+    if (res.ok) throw new Error(`Retain's answer (${res.status}) could not be read.`);
+  }
   if (!res.ok && res.status !== 207) {
-    throw new ApiError(res.status, json?.code ?? String(res.status), json?.message ?? res.statusText);
+    const code = typeof json?.code === 'string' ? json.code : String(res.status);
+    const message =
+      typeof json?.message === 'string'
+        ? json.message
+        : `Retain answered ${res.status}${res.statusText ? ` ${res.statusText}` : ''}: try again later.`;
+    throw new ApiError(res.status, code, message);
   }
   return json as T;
 }
+
+/** What a request with no answer at all says (not an ApiError: nothing is known of its outcome). */
+export const NO_ANSWER = 'Could not reach Retain: check the connection and try again.';
 
 export interface Figures {
   failed_count: number;

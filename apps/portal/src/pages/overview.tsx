@@ -10,7 +10,9 @@ export function Overview() {
   const [data, setData] = useState<Analytics | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
+    // The figures of another range never stay on screen under this one.
     setError(null);
+    setData(null);
     api<Analytics>('GET', `/v1/retain/analytics?from=${from}&to=${to}&bucket=day`)
       .then(setData)
       .catch((e: Error) => setError(e.message));

@@ -15,6 +15,8 @@ export function Pushes() {
       .then((r) => setRows(r.data))
       .catch((e: Error) => setNotice({ kind: 'error', text: e.message }));
   useEffect(() => {
+    setRows([]);
+    setNotice(null);
     void load();
   }, [status]);
   useEffect(() => {

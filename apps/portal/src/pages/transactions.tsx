@@ -11,12 +11,19 @@ export function Transactions({ open }: { open: (id: string) => void }) {
   const [rows, setRows] = useState<Txn[]>([]);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
+    // Nothing of the list before (its rows, its error) stays under this one.
+    setRows([]);
+    setError(null);
+    let current = true;
     api<{ data: Txn[] }>(
       'GET',
       `/v1/retain/transactions?limit=50${status ? `&status=${encodeURIComponent(status)}` : ''}`,
     )
-      .then((r) => setRows(r.data))
-      .catch((e: Error) => setError(e.message));
+      .then((r) => current && setRows(r.data))
+      .catch((e: Error) => current && setError(e.message));
+    return () => {
+      current = false;
+    };
   }, [status]);
   const search = (e: Event) => {
     e.preventDefault();
@@ -163,7 +170,7 @@ export function TransactionDetail({ id }: { id: string }) {
       } else {
         // No answer, or the service failed: the refund may or may not have been made.
         setError(
-          `No answer from Retain (${err instanceof ApiError ? `${err.code}: ${err.message}` : (err as Error).message}). ` +
+          `${err instanceof ApiError ? `Retain failed (${err.code}: ${err.message}).` : (err as Error).message} ` +
             'The refund may or may not have been made: press "Refund / stop" again with the same amount, ' +
             'it is sent as the same request and cannot refund twice.',
         );
