@@ -1,30 +1,46 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
+import { TRANSACTION_STATUSES } from '../../../../libs/domain/src/statuses';
 import { readRefundAmount } from '../amount';
 import { api, ApiError, newIdempotencyKey } from '../api';
 import { DataTable, Notice, money } from '../components';
 
 type Txn = Record<string, any>;
 
-/** Search and list the merchant's transactions (the list API; card numbers come masked). */
+const PAGE_SIZE = 50;
+
+/** Where a page of the list starts: the first page, or after / before a transaction (the API's cursors). */
+type Cursor = { after: string } | { before: string } | null;
+
+/**
+ * Search and list the merchant's transactions (the list API, newest first; card numbers come masked),
+ * a page at a time: Next / Previous page follow the API's cursors, a filter starts from its first page.
+ */
 export function Transactions({ open }: { open: (id: string) => void }) {
   const [status, setStatus] = useState('');
-  const [rows, setRows] = useState<Txn[]>([]);
+  const [cursor, setCursor] = useState<Cursor>(null);
+  const [page, setPage] = useState<{ rows: Txn[]; next: boolean; previous: boolean }>({
+    rows: [],
+    next: false,
+    previous: false,
+  });
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     // Nothing of the list before (its rows, its error) stays under this one.
-    setRows([]);
+    setPage({ rows: [], next: false, previous: false });
     setError(null);
     let current = true;
-    api<{ data: Txn[] }>(
-      'GET',
-      `/v1/retain/transactions?limit=50${status ? `&status=${encodeURIComponent(status)}` : ''}`,
-    )
-      .then((r) => current && setRows(r.data))
+    const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
+    if (status) query.set('status', status);
+    if (cursor && 'after' in cursor) query.set('starting_after', cursor.after);
+    if (cursor && 'before' in cursor) query.set('ending_before', cursor.before);
+    api<{ data: Txn[]; next: string | null; previous: string | null }>('GET', `/v1/retain/transactions?${query}`)
+      .then((r) => current && setPage({ rows: r.data, next: r.next !== null, previous: r.previous !== null }))
       .catch((e: Error) => current && setError(e.message));
     return () => {
       current = false;
     };
-  }, [status]);
+  }, [status, cursor]);
+  const rows = page.rows;
   const search = (e: Event) => {
     e.preventDefault();
     const id = String(new FormData(e.currentTarget as HTMLFormElement).get('id') ?? '').trim();
@@ -38,13 +54,18 @@ export function Transactions({ open }: { open: (id: string) => void }) {
         <input id="txn-id" name="id" required />
         <button type="submit">Open</button>
         <label for="status">Status</label>
-        <select id="status" value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
+        <select
+          id="status"
+          value={status}
+          onChange={(e) => {
+            setStatus((e.target as HTMLSelectElement).value);
+            setCursor(null);
+          }}
+        >
           <option value="">Any</option>
-          {['Failed', 'In Retry', 'Captured', 'Settled', 'Cancelled', 'Refunded', 'Partially Refunded', 'Stopped'].map(
-            (s) => (
-              <option value={s}>{s}</option>
-            ),
-          )}
+          {TRANSACTION_STATUSES.map((s) => (
+            <option value={s}>{s}</option>
+          ))}
         </select>
       </form>
       {error ? <Notice kind="error">{error}</Notice> : null}
@@ -74,6 +95,24 @@ export function Transactions({ open }: { open: (id: string) => void }) {
           { title: 'Submitted', value: (t) => t['submitted_ts'] },
         ]}
       />
+      <div class="pager" role="group" aria-label="Pages of transactions">
+        <button
+          type="button"
+          class="secondary"
+          disabled={!page.previous || rows.length === 0}
+          onClick={() => setCursor({ before: String(rows[0]!['id']) })}
+        >
+          Previous page
+        </button>
+        <button
+          type="button"
+          class="secondary"
+          disabled={!page.next || rows.length === 0}
+          onClick={() => setCursor({ after: String(rows[rows.length - 1]!['id']) })}
+        >
+          Next page
+        </button>
+      </div>
     </main>
   );
 }
