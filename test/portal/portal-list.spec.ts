@@ -76,4 +76,28 @@ describe("the portal's transaction list", () => {
     const options = await page.getByLabel('Status').locator('option').allTextContents();
     expect(options.slice(1).sort()).toEqual([...TRANSACTION_STATUSES].sort());
   });
+
+  it('long values (an id of 128 characters, a long login) wrap instead of widening the page', async () => {
+    const long = await createMerchant(null, `m_${'longlogin'.repeat(6)}`);
+    const id = `tx_${'L'.repeat(121)}_end`;
+    expect(id).toHaveLength(128);
+    expect((await new ApiClient(base, long.api_key).submit([txn({ id })])).status).toBe(200);
+    for (const width of [390, 1280]) {
+      const phone = await (await browser.newContext({ viewport: { width, height: 844 } })).newPage();
+      reportErrors(phone);
+      await logIn(phone, base, long);
+      await phone.goto(`${base}/portal/#/transactions/${encodeURIComponent(id)}`);
+      await phone.getByTestId('timeline').waitFor({ timeout: 10_000 });
+      expect(await phone.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth + 1)).toBe(true);
+      // Every figure is shown whole (the masked card number too), none cut at its box's edge.
+      const clipped = await phone.evaluate(() =>
+        [...document.querySelectorAll('h1, .figures dd')]
+          .filter((e) => e.scrollWidth > e.clientWidth + 1)
+          .map((e) => e.textContent),
+      );
+      expect(clipped).toEqual([]);
+      await shot(phone, `long-id-${width}`);
+      await phone.close();
+    }
+  });
 });
