@@ -81,13 +81,19 @@ describe('refunds from the merchant portal', () => {
     });
     return seen;
   };
-  const button = () => page.getByRole('button', { name: 'Refund / stop' });
+  const button = () => page.getByRole('button', { name: 'Refund / stop', exact: true });
+  const yes = () => page.getByRole('button', { name: 'Yes, refund / stop' });
+  /** "Refund / stop", then yes to the question it asks. */
+  const refundNow = async () => {
+    await button().click();
+    await yes().click();
+  };
 
   it('refunds the amount typed, a comma as decimal separator; an amount it cannot read is refused on the page and never sent', async () => {
     await open(captured[0]!);
     const posts = refundPosts();
     await page.getByLabel(/Amount/).fill('5,50');
-    await button().click();
+    await refundNow();
     await expect.poll(() => page.getByRole('status').textContent()).toContain('1 refunds received');
     expect(await refunds(captured[0]!)).toEqual([5.5]);
     expect(posts.map((r) => r.postDataJSON())).toEqual([{ refunds: [{ id: captured[0], amount: 5.5 }] }]);
@@ -112,7 +118,7 @@ describe('refunds from the merchant portal', () => {
     expect(await refunds(captured[0]!)).toEqual([5.5]);
   });
 
-  it('a double click on "Refund / stop" sends one request, with an Idempotency-Key, and makes one refund', async () => {
+  it('a double click on "Yes, refund / stop" sends one request, with an Idempotency-Key, and makes one refund', async () => {
     await open(captured[1]!);
     const posts = refundPosts();
     // The answer comes a second late: long enough for the second click to land while it is awaited.
@@ -123,7 +129,8 @@ describe('refunds from the merchant portal', () => {
       await route.continue();
     });
     await page.getByLabel(/Amount/).fill('5');
-    await button().dblclick();
+    await button().click();
+    await yes().dblclick();
     await expect
       .poll(() => page.getByRole('status').textContent(), { timeout: 10_000 })
       .toContain('1 refunds received');
@@ -148,16 +155,16 @@ describe('refunds from the merchant portal', () => {
       await route.abort('connectionreset');
     });
     await page.getByLabel(/Amount/).fill('2');
-    await button().click();
+    await refundNow();
     await expect.poll(() => page.getByRole('alert').textContent(), { timeout: 10_000 }).toMatch(/again/);
     await shot(page, 'refund-answer-lost');
-    await button().click();
+    await refundNow();
     await expect
       .poll(() => page.getByRole('status').textContent(), { timeout: 10_000 })
       .toContain('1 refunds received');
     expect(await refunds(captured[1]!)).toEqual([5, 2]);
     // Pressed again after an answer: another partial refund, as the merchant asked.
-    await button().click();
+    await refundNow();
     await expect.poll(() => posts.length).toBe(3);
     await expect.poll(() => refunds(captured[1]!)).toEqual([5, 2, 2]);
     await page.unrouteAll();
@@ -184,9 +191,36 @@ describe('refunds from the merchant portal', () => {
     const pushes = page.getByRole('table', { name: /Pushes of this transaction/ });
     await expect.poll(() => pushes.textContent()).toContain('retry succeeded');
     await page.getByLabel(/Amount/).fill('1');
-    await button().click();
+    await refundNow();
     await expect.poll(() => page.getByRole('status').textContent()).toContain('1 refunds received');
     expect(await refunds(id)).toEqual([1]);
     await shot(page, 'refund-by-attempt-id');
+  });
+
+  it('asks before anything is sent, naming the amount and the transaction; Cancel sends nothing', async () => {
+    await open(captured[0]!);
+    const posts = refundPosts();
+    await page.getByLabel(/Amount/).fill('3');
+    await button().click();
+    const question = page.getByRole('group', { name: 'Confirm refund / stop' });
+    await expect
+      .poll(() => question.textContent({ timeout: 1000 }).catch(() => null), { timeout: 5000 })
+      .toContain(`Refund $3.00 of transaction ${captured[0]}?`);
+    // The focus is on the answer, and nothing has been sent yet.
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Yes, refund / stop');
+    await shot(page, 'refund-confirm');
+    await question.getByRole('button', { name: 'Cancel' }).click();
+    expect(await question.count()).toBe(0);
+    // An empty amount says what it does.
+    await page.getByLabel(/Amount/).fill('');
+    await button().click();
+    await expect
+      .poll(() => question.textContent({ timeout: 1000 }).catch(() => null), { timeout: 5000 })
+      .toMatch(/all that can be refunded/);
+    await question.getByRole('button', { name: 'Cancel' }).click();
+    await page.waitForTimeout(500);
+    expect(posts).toHaveLength(0);
+    expect(await refunds(captured[0]!)).toEqual([5.5]);
+    expect(await page.getByRole('status').count()).toBe(0);
   });
 });

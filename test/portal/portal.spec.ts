@@ -169,10 +169,12 @@ describe('the merchant portal in headless Chromium', () => {
 
   it('4. refunds it, with the API rules: too much is refused with its code, the rest is accepted', async () => {
     await page.getByLabel(/Amount/).fill('1000');
-    await page.getByRole('button', { name: 'Refund / stop' }).click();
+    await page.getByRole('button', { name: 'Refund / stop', exact: true }).click();
+    await page.getByRole('button', { name: 'Yes, refund / stop' }).click();
     await expect.poll(() => page.getByRole('alert').textContent()).toContain('RET027');
     await page.getByLabel(/Amount/).fill('');
-    await page.getByRole('button', { name: 'Refund / stop' }).click();
+    await page.getByRole('button', { name: 'Refund / stop', exact: true }).click();
+    await page.getByRole('button', { name: 'Yes, refund / stop' }).click();
     await expect.poll(() => page.getByRole('status').textContent()).toContain('refunds received');
     await expect
       .poll(async () => (await api.request('GET', `/v1/retain/transactions/${captured[0]}`)).json.data[0].status, {

@@ -141,6 +141,11 @@ export function TransactionDetail({ id }: { id: string }) {
   // before the page has re-rendered), and one Idempotency-Key per submission: kept while the
   // answer is unknown, so pressing again after a lost answer replays it instead of refunding twice.
   const [busy, setBusy] = useState(false);
+  const [confirming, setConfirming] = useState<{ amount: number | null } | null>(null);
+  const yes = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (confirming) yes.current?.focus();
+  }, [confirming]);
   const inFlight = useRef(false);
   const submission = useRef<{ body: string; key: string } | null>(null);
   // `id` is what the address names: the merchant's id or an attempt's retain_transaction_id. The
@@ -175,20 +180,32 @@ export function TransactionDetail({ id }: { id: string }) {
     setError(null);
     setDone(null);
     setAmountError(null);
+    setConfirming(null);
     submission.current = null;
     load();
   }, [id]);
-  const refund = async (e: Event) => {
+  // A refund or stop cannot be undone: "Refund / stop" reads the amount and asks, naming what it will
+  // do; only "Yes, refund / stop" sends it. Changing the amount or Cancel drops the question.
+  const ask = (e: Event) => {
     e.preventDefault();
     if (inFlight.current) return;
     const typed = String(new FormData(e.currentTarget as HTMLFormElement).get('amount') ?? '');
     setError(null);
     setDone(null);
     const amount = readRefundAmount(typed, String(rows?.[0]?.['currency'] ?? ''));
-    if (!amount.ok) return setAmountError(amount.error);
+    if (!amount.ok) {
+      setConfirming(null);
+      return setAmountError(amount.error);
+    }
     setAmountError(null);
+    setConfirming({ amount: amount.amount });
+  };
+  const refund = async (amount: number | null) => {
+    if (inFlight.current) return;
+    setError(null);
+    setDone(null);
     const txnId = String(rows?.[0]?.['id'] ?? id);
-    const body = { refunds: [{ id: txnId, ...(amount.amount === null ? {} : { amount: amount.amount }) }] };
+    const body = { refunds: [{ id: txnId, ...(amount === null ? {} : { amount }) }] };
     // The same request again (same transaction, same amount) after no answer keeps its key.
     if (submission.current?.body !== JSON.stringify(body)) {
       submission.current = { body: JSON.stringify(body), key: newIdempotencyKey() };
@@ -217,6 +234,7 @@ export function TransactionDetail({ id }: { id: string }) {
     } finally {
       inFlight.current = false;
       setBusy(false);
+      setConfirming(null);
     }
   };
   if (!rows) return <main id="main">{error ? <Notice kind="error">{error}</Notice> : <p>Loading…</p>}</main>;
@@ -280,7 +298,7 @@ export function TransactionDetail({ id }: { id: string }) {
         ))}
       </ol>
       <h2>Refund or stop</h2>
-      <form class="refund" onSubmit={refund}>
+      <form class="refund" onSubmit={ask}>
         <label for="amount">Amount in {t!['currency']} (empty: all that can be refunded, or stop the retries)</label>
         <input
           id="amount"
@@ -289,12 +307,39 @@ export function TransactionDetail({ id }: { id: string }) {
           autocomplete="off"
           aria-invalid={amountError ? 'true' : undefined}
           aria-describedby={amountError ? 'amount-error' : undefined}
-          onInput={() => setAmountError(null)}
+          onInput={() => {
+            setAmountError(null);
+            if (!inFlight.current) setConfirming(null);
+          }}
         />
         <button type="submit" disabled={busy} aria-busy={busy ? 'true' : undefined}>
           Refund / stop
         </button>
       </form>
+      {confirming ? (
+        <div class="confirm" role="group" aria-label="Confirm refund / stop">
+          <p>
+            {confirming.amount !== null
+              ? `Refund ${money(confirming.amount, t!['currency'])} of transaction ${t!['id']}?`
+              : `Refund all that can be refunded of transaction ${t!['id']}, or stop its retries if it is still being recovered?`}{' '}
+            This cannot be undone.
+          </p>
+          <div class="actions">
+            <button
+              type="button"
+              ref={yes}
+              disabled={busy}
+              aria-busy={busy ? 'true' : undefined}
+              onClick={() => void refund(confirming.amount)}
+            >
+              Yes, refund / stop
+            </button>
+            <button type="button" class="secondary" disabled={busy} onClick={() => setConfirming(null)}>
+              Cancel
+            </button>
+          </div>
+        </div>
+      ) : null}
       {amountError ? (
         <p id="amount-error" class="notice error" role="alert">
           {amountError} Nothing was sent.
