@@ -49,6 +49,7 @@ describe('credential rotation in the portal without a usable clipboard', () => {
     await logIn(page, base, merchant);
     await page.getByRole('link', { name: 'Settings' }).click();
     await page.getByRole('button', { name: 'Rotate API key' }).click();
+    await page.getByRole('button', { name: 'Yes, rotate the API key' }).click();
     const field = page.getByLabel('New API key', { exact: true });
     await field.waitFor({ timeout: 10_000 });
     const key = await field.inputValue();
@@ -92,11 +93,38 @@ describe('credential rotation in the portal without a usable clipboard', () => {
     expect(await page.content()).not.toContain(secret);
     // Still logged in after a webhook secret rotation; now the API key.
     await page.getByRole('button', { name: 'Rotate API key' }).click();
+    await page.getByRole('button', { name: 'Yes, rotate the API key' }).click();
     const keyField = page.getByLabel('New API key', { exact: true });
     await keyField.waitFor({ timeout: 10_000 });
     const key = await keyField.inputValue();
     expect((await new ApiClient(base, key).request('GET', '/v1/retain/merchant')).status).toBe(200);
     await page.getByRole('button', { name: /stored/ }).click();
     await logIn(page, base, { login: merchant.login, api_key: key });
+  });
+
+  it('asks before rotating the API key, saying what stops working; Cancel keeps the key', async () => {
+    const merchant = await createMerchant();
+    const page = await pageWith('refuses');
+    await logIn(page, base, merchant);
+    await page.getByRole('link', { name: 'Settings' }).click();
+    await page.waitForLoadState('networkidle');
+    const rotations: string[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && r.url().endsWith('/rotate')) rotations.push(r.url());
+    });
+    await page.getByRole('button', { name: 'Rotate API key' }).click();
+    const question = page.getByRole('group', { name: 'Confirm API key rotation' });
+    await expect
+      .poll(() => question.textContent({ timeout: 1000 }).catch(() => null), { timeout: 5000 })
+      .toMatch(/current key stops working at once.*every portal session ends/i);
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Yes, rotate the API key');
+    await accessible(page);
+    await shot(page, 'api-key-rotation-confirm');
+    await question.getByRole('button', { name: 'Cancel' }).click();
+    expect(await question.count()).toBe(0);
+    await page.waitForLoadState('networkidle');
+    expect(rotations).toEqual([]);
+    expect((await new ApiClient(base, merchant.api_key).request('GET', '/v1/retain/merchant')).status).toBe(200);
+    expect(await page.getByRole('button', { name: 'Log out' }).count()).toBe(1);
   });
 });

@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError } from '../api';
 import { NewCredential, Notice } from '../components';
 
@@ -12,8 +12,15 @@ export function Settings({ onApiKeyIssued }: { onApiKeyIssued: (apiKey: string) 
   const [notice, setNotice] = useState<{ kind: 'ok' | 'error'; text: string } | null>(null);
   const [secret, setSecret] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  // Rotating the API key breaks every integration still using the current one, at once: asked first.
+  const [confirmKey, setConfirmKey] = useState(false);
+  const yes = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (confirmKey) yes.current?.focus();
+  }, [confirmKey]);
   const rotate = async (what: 'api-key' | 'webhook-secret') => {
     if (busy) return;
+    setConfirmKey(false);
     setBusy(true);
     setNotice(null);
     setSecret(null);
@@ -44,9 +51,33 @@ export function Settings({ onApiKeyIssued }: { onApiKeyIssued: (apiKey: string) 
         <button type="button" disabled={busy} onClick={() => void rotate('webhook-secret')}>
           Rotate webhook secret
         </button>{' '}
-        <button type="button" class="danger" disabled={busy} onClick={() => void rotate('api-key')}>
+        <button
+          type="button"
+          class="danger"
+          disabled={busy}
+          onClick={() => {
+            setNotice(null);
+            setConfirmKey(true);
+          }}
+        >
           Rotate API key
         </button>
+        {confirmKey ? (
+          <div class="confirm" role="group" aria-label="Confirm API key rotation">
+            <p>
+              Rotate the API key? The current key stops working at once, for every integration that uses it, and every
+              portal session ends, this one too.
+            </p>
+            <div class="actions">
+              <button type="button" class="danger" ref={yes} disabled={busy} onClick={() => void rotate('api-key')}>
+                Yes, rotate the API key
+              </button>
+              <button type="button" class="secondary" onClick={() => setConfirmKey(false)}>
+                Cancel
+              </button>
+            </div>
+          </div>
+        ) : null}
       </section>
       {secret ? (
         <NewCredential
