@@ -100,4 +100,28 @@ describe("the portal's transaction list", () => {
       await phone.close();
     }
   });
+
+  it('says it is loading, not that there is nothing, while the list or the overview is on its way', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    await page.route(/\/v1\/retain\/(transactions|analytics)\?/, async (route) => {
+      await held;
+      await route.continue();
+    });
+    await page.goto(`${base}/portal/#/pushes`);
+    await page.goto(`${base}/portal/#/transactions`);
+    const body = page.getByTestId('transactions').locator('tbody');
+    await body.waitFor({ timeout: 10_000 });
+    expect(await body.textContent()).toBe('Loading…');
+    expect(await page.getByText('Nothing to show.').count()).toBe(0);
+    await page.goto(`${base}/portal/#/overview`);
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+    expect(await page.getByRole('main').getByText('Loading…').count()).toBe(1);
+    release();
+    await page.getByRole('heading', { level: 2, name: 'USD' }).waitFor({ timeout: 10_000 });
+    expect(await page.getByText('Loading…').count()).toBe(0);
+    await page.goto(`${base}/portal/#/transactions`);
+    await expect.poll(() => body.locator('tr').count(), { timeout: 10_000 }).toBe(50);
+    await page.unrouteAll();
+  });
 });

@@ -61,19 +61,21 @@ export interface Column<R> {
   render?: (row: R) => ComponentChildren;
 }
 
-/** A data table with a CSV export of exactly what it shows. */
+/** A data table with a CSV export of exactly what it shows; "Loading…" until its rows have come. */
 export function DataTable<R>({
   caption,
   columns,
   rows,
   file,
   testId,
+  loading = false,
 }: {
   caption: string;
   columns: Column<R>[];
   rows: R[];
   file: string;
   testId?: string;
+  loading?: boolean;
 }) {
   return (
     <div class="table-wrap">
@@ -104,7 +106,7 @@ export function DataTable<R>({
         <tbody>
           {rows.length === 0 ? (
             <tr>
-              <td colSpan={columns.length}>Nothing to show.</td>
+              <td colSpan={columns.length}>{loading ? 'Loading…' : 'Nothing to show.'}</td>
             </tr>
           ) : (
             rows.map((r) => (

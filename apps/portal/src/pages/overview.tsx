@@ -27,6 +27,7 @@ export function Overview() {
         <input id="to" type="date" value={to} onChange={(e) => setTo((e.target as HTMLInputElement).value)} />
       </form>
       {error ? <Notice kind="error">{error}</Notice> : null}
+      {!data && !error ? <p>Loading…</p> : null}
       {data && data.currencies.length === 0 ? <p>No failed transactions submitted in this range.</p> : null}
       {data?.currencies.map((c) => {
         const t = c.totals;

@@ -8,14 +8,17 @@ type Msg = Record<string, any>;
 export function Pushes() {
   const [status, setStatus] = useState('');
   const [rows, setRows] = useState<Msg[]>([]);
+  const [loading, setLoading] = useState(true);
   const [url, setUrl] = useState('');
   const [notice, setNotice] = useState<{ kind: 'ok' | 'error'; text: string } | null>(null);
   const load = () =>
     api<{ data: Msg[] }>('GET', `/v1/retain/webhook-messages?limit=100${status ? `&status=${status}` : ''}`)
       .then((r) => setRows(r.data))
-      .catch((e: Error) => setNotice({ kind: 'error', text: e.message }));
+      .catch((e: Error) => setNotice({ kind: 'error', text: e.message }))
+      .finally(() => setLoading(false));
   useEffect(() => {
     setRows([]);
+    setLoading(true);
     setNotice(null);
     void load();
   }, [status]);
@@ -78,6 +81,7 @@ export function Pushes() {
         file="retain-pushes.csv"
         testId="pushes"
         rows={rows}
+        loading={loading}
         columns={[
           { title: 'Message', value: (m) => m['message_id'] },
           { title: 'Event', value: (m) => m['event_name'] },

@@ -18,15 +18,16 @@ type Cursor = { after: string } | { before: string } | null;
 export function Transactions({ open }: { open: (id: string) => void }) {
   const [status, setStatus] = useState('');
   const [cursor, setCursor] = useState<Cursor>(null);
-  const [page, setPage] = useState<{ rows: Txn[]; next: boolean; previous: boolean }>({
+  const [page, setPage] = useState<{ rows: Txn[]; next: boolean; previous: boolean; loading: boolean }>({
     rows: [],
     next: false,
     previous: false,
+    loading: true,
   });
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     // Nothing of the list before (its rows, its error) stays under this one.
-    setPage({ rows: [], next: false, previous: false });
+    setPage({ rows: [], next: false, previous: false, loading: true });
     setError(null);
     let current = true;
     const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
@@ -34,8 +35,15 @@ export function Transactions({ open }: { open: (id: string) => void }) {
     if (cursor && 'after' in cursor) query.set('starting_after', cursor.after);
     if (cursor && 'before' in cursor) query.set('ending_before', cursor.before);
     api<{ data: Txn[]; next: string | null; previous: string | null }>('GET', `/v1/retain/transactions?${query}`)
-      .then((r) => current && setPage({ rows: r.data, next: r.next !== null, previous: r.previous !== null }))
-      .catch((e: Error) => current && setError(e.message));
+      .then(
+        (r) =>
+          current && setPage({ rows: r.data, next: r.next !== null, previous: r.previous !== null, loading: false }),
+      )
+      .catch((e: Error) => {
+        if (!current) return;
+        setPage({ rows: [], next: false, previous: false, loading: false });
+        setError(e.message);
+      });
     return () => {
       current = false;
     };
@@ -74,6 +82,7 @@ export function Transactions({ open }: { open: (id: string) => void }) {
         file="retain-transactions.csv"
         testId="transactions"
         rows={rows}
+        loading={page.loading}
         columns={[
           {
             title: 'Id',
