@@ -1,8 +1,9 @@
 // CSV export of any table the portal shows: built from the rows on screen, downloaded as a file.
 const cell = (v: unknown): string => {
   const s = v === null || v === undefined ? '' : String(v);
-  // Quote when needed; a leading =, +, - or @ is prefixed so a spreadsheet never runs it as a formula.
-  const safe = /^[=+\-@]/.test(s) ? `'${s}` : s;
+  // Quote when needed; a leading =, +, -, @, tab or carriage return (OWASP's list) is prefixed so a
+  // spreadsheet never runs it as a formula.
+  const safe = /^[=+\-@\t\r]/.test(s) ? `'${s}` : s;
   return /[",\n\r]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
 };
 
