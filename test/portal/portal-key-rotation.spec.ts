@@ -82,6 +82,7 @@ describe('credential rotation in the portal without a usable clipboard', () => {
     await logIn(page, base, merchant);
     await page.getByRole('link', { name: 'Settings' }).click();
     await page.getByRole('button', { name: 'Rotate webhook secret' }).click();
+    await page.getByRole('button', { name: 'Yes, rotate the webhook secret' }).click();
     const secretField = page.getByLabel('New webhook secret', { exact: true });
     await secretField.waitFor({ timeout: 10_000 });
     const secret = await secretField.inputValue();
@@ -126,5 +127,35 @@ describe('credential rotation in the portal without a usable clipboard', () => {
     expect(rotations).toEqual([]);
     expect((await new ApiClient(base, merchant.api_key).request('GET', '/v1/retain/merchant')).status).toBe(200);
     expect(await page.getByRole('button', { name: 'Log out' }).count()).toBe(1);
+  });
+
+  it('asks before rotating the webhook secret, saying pushes fail verification until the endpoint has it; Cancel keeps it', async () => {
+    const merchant = await createMerchant();
+    const page = await pageWith('refuses');
+    await logIn(page, base, merchant);
+    await page.getByRole('link', { name: 'Settings' }).click();
+    await page.waitForLoadState('networkidle');
+    const rotations: string[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && r.url().endsWith('/rotate')) rotations.push(r.url());
+    });
+    await page.getByRole('button', { name: 'Rotate webhook secret' }).click();
+    const question = page.getByRole('group', { name: 'Confirm webhook secret rotation' });
+    await expect
+      .poll(() => question.textContent({ timeout: 1000 }).catch(() => null), { timeout: 5000 })
+      .toMatch(/next push is signed with the new secret.*until it has the new secret/i);
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Yes, rotate the webhook secret');
+    await accessible(page);
+    await question.getByRole('button', { name: 'Cancel' }).click();
+    expect(await question.count()).toBe(0);
+    await page.waitForLoadState('networkidle');
+    expect(rotations).toEqual([]);
+    // Asked again and confirmed: rotated, the new secret shown once.
+    await page.getByRole('button', { name: 'Rotate webhook secret' }).click();
+    await page.getByRole('button', { name: 'Yes, rotate the webhook secret' }).click();
+    const field = page.getByLabel('New webhook secret', { exact: true });
+    await field.waitFor({ timeout: 10_000 });
+    expect(await field.inputValue()).not.toBe(merchant.webhook_secret);
+    expect(rotations).toHaveLength(1);
   });
 });

@@ -95,6 +95,7 @@ describe('the portal when its session ends, and at a malformed address', () => {
     await other.getByRole('button', { name: 'Log out' }).click();
     await other.getByLabel('Login').waitFor();
     await page.getByRole('button', { name: 'Rotate webhook secret' }).click();
+    await page.getByRole('button', { name: 'Yes, rotate the webhook secret' }).click();
     expect(await loginShown(page)).toMatch(/session has ended/i);
     expect(await page.content()).not.toContain('RET401');
     await shot(page, 'session-ended-elsewhere');

@@ -205,6 +205,7 @@ describe('the merchant portal in headless Chromium', () => {
   it('6. rotates the webhook secret: shown once, copied, never stored', async () => {
     await page.getByRole('link', { name: 'Settings' }).click();
     await page.getByRole('button', { name: 'Rotate webhook secret' }).click();
+    await page.getByRole('button', { name: 'Yes, rotate the webhook secret' }).click();
     const field = page.getByLabel('New webhook secret', { exact: true });
     await field.waitFor();
     await page.getByRole('button', { name: 'Copy' }).click();

@@ -8,19 +8,38 @@ import { NewCredential, Notice } from '../components';
  * (NewCredential), never stored. A new API key is shown by the App (`onApiKeyIssued`): rotating it
  * ends every portal session, this one too, and the merchant logs in again with it.
  */
+type Credential = 'api-key' | 'webhook-secret';
+
+/** What each rotation's question says breaks at once. */
+const QUESTIONS: Record<Credential, { name: string; text: string }> = {
+  'api-key': {
+    name: 'API key',
+    text:
+      'Rotate the API key? The current key stops working at once, for every integration that uses it, and every ' +
+      'portal session ends, this one too.',
+  },
+  'webhook-secret': {
+    name: 'webhook secret',
+    text:
+      'Rotate the webhook secret? The next push is signed with the new secret only: your endpoint rejects pushes ' +
+      'until it has the new secret.',
+  },
+};
+
 export function Settings({ onApiKeyIssued }: { onApiKeyIssued: (apiKey: string) => void }) {
   const [notice, setNotice] = useState<{ kind: 'ok' | 'error'; text: string } | null>(null);
   const [secret, setSecret] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
-  // Rotating the API key breaks every integration still using the current one, at once: asked first.
-  const [confirmKey, setConfirmKey] = useState(false);
+  // Either rotation breaks something at once (every integration still using the API key; the
+  // merchant's verification of pushes until its endpoint has the new secret): asked first.
+  const [confirming, setConfirming] = useState<Credential | null>(null);
   const yes = useRef<HTMLButtonElement>(null);
   useEffect(() => {
-    if (confirmKey) yes.current?.focus();
-  }, [confirmKey]);
-  const rotate = async (what: 'api-key' | 'webhook-secret') => {
+    if (confirming) yes.current?.focus();
+  }, [confirming]);
+  const rotate = async (what: Credential) => {
     if (busy) return;
-    setConfirmKey(false);
+    setConfirming(null);
     setBusy(true);
     setNotice(null);
     setSecret(null);
@@ -39,6 +58,10 @@ export function Settings({ onApiKeyIssued }: { onApiKeyIssued: (apiKey: string) 
       setBusy(false);
     }
   };
+  const ask = (what: Credential) => {
+    setNotice(null);
+    setConfirming(what);
+  };
   return (
     <main id="main">
       <h1>Settings</h1>
@@ -48,31 +71,20 @@ export function Settings({ onApiKeyIssued }: { onApiKeyIssued: (apiKey: string) 
           A rotation takes effect at once: the old webhook secret stops signing pushes; the old API key stops working
           and every portal session ends. The new one is shown once, here.
         </p>
-        <button type="button" disabled={busy} onClick={() => void rotate('webhook-secret')}>
+        <button type="button" disabled={busy} onClick={() => ask('webhook-secret')}>
           Rotate webhook secret
         </button>{' '}
-        <button
-          type="button"
-          class="danger"
-          disabled={busy}
-          onClick={() => {
-            setNotice(null);
-            setConfirmKey(true);
-          }}
-        >
+        <button type="button" class="danger" disabled={busy} onClick={() => ask('api-key')}>
           Rotate API key
         </button>
-        {confirmKey ? (
-          <div class="confirm" role="group" aria-label="Confirm API key rotation">
-            <p>
-              Rotate the API key? The current key stops working at once, for every integration that uses it, and every
-              portal session ends, this one too.
-            </p>
+        {confirming ? (
+          <div class="confirm" role="group" aria-label={`Confirm ${QUESTIONS[confirming].name} rotation`}>
+            <p>{QUESTIONS[confirming].text}</p>
             <div class="actions">
-              <button type="button" class="danger" ref={yes} disabled={busy} onClick={() => void rotate('api-key')}>
-                Yes, rotate the API key
+              <button type="button" class="danger" ref={yes} disabled={busy} onClick={() => void rotate(confirming)}>
+                Yes, rotate the {QUESTIONS[confirming].name}
               </button>
-              <button type="button" class="secondary" onClick={() => setConfirmKey(false)}>
+              <button type="button" class="secondary" onClick={() => setConfirming(null)}>
                 Cancel
               </button>
             </div>
