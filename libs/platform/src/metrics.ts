@@ -23,6 +23,9 @@ export const QUEUES_BY_APP: Record<AppName, QueueName[]> = {
 /** Reads the open failures (failed for good, not redriven) per queue, from Postgres. */
 export type FailedJobsReader = () => Promise<Map<QueueName, number>>;
 
+/** Reads one value of an unlabelled gauge from Postgres (a count, an age in seconds). */
+export type ValueReader = () => Promise<number>;
+
 /** How long a scrape waits for Redis before it answers without queue depths. */
 export const QUEUE_DEPTH_TIMEOUT_MS = 1000;
 
@@ -97,17 +100,25 @@ export class RetainMetrics {
     labelNames: ['currency'],
     registers: [this.registry],
   });
+  /**
+   * Postgres counts the money alerts read, each taken at every scrape by the app that tracks it: set only
+   * by the retry tick or the daily refund batch, a pod the tick skipped, or started since the batch, showed
+   * an old count (a critical alert resolved while the problem stayed, or fired a day after it ended).
+   */
+  private readonly valueSources = new Map<Gauge, { read: ValueReader; timeoutMs: number }>();
   /** The reconciliation's operator alert: attempts whose outcome is still unknown past RECONCILE_ALERT_AFTER. */
-  readonly unreconciledAttempts = new Gauge({
+  readonly unreconciledAttempts: Gauge = new Gauge({
     name: 'retain_unreconciled_attempts',
     help: 'Attempts whose charge outcome is still unknown after RECONCILE_ALERT_AFTER (alert when > 0)',
     registers: [this.registry],
+    collect: () => this.collectValue(this.unreconciledAttempts),
   });
   /** The refund batcher's operator alert: refunds awaiting their notification past REFUND_NOTIFICATION_ALERT_AFTER. */
-  readonly refundsAwaitingNotification = new Gauge({
+  readonly refundsAwaitingNotification: Gauge = new Gauge({
     name: 'retain_refunds_awaiting_notification',
     help: 'Refunds the processor accepted without a result whose notification has not come after REFUND_NOTIFICATION_ALERT_AFTER (alert when > 0)',
     registers: [this.registry],
+    collect: () => this.collectValue(this.refundsAwaitingNotification),
   });
   /** Captures found after the transaction ended without money (refunded automatically). */
   readonly lateCaptures = new Counter({
@@ -160,6 +171,31 @@ export class RetainMetrics {
   /** Reports the open failed jobs per queue on every scrape, waiting at most timeoutMs for Postgres. */
   trackFailedJobs(read: FailedJobsReader, timeoutMs = QUEUE_DEPTH_TIMEOUT_MS): void {
     this.failedJobsSource = { read, timeoutMs };
+  }
+
+  /** Sets an unlabelled gauge from Postgres on every scrape, waiting at most timeoutMs. */
+  trackValue(gauge: Gauge, read: ValueReader, timeoutMs = QUEUE_DEPTH_TIMEOUT_MS): void {
+    this.valueSources.set(gauge, { read, timeoutMs });
+  }
+
+  /**
+   * Postgres slow or down: the last value stays (a money alert must not resolve because of an outage;
+   * the outage has its own signals).
+   */
+  private async collectValue(gauge: Gauge): Promise<void> {
+    const source = this.valueSources.get(gauge);
+    if (!source) return;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('read timed out')), source.timeoutMs);
+    });
+    try {
+      gauge.set(await Promise.race([source.read(), timeout]));
+    } catch {
+      // kept: see above
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Every queue that records failures gets a value (0 when none), so an alert sees the series. */

@@ -14,7 +14,7 @@ import {
 import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { HealthCheck, HealthCheckService, HealthIndicatorService, TerminusModule } from '@nestjs/terminus';
 import { loadConfig, type AppName, type RetainConfig } from '@retain/config';
-import { createDataSource } from '@retain/db';
+import { AttemptsRepository, RefundsRepository, createDataSource } from '@retain/db';
 import { ConnectionErrorLog, FailedJobs, OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -206,11 +206,21 @@ export class PlatformModule {
         },
         {
           provide: RetainMetrics,
-          inject: [QueueRegistry, FailedJobs],
-          useFactory: (q: QueueRegistry, failed: FailedJobs) => {
+          inject: [QueueRegistry, FailedJobs, DataSource],
+          useFactory: (q: QueueRegistry, failed: FailedJobs, db: DataSource) => {
             const metrics = new RetainMetrics(app);
             metrics.trackQueueDepth(QUEUES_BY_APP[app], (name, states) => q.get(name).getJobCounts(...states));
             if (worker) metrics.trackFailedJobs(() => failed.openCounts());
+            // The money alerts' gauges, read from Postgres on every scrape by every pod of the owning app.
+            const scaled = (ms: number) => ms / config.retryTimeScale;
+            if (app === 'retry-worker')
+              metrics.trackValue(metrics.unreconciledAttempts, () =>
+                AttemptsRepository.countUnknownOlderThan(db, scaled(config.reconcileAlertMs)),
+              );
+            if (app === 'refund-batcher')
+              metrics.trackValue(metrics.refundsAwaitingNotification, () =>
+                RefundsRepository.countOverdueAwaitingNotification(db, scaled(config.refundNotificationAlertMs)),
+              );
             return metrics;
           },
         },

@@ -26,6 +26,10 @@ export interface RecheckRow {
   captured_by: { id: string | null } | null;
 }
 
+/** Processing with the processor's id (Adyen `received`), sent more than $1 ms ago: its notification is overdue. */
+const OVERDUE_AWAITING_NOTIFICATION = `status = 'Processing' AND kind = 'refund' AND processor_refund_id IS NOT NULL
+  AND sent_at < now() - ($1::double precision * interval '1 millisecond')`;
+
 /** Reads of refunds, always scoped to the merchant. A Refund's `id` is its transaction's merchant id. */
 export class RefundsRepository {
   constructor(private readonly db: DataSource) {}
@@ -226,18 +230,22 @@ export class RefundsRepository {
     m: Pick<EntityManager, 'query'>,
     olderThanMs: number,
   ): Promise<{ count: number; newlyAlerted: { vid: string; merchant_id: string; sent_at: Date }[] }> {
-    const overdue = `status = 'Processing' AND kind = 'refund' AND processor_refund_id IS NOT NULL
-                     AND sent_at < now() - ($1::double precision * interval '1 millisecond')`;
     // TypeORM answers an UPDATE ... RETURNING with [rows, affected count].
     const [newlyAlerted]: [{ vid: string; merchant_id: string; sent_at: Date }[]] = await m.query(
-      `UPDATE refunds SET alerted_at = now() WHERE ${overdue} AND alerted_at IS NULL
+      `UPDATE refunds SET alerted_at = now() WHERE ${OVERDUE_AWAITING_NOTIFICATION} AND alerted_at IS NULL
        RETURNING vid, merchant_id, sent_at`,
       [olderThanMs],
     );
-    const [{ n }]: { n: number }[] = await m.query(`SELECT count(*)::int AS n FROM refunds WHERE ${overdue}`, [
-      olderThanMs,
-    ]);
-    return { count: n, newlyAlerted };
+    return { count: await RefundsRepository.countOverdueAwaitingNotification(m, olderThanMs), newlyAlerted };
+  }
+
+  /** How many refunds await their notification past `olderThanMs` (read-only: the gauge at each scrape). */
+  static async countOverdueAwaitingNotification(m: Pick<EntityManager, 'query'>, olderThanMs: number): Promise<number> {
+    const [{ n }]: { n: number }[] = await m.query(
+      `SELECT count(*)::int AS n FROM refunds WHERE ${OVERDUE_AWAITING_NOTIFICATION}`,
+      [olderThanMs],
+    );
+    return n;
   }
 
   async insert(
