@@ -26,6 +26,14 @@ export type FailedJobsReader = () => Promise<Map<QueueName, number>>;
 /** Reads one value of an unlabelled gauge from Postgres (a count, an age in seconds). */
 export type ValueReader = () => Promise<number>;
 
+/** A pg pool's counts (pg-pool: totalCount, idleCount, waitingCount, options.max). */
+export interface DbPoolStats {
+  total: number;
+  idle: number;
+  waiting: number;
+  max: number;
+}
+
 /** How long a scrape waits for Redis before it answers without queue depths. */
 export const QUEUE_DEPTH_TIMEOUT_MS = 1000;
 
@@ -145,6 +153,42 @@ export class RetainMetrics {
     labelNames: ['result'],
     registers: [this.registry],
   });
+  /** Push messages out of attempts (kept dead for a replay): counted by the dispatcher that gave up. */
+  readonly webhooksDead = new Counter({
+    name: 'retain_webhook_messages_dead_total',
+    help: 'Push messages that ran out of delivery attempts and were kept dead for a replay (alert on any increase)',
+    registers: [this.registry],
+  });
+  /** The outbox's own failure: rows committed but not in Redis (relay and sweeper failing), read at each scrape. */
+  readonly outboxOldestUnpublished: Gauge = new Gauge({
+    name: 'retain_outbox_oldest_unpublished_seconds',
+    help: 'Age of the oldest open outbox row not enqueued yet (0 when none); the workers read it from Postgres on each scrape',
+    registers: [this.registry],
+    collect: () => this.collectValue(this.outboxOldestUnpublished),
+  });
+  /** Refunds the batch has not got an answer for (never sent, or deferred), read at each scrape. */
+  readonly refundsOldestUnsent: Gauge = new Gauge({
+    name: 'retain_refunds_oldest_unsent_seconds',
+    help: 'Age of the oldest refund still Processing without the processor having it (0 when none); the refund batcher reads it from Postgres on each scrape',
+    registers: [this.registry],
+    collect: () => this.collectValue(this.refundsOldestUnsent),
+  });
+  private dbPoolSource: (() => DbPoolStats | null) | null = null;
+  /** The app's Postgres pool: connections in use, idle, and callers waiting for one (exhaustion). */
+  readonly dbPool = new Gauge({
+    name: 'retain_db_pool_connections',
+    help: 'Postgres pool of this process: connections in_use and idle, callers waiting for one, and the max',
+    labelNames: ['state'],
+    registers: [this.registry],
+    collect: () => {
+      const stats = this.dbPoolSource?.();
+      if (!stats) return;
+      this.dbPool.set({ state: 'in_use' }, stats.total - stats.idle);
+      this.dbPool.set({ state: 'idle' }, stats.idle);
+      this.dbPool.set({ state: 'waiting' }, stats.waiting);
+      this.dbPool.set({ state: 'max' }, stats.max);
+    },
+  });
   readonly webhookLatency = new Histogram({
     name: 'retain_webhook_delivery_duration_seconds',
     help: 'Webhook delivery latency',
@@ -171,6 +215,11 @@ export class RetainMetrics {
   /** Reports the open failed jobs per queue on every scrape, waiting at most timeoutMs for Postgres. */
   trackFailedJobs(read: FailedJobsReader, timeoutMs = QUEUE_DEPTH_TIMEOUT_MS): void {
     this.failedJobsSource = { read, timeoutMs };
+  }
+
+  /** Reports the Postgres pool on every scrape (read from the pool itself: no query). */
+  trackDbPool(read: () => DbPoolStats | null): void {
+    this.dbPoolSource = read;
   }
 
   /** Sets an unlabelled gauge from Postgres on every scrape, waiting at most timeoutMs. */

@@ -14,7 +14,7 @@ import {
 import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { HealthCheck, HealthCheckService, HealthIndicatorService, TerminusModule } from '@nestjs/terminus';
 import { loadConfig, type AppName, type RetainConfig } from '@retain/config';
-import { AttemptsRepository, RefundsRepository, createDataSource } from '@retain/db';
+import { AlertReadingsRepository, AttemptsRepository, RefundsRepository, createDataSource } from '@retain/db';
 import { ConnectionErrorLog, FailedJobs, OutboxRelay, QueueRegistry, createRedis } from '@retain/queues';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -22,7 +22,7 @@ import { LoggerModule } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
 import { JobRunner, OutboxSweeper } from './jobs';
 import { createLogger } from './logging';
-import { QUEUES_BY_APP, RetainMetrics } from './metrics';
+import { QUEUES_BY_APP, RetainMetrics, type DbPoolStats } from './metrics';
 import { FailedJobsHook } from './queues';
 import { DbRepositoryProviders } from './repositories.provider';
 import { REDIS, RETAIN_CONFIG } from './tokens';
@@ -44,6 +44,17 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
       },
     );
   });
+}
+
+/** The counts of TypeORM's pg pool (its driver's `master`), null before it exists. */
+function poolStats(db: DataSource): DbPoolStats | null {
+  const pool = (
+    db.driver as unknown as {
+      master?: { totalCount: number; idleCount: number; waitingCount: number; options: { max: number } };
+    }
+  ).master;
+  if (!pool) return null;
+  return { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: pool.options.max };
 }
 
 /** A readiness condition beyond Postgres and Redis: null when fine, else the reason it is not. */
@@ -217,10 +228,20 @@ export class PlatformModule {
               metrics.trackValue(metrics.unreconciledAttempts, () =>
                 AttemptsRepository.countUnknownOlderThan(db, scaled(config.reconcileAlertMs)),
               );
-            if (app === 'refund-batcher')
+            if (app === 'refund-batcher') {
               metrics.trackValue(metrics.refundsAwaitingNotification, () =>
                 RefundsRepository.countOverdueAwaitingNotification(db, scaled(config.refundNotificationAlertMs)),
               );
+              metrics.trackValue(metrics.refundsOldestUnsent, () =>
+                AlertReadingsRepository.oldestUnsentRefundSeconds(db),
+              );
+            }
+            // Every worker sweeps the outbox, so any of them reports what the sweep cannot enqueue.
+            if (worker)
+              metrics.trackValue(metrics.outboxOldestUnpublished, () =>
+                AlertReadingsRepository.oldestUnpublishedOutboxSeconds(db),
+              );
+            metrics.trackDbPool(() => poolStats(db));
             return metrics;
           },
         },

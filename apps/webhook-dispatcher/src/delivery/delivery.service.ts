@@ -232,6 +232,7 @@ export class DeliveryService {
     const lastError = error ?? `HTTP ${statusCode}`;
     if (attempt > schedule.length) {
       await outcome('dead', lastError);
+      this.metrics.webhooksDead.inc();
       return 'dead';
     }
     // The next attempt after this one's delay, with up to 20% jitter (decisions §9).

@@ -20,3 +20,4 @@ export * from './retention.repository';
 export * from './set-fields-many';
 export * from './processor-notifications.repository';
 export * from './card-keys.repository';
+export * from './alert-readings.repository';
