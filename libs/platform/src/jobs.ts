@@ -14,6 +14,13 @@ export function outboxIdOf(job: Job): string | null {
 }
 
 /**
+ * Thrown by a long handler (the refund batch) that stops between two units of work because the
+ * process is shutting down: the job runner puts the job back without using an attempt, and another
+ * worker (the next pod) continues where it stopped (handlers are idempotent).
+ */
+export class InterruptedByShutdown extends Error {}
+
+/**
  * Runs a job handler with metrics, and marks its outbox row completed once the handler
  * succeeded. The payload is checked against the queue's contract first: a version or shape no
  * consumer knows throws UnrecoverableError (it would fail the same way on every attempt). Errors
@@ -51,6 +58,11 @@ export class JobRunner {
       end({ result: 'ok' });
       return result;
     } catch (err) {
+      if (err instanceof InterruptedByShutdown && token !== undefined && (await this.putBack(job, token))) {
+        end({ result: 'interrupted' });
+        this.logger.log({ queue, jobId: job.id }, 'job put back: the worker is shutting down (no attempt used)');
+        throw new DelayedError();
+      }
       end({ result: 'error' });
       this.metrics.jobFailures.inc({ queue });
       if (token !== undefined && isUnavailable(err) && (await this.putBack(job, token))) {

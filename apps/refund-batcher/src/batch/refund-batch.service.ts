@@ -1,7 +1,7 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
 import { REFUNDED_CAPTURE_SQL, RefundsRepository, TransactionEntity } from '@retain/db';
-import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
+import { InterruptedByShutdown, RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import {
   ProcessorUnavailableError,
   TRANSACTION_PROCESSORS,
@@ -69,8 +69,13 @@ interface Claimed {
  * sent again, with the same key, by the next batch.
  */
 @Injectable()
-export class RefundBatchService {
+export class RefundBatchService implements OnModuleDestroy {
   private readonly logger = new Logger(RefundBatchService.name);
+  /**
+   * Set by the first shutdown hook (before the workers close and wait for their jobs): a batch of
+   * thousands of refunds would outlive the shutdown limit and the pod's grace period.
+   */
+  private stopping = false;
 
   constructor(
     private readonly db: DataSource,
@@ -79,6 +84,20 @@ export class RefundBatchService {
     @Inject(RETAIN_CONFIG) private readonly config: RetainConfig,
     @Inject(TRANSACTION_PROCESSORS) private readonly processors: TransactionProcessors,
   ) {}
+
+  onModuleDestroy(): void {
+    this.stopping = true;
+  }
+
+  /**
+   * At shutdown, between two refunds: the one in flight is recorded, the rest of the batch is handed
+   * back (the job runner puts the job back without using an attempt, and the next pod continues it).
+   */
+  private stopIfShuttingDown(summary: BatchSummary): void {
+    if (!this.stopping) return;
+    this.logger.log(summary, 'refund batch interrupted by shutdown: the rest continues on another pod');
+    throw new InterruptedByShutdown('refund batch interrupted by shutdown');
+  }
 
   async runBatch(): Promise<BatchSummary> {
     const summary: BatchSummary = {
@@ -98,6 +117,9 @@ export class RefundBatchService {
       const claimed = await this.claim(deferred);
       if (claimed.length === 0) break;
       for (const c of claimed) {
+        // Only where work is left: a batch with nothing to send ends as usual. The rest of the chunk,
+        // marked sent_at but not sent, is claimed again a second later by the batch's continuation.
+        this.stopIfShuttingDown(summary);
         let result: RefundResult;
         try {
           const processor = await processorOfCapture(this.processors, c.capturedBy, c.merchantId, c.divisionNumber);
@@ -165,6 +187,7 @@ export class RefundBatchService {
       const due = await RefundsRepository.dueForRecheck(this.db, CHUNK, read);
       if (due.length === 0) return;
       for (const r of due) {
+        this.stopIfShuttingDown(summary);
         read.push(r.id);
         const again = new Date(Date.now() + REFUND_RECHECK_INTERVAL_MS);
         let answer: RefundResult;
