@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { jobLockMs, loadConfig, type AppName } from '@retain/config';
+import { CONFIG_VARIABLES, jobLockMs, loadConfig, type AppName } from '@retain/config';
 import { duePushesSql } from '@retain/db';
 import { RetainMetrics } from '@retain/platform';
 import { QUEUES, QUEUE_NAMES, queuesConsumedBy } from '@retain/queues';
@@ -250,6 +250,20 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
         expect(w.spec.template.metadata.annotations['prometheus.io/port']).toBe(String(listens));
       }
     }
+  });
+
+  it('names only variables the apps read: a misspelt ConfigMap key or env name would be ignored silently', () => {
+    // APP is read by docker/entrypoint.sh (which program to run); every other name by libs/config.
+    const known = new Set([...CONFIG_VARIABLES, 'APP']);
+    const cm = of('ConfigMap').find((c) => c.metadata.name === 'retain-config')!;
+    const names = [
+      ...Object.keys(cm['data'] ?? {}),
+      ...[...of('Deployment'), ...of('Job')].flatMap((w) =>
+        w.spec.template.spec.containers.flatMap((c: any) => (c.env ?? []).map((e: any) => String(e.name))),
+      ),
+    ];
+    expect(names.length).toBeGreaterThan(20);
+    expect(names.filter((n) => !known.has(n))).toEqual([]);
   });
 
   it('starts every app during the JWE key rotation README "Kubernetes" describes (the single key kept beside the list)', () => {
