@@ -268,8 +268,12 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
 
   it('starts every app during the JWE key rotation README "Kubernetes" describes (the single key kept beside the list)', () => {
     const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
-    const list = /`CARD_JWE_PRIVATE_KEYS: (retain-2:\/run\/retain-jwe\/[^`]+)`/.exec(readme)?.[1];
-    expect(list, 'the rotation step in README').toBeDefined();
+    // Step 2 adds the new key after the old one (every pod can decrypt it before any publishes it first),
+    // then a second rollout puts it first.
+    const lists = [...readme.matchAll(/`CARD_JWE_PRIVATE_KEYS: (retain-\d:\/run\/retain-jwe\/[^`]+)`/g)].map(
+      (m) => m[1]!,
+    );
+    expect(lists, 'the rotation steps in README').toHaveLength(2);
     const dir = mkdtempSync(path.join(tmpdir(), 'retain-jwe-rotation-'));
     try {
       // retain-1.pem is the key retain-secrets holds (step 1), retain-2.pem the new one.
@@ -281,12 +285,15 @@ describe.each(['base', 'overlays/dev', 'overlays/prod'])('kustomize %s', (dir) =
       for (const d of of('Deployment')) {
         const env = containerEnv(d.spec.template.spec.containers[0], objects);
         expect(env['CARD_JWE_KEY_ID']).toBe('retain-1');
-        env['CARD_JWE_PRIVATE_KEYS'] = list!.replaceAll('/run/retain-jwe', dir);
-        const keys = loadConfig(env['APP'] as AppName, env).jweKeys;
-        expect(
-          keys.map((k) => k.kid),
-          d.metadata.name,
-        ).toEqual(['retain-2', 'retain-1']);
+        const kids = (list: string) =>
+          loadConfig(env['APP'] as AppName, {
+            ...env,
+            CARD_JWE_PRIVATE_KEYS: list.replaceAll('/run/retain-jwe', dir),
+          }).jweKeys.map((k) => k.kid);
+        expect(lists.map(kids), d.metadata.name).toEqual([
+          ['retain-1', 'retain-2'],
+          ['retain-2', 'retain-1'],
+        ]);
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });

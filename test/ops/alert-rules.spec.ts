@@ -153,6 +153,7 @@ describe('alert rules against the metrics the running apps export', () => {
       'review backlog': alerting('retain_queue_depth', 'queue="submission.review"'),
       'queue depths unreadable (Redis)': alerting('retain_queue_depth_errors_total'),
       'Postgres pool exhausted': alerting('retain_db_pool_connections', 'state="waiting"'),
+      "no pod of a money gauge's owner scraped": alerting('retain_refunds_awaiting_notification', 'absent('),
     };
     const missing = Object.entries(modes)
       .filter(([, found]) => found.length === 0)
