@@ -60,20 +60,20 @@ describe('the portal when a request fails', () => {
     await fresh.getByLabel('API key').fill(merchant.api_key);
     await fresh.getByRole('button', { name: 'Log in' }).click();
     await expect
-      .poll(() => fresh.getByRole('alert').textContent(), { timeout: 10_000 })
+      .poll(() => fresh.getByRole('alert').textContent(), { timeout: 30_000 })
       .toMatch(/could not reach Retain/i);
     await shot(fresh, 'error-login-network');
     await fresh.unrouteAll();
     await fresh.getByRole('button', { name: 'Log in' }).click();
-    await fresh.getByRole('heading', { name: 'Overview' }).waitFor({ timeout: 10_000 });
+    await fresh.getByRole('heading', { name: 'Overview' }).waitFor({ timeout: 30_000 });
   });
 
   it("a proxy's HTML error page is reported by its status, not as unreadable JSON; the next good answer clears it", async () => {
     await page.goto(`${base}/portal/#/transactions`);
-    await expect.poll(() => rows().count(), { timeout: 10_000 }).toBe(2);
+    await expect.poll(() => rows().count(), { timeout: 30_000 }).toBe(2);
     await page.route('**/v1/retain/transactions?*', (route) => route.fulfill(BAD_GATEWAY));
     await page.getByLabel('Status').selectOption('Captured');
-    await expect.poll(() => alert().textContent(), { timeout: 10_000 }).toMatch(/502/);
+    await expect.poll(() => alert().textContent(), { timeout: 30_000 }).toMatch(/502/);
     const said = (await alert().textContent()) ?? '';
     expect(said).not.toMatch(/JSON|token|<html/i);
     // The rows of the filter before are not shown under this one.
@@ -81,16 +81,16 @@ describe('the portal when a request fails', () => {
     await shot(page, 'error-list-bad-gateway');
     await page.unrouteAll();
     await page.getByLabel('Status').selectOption('Failed');
-    await expect.poll(() => rows().count(), { timeout: 10_000 }).toBe(2);
+    await expect.poll(() => rows().count(), { timeout: 30_000 }).toBe(2);
     expect(await alert().count()).toBe(0);
   });
 
   it('no answer at all says Retain could not be reached', async () => {
     await page.goto(`${base}/portal/#/transactions`);
-    await expect.poll(() => rows().count(), { timeout: 10_000 }).toBe(2);
+    await expect.poll(() => rows().count(), { timeout: 30_000 }).toBe(2);
     await page.route('**/v1/retain/transactions?*', (route) => route.abort('internetdisconnected'));
     await page.getByLabel('Status').selectOption('Captured');
-    await expect.poll(() => alert().textContent(), { timeout: 10_000 }).toMatch(/could not reach Retain/i);
+    await expect.poll(() => alert().textContent(), { timeout: 30_000 }).toMatch(/could not reach Retain/i);
     expect(await alert().textContent()).not.toContain('Failed to fetch');
     await shot(page, 'error-list-network');
     await page.unrouteAll();
@@ -101,10 +101,10 @@ describe('the portal when a request fails', () => {
     await page.goto(`${base}/portal/#/overview`);
     await page.getByLabel('From').fill('2025-01-01');
     await page.getByLabel('To').fill('2025-01-02');
-    await nothing.waitFor({ timeout: 10_000 });
+    await nothing.waitFor({ timeout: 30_000 });
     await page.route('**/v1/retain/analytics?*', (route) => route.fulfill(BAD_GATEWAY));
     await page.getByLabel('To').fill('2025-01-03');
-    await expect.poll(() => alert().textContent(), { timeout: 10_000 }).toMatch(/502/);
+    await expect.poll(() => alert().textContent(), { timeout: 30_000 }).toMatch(/502/);
     expect(await nothing.count()).toBe(0);
     await shot(page, 'error-overview-bad-gateway');
     await page.unrouteAll();

@@ -103,8 +103,11 @@ describe('credential rotation in the portal without a usable clipboard', () => {
     await logIn(page, base, { login: merchant.login, api_key: key });
   });
 
-  it('asks before rotating the API key, saying what stops working; Cancel keeps the key', async () => {
-    const merchant = await createMerchant();
+  /**
+   * Settings, a rotation's button pressed and its question answered Cancel: the question says `says`, has the
+   * focus on its Yes, and nothing was sent. Returns the page and the rotations it sends from then on.
+   */
+  const cancelRotation = async (merchant: { login: string; api_key: string }, credential: string, says: RegExp) => {
     const page = await pageWith('refuses');
     await logIn(page, base, merchant);
     await page.getByRole('link', { name: 'Settings' }).click();
@@ -113,43 +116,37 @@ describe('credential rotation in the portal without a usable clipboard', () => {
     page.on('request', (r) => {
       if (r.method() === 'POST' && r.url().endsWith('/rotate')) rotations.push(r.url());
     });
-    await page.getByRole('button', { name: 'Rotate API key' }).click();
-    const question = page.getByRole('group', { name: 'Confirm API key rotation' });
-    await expect
-      .poll(() => question.textContent({ timeout: 1000 }).catch(() => null), { timeout: 5000 })
-      .toMatch(/current key stops working at once.*every portal session ends/i);
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Yes, rotate the API key');
+    await page.getByRole('button', { name: `Rotate ${credential}` }).click();
+    const question = page.getByRole('group', { name: `Confirm ${credential} rotation` });
+    await expect.poll(() => question.textContent({ timeout: 1000 }).catch(() => null), { timeout: 5000 }).toMatch(says);
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe(`Yes, rotate the ${credential}`);
     await accessible(page);
-    await shot(page, 'api-key-rotation-confirm');
+    await shot(page, `${credential.replace(' ', '-')}-rotation-confirm`);
     await question.getByRole('button', { name: 'Cancel' }).click();
     expect(await question.count()).toBe(0);
     await page.waitForLoadState('networkidle');
     expect(rotations).toEqual([]);
+    return { page, rotations };
+  };
+
+  it('asks before rotating the API key, saying what stops working; Cancel keeps the key', async () => {
+    const merchant = await createMerchant();
+    const { page } = await cancelRotation(
+      merchant,
+      'API key',
+      /current key stops working at once.*every portal session ends/i,
+    );
     expect((await new ApiClient(base, merchant.api_key).request('GET', '/v1/retain/merchant')).status).toBe(200);
     expect(await page.getByRole('button', { name: 'Log out' }).count()).toBe(1);
   });
 
   it('asks before rotating the webhook secret, saying pushes fail verification until the endpoint has it; Cancel keeps it', async () => {
     const merchant = await createMerchant();
-    const page = await pageWith('refuses');
-    await logIn(page, base, merchant);
-    await page.getByRole('link', { name: 'Settings' }).click();
-    await page.waitForLoadState('networkidle');
-    const rotations: string[] = [];
-    page.on('request', (r) => {
-      if (r.method() === 'POST' && r.url().endsWith('/rotate')) rotations.push(r.url());
-    });
-    await page.getByRole('button', { name: 'Rotate webhook secret' }).click();
-    const question = page.getByRole('group', { name: 'Confirm webhook secret rotation' });
-    await expect
-      .poll(() => question.textContent({ timeout: 1000 }).catch(() => null), { timeout: 5000 })
-      .toMatch(/next push is signed with the new secret.*until it has the new secret/i);
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Yes, rotate the webhook secret');
-    await accessible(page);
-    await question.getByRole('button', { name: 'Cancel' }).click();
-    expect(await question.count()).toBe(0);
-    await page.waitForLoadState('networkidle');
-    expect(rotations).toEqual([]);
+    const { page, rotations } = await cancelRotation(
+      merchant,
+      'webhook secret',
+      /next push is signed with the new secret.*until it has the new secret/i,
+    );
     // Asked again and confirmed: rotated, the new secret shown once.
     await page.getByRole('button', { name: 'Rotate webhook secret' }).click();
     await page.getByRole('button', { name: 'Yes, rotate the webhook secret' }).click();

@@ -248,9 +248,11 @@ describe('late captures and stops: never a charge unaccounted for', () => {
     expect((await txnRow(t.id)).status).toBe('Refund Requested');
   });
 
-  it('an attempt settled as not charged that captures late after the next attempt captured: recorded and refunded', async () => {
-    const t = await insertTransactionRow(db, merchantId); // 4111111111111111: approved
-    // Attempt 1: the processor answered a timeout; the reconciliation settled it "not charged" an hour ago.
+  /**
+   * Attempt 1 of `t`: the processor answered a timeout, and the reconciliation settled it "not charged" an
+   * hour ago (nothing at the processor under its key, for now).
+   */
+  const settledNotCharged = async (t: Awaited<ReturnType<typeof insertTransactionRow>>) => {
     const first = await insertAttemptRow(db, t, {
       state: 'error',
       preparedAt: new Date(Date.now() - 2 * 3_600_000),
@@ -259,6 +261,12 @@ describe('late captures and stops: never a charge unaccounted for', () => {
       authCodeDescription: 'Soft Failure',
     });
     await setSandboxCharge(db, first.vid, { outcome: 'error' });
+    return first;
+  };
+
+  it('an attempt settled as not charged that captures late after the next attempt captured: recorded and refunded', async () => {
+    const t = await insertTransactionRow(db, merchantId); // 4111111111111111: approved
+    const first = await settledNotCharged(t);
     // Attempt 2: looks attempt 1 up first (nothing), then charges: Captured.
     const second = await insertAttemptRow(db, t, { retryNumber: 2 });
     expect(await attempts.run(second.id)).toBe('approved');
@@ -311,14 +319,7 @@ describe('late captures and stops: never a charge unaccounted for', () => {
 
   it('the earlier attempt captures late while the next is in flight, and the next captures too: its refund goes at once', async () => {
     const t = await insertTransactionRow(db, merchantId);
-    const first = await insertAttemptRow(db, t, {
-      state: 'error',
-      preparedAt: new Date(Date.now() - 2 * 3_600_000),
-      processedAt: new Date(Date.now() - 3_600_000),
-      responseCode: '96',
-      authCodeDescription: 'Soft Failure',
-    });
-    await setSandboxCharge(db, first.vid, { outcome: 'error' });
+    const first = await settledNotCharged(t);
     const second = await insertAttemptRow(db, t, { retryNumber: 2 });
     // While attempt 2's charge is out, a processor notification (Adyen's AUTHORISATION) reports attempt 1
     // captured after all: recorded as the notification path records it, the transaction Captured.
@@ -348,14 +349,7 @@ describe('late captures and stops: never a charge unaccounted for', () => {
 
   it("a second capture's refund left unanswered is sent again by the refund batcher for that capture, not the merchant's", async () => {
     const t = await insertTransactionRow(db, merchantId);
-    const first = await insertAttemptRow(db, t, {
-      state: 'error',
-      preparedAt: new Date(Date.now() - 2 * 3_600_000),
-      processedAt: new Date(Date.now() - 3_600_000),
-      responseCode: '96',
-      authCodeDescription: 'Soft Failure',
-    });
-    await setSandboxCharge(db, first.vid, { outcome: 'error' });
+    const first = await settledNotCharged(t);
     const second = await insertAttemptRow(db, t, { retryNumber: 2 });
     expect(await attempts.run(second.id)).toBe('approved');
     const [kept] = await db.query(`SELECT processor_transaction_id FROM transactions WHERE id = $1`, [t.id]);
@@ -384,14 +378,7 @@ describe('late captures and stops: never a charge unaccounted for', () => {
 
   it("a second capture while the merchant's refund is Processing: both refunds failing put the transaction back to Captured", async () => {
     const t = await insertTransactionRow(db, merchantId);
-    const first = await insertAttemptRow(db, t, {
-      state: 'error',
-      preparedAt: new Date(Date.now() - 2 * 3_600_000),
-      processedAt: new Date(Date.now() - 3_600_000),
-      responseCode: '96',
-      authCodeDescription: 'Soft Failure',
-    });
-    await setSandboxCharge(db, first.vid, { outcome: 'error' });
+    const first = await settledNotCharged(t);
     const second = await insertAttemptRow(db, t, { retryNumber: 2 });
     expect(await attempts.run(second.id)).toBe('approved');
     // The merchant refunds it (Processing, for the next batch): Refund Requested.
