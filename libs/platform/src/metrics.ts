@@ -34,6 +34,23 @@ export interface DbPoolStats {
   max: number;
 }
 
+/** `p`, or a rejection once `ms` have passed without an answer (readiness checks, scrape reads). */
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`${what} did not answer in ${ms} ms`)), ms);
+    p.then(
+      (v) => {
+        clearTimeout(t);
+        resolve(v);
+      },
+      (e: unknown) => {
+        clearTimeout(t);
+        reject(e instanceof Error ? e : new Error(String(e)));
+      },
+    );
+  });
+}
+
 /** How long a scrape waits for Redis before it answers without queue depths. */
 export const QUEUE_DEPTH_TIMEOUT_MS = 1000;
 
@@ -234,16 +251,10 @@ export class RetainMetrics {
   private async collectValue(gauge: Gauge): Promise<void> {
     const source = this.valueSources.get(gauge);
     if (!source) return;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('read timed out')), source.timeoutMs);
-    });
     try {
-      gauge.set(await Promise.race([source.read(), timeout]));
+      gauge.set(await withTimeout(source.read(), source.timeoutMs, 'postgres'));
     } catch {
       // kept: see above
-    } finally {
-      clearTimeout(timer);
     }
   }
 
@@ -251,20 +262,14 @@ export class RetainMetrics {
   private async collectFailedJobs(): Promise<void> {
     const source = this.failedJobsSource;
     if (!source) return;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('failed jobs read timed out')), source.timeoutMs);
-    });
     try {
-      const counts = await Promise.race([source.read(), timeout]);
+      const counts = await withTimeout(source.read(), source.timeoutMs, 'the failed jobs read');
       this.failedJobs.reset();
       for (const queue of QUEUE_NAMES.filter((q) => QUEUES[q].recordFailures))
         this.failedJobs.set({ queue }, counts.get(queue) ?? 0);
     } catch {
       // Postgres slow or down: no stale value (the gauge is absent for this scrape).
       this.failedJobs.reset();
-    } finally {
-      clearTimeout(timer);
     }
   }
 
@@ -275,23 +280,18 @@ export class RetainMetrics {
   private async collectQueueDepth(): Promise<void> {
     const source = this.queueDepthSource;
     if (!source || source.queues.length === 0) return;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('queue depth read timed out')), source.timeoutMs);
-    });
     try {
-      const counts = await Promise.race([
+      const counts = await withTimeout(
         Promise.all(source.queues.map(async (q) => [q, await source.read(q, QUEUE_DEPTH_STATES)] as const)),
-        timeout,
-      ]);
+        source.timeoutMs,
+        'the queue depth read',
+      );
       this.queueDepth.reset();
       for (const [queue, c] of counts)
         for (const state of QUEUE_DEPTH_STATES) this.queueDepth.set({ queue, state }, c[state] ?? 0);
     } catch {
       this.queueDepth.reset();
       this.queueDepthErrors.inc();
-    } finally {
-      clearTimeout(timer);
     }
   }
 }

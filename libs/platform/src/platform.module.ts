@@ -22,29 +22,13 @@ import { LoggerModule } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
 import { JobRunner, OutboxSweeper } from './jobs';
 import { createLogger } from './logging';
-import { QUEUES_BY_APP, RetainMetrics, type DbPoolStats } from './metrics';
+import { QUEUES_BY_APP, RetainMetrics, withTimeout, type DbPoolStats } from './metrics';
 import { FailedJobsHook } from './queues';
 import { DbRepositoryProviders } from './repositories.provider';
 import { REDIS, RETAIN_CONFIG } from './tokens';
 
 /** Postgres and Redis must answer within this time for /readyz to say ready. */
 const READY_TIMEOUT_MS = 2000;
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`${what} did not answer in ${ms} ms`)), ms);
-    p.then(
-      (v) => {
-        clearTimeout(t);
-        resolve(v);
-      },
-      (e: unknown) => {
-        clearTimeout(t);
-        reject(e instanceof Error ? e : new Error(String(e)));
-      },
-    );
-  });
-}
 
 /** The counts of TypeORM's pg pool (its driver's `master`), null before it exists. */
 function poolStats(db: DataSource): DbPoolStats | null {
