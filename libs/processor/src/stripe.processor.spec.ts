@@ -473,6 +473,23 @@ describe('Stripe adapter against the Stripe wire fake', () => {
       expect(mine(r.idempotencyKey)).toHaveLength(1);
     });
 
+    it("charged before the 500, search lagging, 100 of the Customer's charges since: found on a later page", async () => {
+      // The Customer's list is newest first, 100 at most a page (docs.stripe.com/api/pagination): a
+      // customer charged for many subscriptions (an attempt is a PaymentIntent) pushes the first
+      // request's PaymentIntent off the first page.
+      const r = req({ instrument: { kind: 'token', token: 'cus_Many1|pm_card_visa', isNetworkToken: false } });
+      fake.searchLagMs = 60_000;
+      fake.failExecuting(1, 'succeeded');
+      expect(await adapter().charge(r)).toMatchObject({ outcome: 'error' });
+      for (let i = 0; i < 100; i++) {
+        const other = req({ instrument: r.instrument });
+        expect(await adapter().charge(other)).toMatchObject({ outcome: 'approved' });
+      }
+      const found = await adapter().lookupCharge(r.idempotencyKey, r);
+      expect(found).toMatchObject({ outcome: 'approved', processorTransactionId: mine(r.idempotencyKey)[0]!.pi.id });
+      expect(mine(r.idempotencyKey)).toHaveLength(1);
+    });
+
     it('a 500 answered before anything ran is not saved: the replay charges, once', async () => {
       const r = req();
       fake.failNext('5xx', 1, { method: 'POST', path: '/v1/payment_intents' });
@@ -563,6 +580,30 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     fake.pruneIdempotency();
     expect(await adapter().refund(full)).toMatchObject({ outcome: 'completed' });
     expect(fake.refunds.filter((r) => r.payment_intent === charged.processorTransactionId)).toHaveLength(2);
+  });
+
+  it('a refund sent again after its key was pruned finds the first one behind 100 later refunds of the intent', async () => {
+    // The intent's refunds are a list, newest first, 100 at most a page: partial refunds made since
+    // push the first one off the first page, and a resend that read one page refunded it again.
+    const charged = await adapter().charge(req());
+    if (charged.outcome !== 'approved') throw new Error('expected approval');
+    const refund = (key: string, amountMinor: bigint) => ({
+      idempotencyKey: `${key}_${Date.now()}`,
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor,
+      currency: 'USD',
+    });
+    const first = refund('rfd_paged_first', 500n);
+    fake.failNext('charge-then-timeout', 1, { method: 'POST', path: '/v1/refunds' });
+    await expect(adapter().refund(first)).rejects.toBeInstanceOf(ProcessorUnavailableError);
+    for (let i = 0; i < 100; i++) {
+      expect(await adapter().refund(refund(`rfd_paged_${i}`, 1n))).toMatchObject({ outcome: 'completed' });
+    }
+    fake.pruneIdempotency();
+    expect(await adapter().refund(first)).toMatchObject({ outcome: 'completed' });
+    const made = fake.refunds.filter((r) => r.payment_intent === charged.processorTransactionId);
+    expect(made).toHaveLength(101);
+    expect(made.filter((r) => r.amount === 500)).toHaveLength(1);
   });
 
   it('a pending refund is not final: read again by the next batch until it succeeds or fails, never made twice', async () => {

@@ -1,4 +1,4 @@
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
 import { classifyDecline, type DeclineInput } from '@retain/domain';
 import {
   ProcessorUnavailableError,
@@ -21,6 +21,20 @@ import {
   refundAmountRefused,
 } from './processor-amounts';
 import { DEFAULT_NETWORK_TOKEN_ECI, expiryParts, networkOfBrand, retryAfterMs, wireError } from './wire';
+
+let sdk: typeof Stripe | undefined;
+/**
+ * The Stripe SDK, loaded when the first Stripe adapter is built (as the Adyen SDK is): its import took
+ * ~100 ms of CPU at every app start, and deployments without a Stripe account never use it.
+ */
+function stripeSdk(): typeof Stripe {
+  if (!sdk) {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const mod = require('stripe') as typeof Stripe & { default?: typeof Stripe };
+    sdk = mod.default ?? mod;
+  }
+  return sdk;
+}
 
 /** A merchant's Stripe account (decisions §13 config file). */
 export interface StripeAccountConfig {
@@ -123,7 +137,7 @@ export class StripeProcessor implements PaymentProcessor {
   ) {
     this.warn = options.warn ?? ((fields, msg) => process.emitWarning(`${msg} ${JSON.stringify(fields)}`));
     const base = new URL(account.api_base ?? 'https://api.stripe.com');
-    this.stripe = new Stripe(account.secret_key, {
+    this.stripe = new (stripeSdk())(account.secret_key, {
       host: base.hostname,
       port: base.port || (base.protocol === 'http:' ? 80 : 443),
       protocol: base.protocol === 'http:' ? 'http' : 'https',
@@ -230,8 +244,13 @@ export class StripeProcessor implements PaymentProcessor {
     const customer = await this.customerOfRequest(original).catch(() => null);
     if (customer) {
       try {
-        const listed = await this.stripe.paymentIntents.list({ customer, limit: 100 });
-        const pi = listed.data.find((x) => x.metadata?.[STRIPE_KEY_METADATA] === idempotencyKey);
+        // Every page (a customer's charges since may fill more than one), back to well before the
+        // first request: Stripe replays a saved answer for 24 h only.
+        const since = Math.floor(Date.now() / 1000) - STORED_ANSWER_LOOKBACK_S;
+        const pi = await findInList(
+          this.stripe.paymentIntents.list({ customer, limit: 100, created: { gte: since } }),
+          (x) => x.metadata?.[STRIPE_KEY_METADATA] === idempotencyKey,
+        );
         if (pi) return intentResult(pi);
       } catch (e) {
         return errorResult(e);
@@ -258,8 +277,10 @@ export class StripeProcessor implements PaymentProcessor {
       // (docs.stripe.com/api/idempotent_requests), while an unanswered refund is resent by the next
       // day's batch: the intent's refunds are read first (a list, not the lagging search) and one made
       // under this key is the answer.
-      const made = await this.stripe.refunds.list({ payment_intent: req.processorTransactionId, limit: 100 });
-      const earlier = made.data.find((r) => r.metadata?.[STRIPE_REFUND_METADATA] === req.idempotencyKey);
+      const earlier = await findInList(
+        this.stripe.refunds.list({ payment_intent: req.processorTransactionId, limit: 100 }),
+        (r) => r.metadata?.[STRIPE_REFUND_METADATA] === req.idempotencyKey,
+      );
       const r =
         earlier ??
         (await this.stripe.refunds.create(
@@ -281,7 +302,12 @@ export class StripeProcessor implements PaymentProcessor {
       if (e instanceof AmountNotExpressible) return refundAmountRefused(e);
       // A refusal of the refund itself fails it. 401/403 refuse the account's key or its permissions:
       // nothing was decided about the refund, which is sent again once an operator fixes the account.
-      if (e instanceof Stripe.errors.StripeError && isDecision(e) && e.statusCode !== 401 && e.statusCode !== 403) {
+      if (
+        e instanceof stripeSdk().errors.StripeError &&
+        isDecision(e) &&
+        e.statusCode !== 401 &&
+        e.statusCode !== 403
+      ) {
         return { outcome: 'failed', processorRefundId: null, message: `Refund rejected: ${e.code ?? e.type}` };
       }
       const err = errorResult(e);
@@ -499,7 +525,7 @@ function hasMitExemption(params: Record<string, unknown>): boolean {
 /** Stripe's refusal of the gated parameter on an account that does not have it (400 `parameter_unknown`). */
 function mitExemptionRefused(e: unknown): boolean {
   return (
-    e instanceof Stripe.errors.StripeInvalidRequestError &&
+    e instanceof stripeSdk().errors.StripeInvalidRequestError &&
     e.statusCode === 400 &&
     e.code === 'parameter_unknown' &&
     (e.param ?? '').startsWith(MIT_EXEMPTION_PARAM)
@@ -507,6 +533,18 @@ function mitExemptionRefused(e: unknown): boolean {
 }
 
 /** A Stripe answer that is a decision (4xx but 429/409), not a failure of the wire. */
+/** How far back a stored-answer lookup lists a Customer's PaymentIntents: twice Stripe's 24 h replay. */
+const STORED_ANSWER_LOOKBACK_S = 48 * 3600;
+
+/**
+ * The first item of a Stripe list that matches, read page by page (the SDK's auto-pagination follows
+ * `starting_after`): a list answers 100 items at most a page, newest first.
+ */
+async function findInList<T>(list: AsyncIterable<T>, match: (item: T) => boolean): Promise<T | undefined> {
+  for await (const item of list) if (match(item)) return item;
+  return undefined;
+}
+
 function isDecision(e: InstanceType<typeof Stripe.errors.StripeError>): boolean {
   const s = e.statusCode ?? 0;
   return s >= 400 && s < 500 && s !== 429 && s !== 409 && e.type !== 'StripeIdempotencyError';
@@ -525,7 +563,7 @@ function chargeErrorResult(e: unknown): ChargeResult {
   const result = errorResult(e);
   if (
     result.outcome === 'error' &&
-    e instanceof Stripe.errors.StripeInvalidRequestError &&
+    e instanceof stripeSdk().errors.StripeInvalidRequestError &&
     (e.statusCode === 400 || e.statusCode === 404)
   )
     return { ...result, settled: true };
@@ -533,16 +571,16 @@ function chargeErrorResult(e: unknown): ChargeResult {
 }
 
 function errorResult(e: unknown): ChargeResult {
-  if (e instanceof Stripe.errors.StripeCardError) {
+  if (e instanceof stripeSdk().errors.StripeCardError) {
     const raw = e.raw as StripeDeclineFields & { payment_intent?: { id?: string } };
     return cardDecline(raw, raw.payment_intent?.id ?? e.payment_intent?.id ?? '');
   }
-  if (e instanceof Stripe.errors.StripeRateLimitError) {
+  if (e instanceof stripeSdk().errors.StripeRateLimitError) {
     const h = (e.headers ?? {}) as Record<string, string>;
     return wireError('Stripe rate limit (429)', retryAfterMs(h['retry-after']));
   }
-  if (e instanceof Stripe.errors.StripeConnectionError) return wireError('Stripe unreachable or timed out');
-  if (e instanceof Stripe.errors.StripeError) {
+  if (e instanceof stripeSdk().errors.StripeConnectionError) return wireError('Stripe unreachable or timed out');
+  if (e instanceof stripeSdk().errors.StripeError) {
     const message = `Stripe ${e.statusCode ?? ''} ${e.type}${e.code ? ` ${e.code}` : ''}`.replace(/\s+/g, ' ');
     // The answer Stripe saved for an earlier request under the key, replayed: this request ran nothing.
     const headers = (e.headers ?? {}) as Record<string, string>;

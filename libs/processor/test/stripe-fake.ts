@@ -227,12 +227,8 @@ export class StripeFake extends WireFake {
     if (req.path === '/v1/refunds') {
       // GET /v1/refunds?payment_intent=pi_…&limit=n: the intent's refunds, newest first (a list, not search).
       const pi = req.query.get('payment_intent');
-      const limit = Math.min(Math.max(Number(req.query.get('limit') ?? 10), 1), 100);
       const all = this.refunds.filter((r) => pi === null || r.payment_intent === pi).reverse();
-      return {
-        status: 200,
-        body: { object: 'list', data: all.slice(0, limit), has_more: all.length > limit, url: '/v1/refunds' },
-      };
+      return { status: 200, body: listPage(all, req.query, '/v1/refunds') };
     }
     const refundPath = /^\/v1\/refunds\/([^/]+)$/.exec(req.path);
     if (refundPath) {
@@ -260,15 +256,13 @@ export class StripeFake extends WireFake {
       // GET /v1/payment_intents?customer=cus_…&limit=n (docs.stripe.com/api/payment_intents/list): newest
       // first, read after write (no search lag).
       const customer = req.query.get('customer');
-      const limit = Math.min(Math.max(Number(req.query.get('limit') ?? 10), 1), 100);
+      const createdGte = req.query.get('created[gte]');
       const all = [...this.intents.values()]
         .map((s) => s.pi)
         .filter((pi) => customer === null || pi.customer === customer)
+        .filter((pi) => createdGte === null || (pi.created as number) >= Number(createdGte))
         .reverse();
-      return {
-        status: 200,
-        body: { object: 'list', data: all.slice(0, limit), has_more: all.length > limit, url: '/v1/payment_intents' },
-      };
+      return { status: 200, body: listPage(all, req.query, '/v1/payment_intents') };
     }
     const pmPath = /^\/v1\/payment_methods\/([^/]+)$/.exec(req.path);
     if (pmPath) {
@@ -622,4 +616,16 @@ function stableParams(v: unknown): string {
       .join(',')}}`;
   }
   return JSON.stringify(v);
+}
+
+/**
+ * One page of a list endpoint (docs.stripe.com/api/pagination): newest first, `limit` 1-100 (default
+ * 10), `starting_after` an object id whose followers make the page, `has_more` when more follow.
+ */
+function listPage(all: Record<string, unknown>[], query: URLSearchParams, url: string): Record<string, unknown> {
+  const limit = Math.min(Math.max(Number(query.get('limit') ?? 10), 1), 100);
+  const after = query.get('starting_after');
+  const from = after === null ? 0 : all.findIndex((x) => x.id === after) + 1;
+  const rest = all.slice(from);
+  return { object: 'list', data: rest.slice(0, limit), has_more: rest.length > limit, url };
 }
