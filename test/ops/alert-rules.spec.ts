@@ -85,7 +85,7 @@ describe('alert rules against the metrics the running apps export', () => {
     expect([...apps].sort()).toEqual([...APPS].sort());
   });
 
-  it("reports each pod's Postgres pool and the refund batcher's oldest refund not sent", async () => {
+  it("reports each pod's Postgres pool and the refund batcher's oldest refunds not sent and held", async () => {
     const pools = new Set(
       (series.get('retain_db_pool_connections') ?? []).filter((l) => l['state'] === 'waiting').map((l) => l['app']),
     );
@@ -101,6 +101,15 @@ describe('alert rules against the metrics the running apps export', () => {
     const text = await (await fetch(`${batcher.url}/metrics`)).text();
     const age = Number(/^retain_refunds_oldest_unsent_seconds\{[^}]*\} (\S+)$/m.exec(text)?.[1]);
     expect(age).toBeGreaterThan(2 * 86400 - 60);
+    // Sent, and accepted without a final answer (a Stripe refund `pending` for 4 days): held, not unsent.
+    await db.query(
+      `UPDATE refunds SET processor_refund_id = 're_pending1', created_at = now() - interval '4 days' WHERE id = $1`,
+      [refund],
+    );
+    const after = await (await fetch(`${batcher.url}/metrics`)).text();
+    const held = Number(/^retain_refunds_oldest_held_seconds\{[^}]*\} (\S+)$/m.exec(after)?.[1]);
+    expect(held).toBeGreaterThan(4 * 86400 - 60);
+    expect(Number(/^retain_refunds_oldest_unsent_seconds\{[^}]*\} (\S+)$/m.exec(after)?.[1])).toBeLessThan(2 * 86400);
     await db.query(`UPDATE refunds SET status = 'Completed' WHERE id = $1`, [refund]);
   });
 
@@ -147,6 +156,9 @@ describe('alert rules against the metrics the running apps export', () => {
       'attempts whose outcome is unknown': alerting('retain_unreconciled_attempts'),
       'refunds awaiting the processor': alerting('retain_refunds_awaiting_notification'),
       'refunds not sent (stuck Processing)': alerting('retain_refunds_oldest_unsent_seconds'),
+      'refunds the processor holds without a final answer (Stripe pending)': alerting(
+        'retain_refunds_oldest_held_seconds',
+      ),
       'webhooks dead-lettered': alerting('retain_webhook_messages_dead_total'),
       'outbox rows not enqueued': alerting('retain_outbox_oldest_unpublished_seconds'),
       'queue backlog': alerting('retain_queue_depth', 'state="waiting"'),

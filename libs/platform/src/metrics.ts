@@ -190,6 +190,13 @@ export class RetainMetrics {
     registers: [this.registry],
     collect: () => this.collectValue(this.refundsOldestUnsent),
   });
+  /** Refunds the processor accepted and has not settled (Stripe `pending`, Adyen awaiting its notification). */
+  readonly refundsOldestHeld: Gauge = new Gauge({
+    name: 'retain_refunds_oldest_held_seconds',
+    help: 'Age of the oldest refund the processor accepted without a final answer, still Processing (0 when none); the refund batcher reads it from Postgres on each scrape',
+    registers: [this.registry],
+    collect: () => this.collectValue(this.refundsOldestHeld),
+  });
   private dbPoolSource: (() => DbPoolStats | null) | null = null;
   /** The app's Postgres pool: connections in use, idle, and callers waiting for one (exhaustion). */
   readonly dbPool = new Gauge({

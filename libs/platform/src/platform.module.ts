@@ -221,6 +221,7 @@ export class PlatformModule {
               metrics.trackValue(metrics.refundsOldestUnsent, () =>
                 AlertReadingsRepository.oldestUnsentRefundSeconds(db),
               );
+              metrics.trackValue(metrics.refundsOldestHeld, () => AlertReadingsRepository.oldestHeldRefundSeconds(db));
             }
             // Every worker sweeps the outbox, so any of them reports what the sweep cannot enqueue.
             if (worker)

@@ -28,4 +28,17 @@ export class AlertReadingsRepository {
     );
     return Math.max(0, s);
   }
+
+  /**
+   * Seconds since the oldest refund the processor holds without a final answer was requested: accepted
+   * (its id kept) and still Processing, as a Stripe refund stays `pending` (the batch reads it again each
+   * day) or an Adyen one awaits its notification. 0 when none.
+   */
+  static async oldestHeldRefundSeconds(db: Sql): Promise<number> {
+    const [{ s }]: { s: number }[] = await db.query(
+      `SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS s FROM refunds
+        WHERE status = 'Processing' AND kind = 'refund' AND processor_refund_id IS NOT NULL`,
+    );
+    return Math.max(0, s);
+  }
 }
