@@ -1,11 +1,14 @@
 /// <reference lib="dom" />
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EventName } from '@retain/domain';
+import { announce } from '@retain/queues';
 import {
   ApiClient,
   closeTestDb,
   createMerchant,
   startApp,
+  testDb,
   txn,
   type RunningApp,
   type TestMerchant,
@@ -15,8 +18,8 @@ import { TRANSACTION_STATUSES } from '@retain/domain';
 import { launchChromium, logIn, reportErrors, shot } from './chromium';
 
 // The transaction list of a merchant with more transactions than one page: every one of them can be
-// reached page by page, and every status the API knows can be filtered on.
-describe("the portal's transaction list", () => {
+// reached page by page, and every status the API knows can be filtered on. The push log too.
+describe("the portal's transaction list and push log", () => {
   usePrivateDatabase('ptl2');
   let app: RunningApp;
   let merchant: TestMerchant;
@@ -69,6 +72,43 @@ describe("the portal's transaction list", () => {
     await expect.poll(shown).toEqual(ids.slice(50));
     await page.getByLabel('Status').selectOption('Failed');
     await expect.poll(shown).toEqual(ids.slice(0, 50));
+  });
+
+  it('pages through a push log longer than one page (100), newest first, and back', async () => {
+    const db = await testDb();
+    const [{ id: merchantId }] = await db.query(`SELECT id FROM merchants WHERE login = $1`, [merchant.login]);
+    // No dispatcher runs: the pushes stay pending, as for a merchant whose endpoint is down.
+    await db.transaction((m) =>
+      announce(
+        m,
+        Array.from({ length: 105 }, (_, i) => ({
+          merchantId,
+          eventName: EventName.RetrySucceeded,
+          payloadId: String(i).padStart(40, 'q'),
+          merchantTransactionId: `inv-log-${i}`,
+          content: { id: `inv-log-${i}` },
+        })),
+      ),
+    );
+    const api = new ApiClient(base, merchant.api_key);
+    const first = (await api.request('GET', '/v1/retain/webhook-messages?limit=100')).json;
+    const second = (await api.request('GET', first.next)).json;
+    const expected = [...first.data, ...second.data].map((m: { message_id: string }) => m.message_id);
+    expect(expected).toHaveLength(105);
+    const pushes = async (): Promise<string[]> => {
+      await page.getByTestId('pushes').locator('tbody tr td').first().waitFor({ timeout: 10_000 });
+      return page.getByTestId('pushes').locator('tbody tr td:first-child').allTextContents();
+    };
+    await page.goto(`${base}/portal/#/pushes`);
+    await expect.poll(pushes).toEqual(expected.slice(0, 100));
+    const pager = page.getByRole('group', { name: 'Pages of pushes' });
+    expect(await pager.getByRole('button', { name: 'Previous page' }).isDisabled()).toBe(true);
+    await pager.getByRole('button', { name: 'Next page' }).click();
+    await expect.poll(pushes).toEqual(expected.slice(100));
+    expect(await pager.getByRole('button', { name: 'Next page' }).isDisabled()).toBe(true);
+    await shot(page, 'pushes-page-2');
+    await pager.getByRole('button', { name: 'Previous page' }).click();
+    await expect.poll(pushes).toEqual(expected.slice(0, 100));
   });
 
   it('offers every status the API lists by', async () => {

@@ -142,6 +142,13 @@ describe('the merchant portal in headless Chromium', () => {
       money(analytics.network_fees_avoided),
     );
     expect(analytics.totals.recovered_count).toBe(2);
+    // The per-day table shows amounts as money, as the figures above do (its CSV keeps the numbers).
+    const day = analytics.series.find((s: { recovered_count: number }) => s.recovered_count > 0);
+    const days = page.getByRole('table', { name: 'Days with activity (USD)' });
+    const cells = await days.getByRole('row').filter({ hasText: day.period_start }).getByRole('cell').allTextContents();
+    expect(cells).toEqual(
+      expect.arrayContaining([money(day.failed_amount), money(day.recovered_amount), String(day.attempts)]),
+    );
     await accessible();
     await shot('02-overview');
     // At phone width the same page stays usable (no horizontal scroll of the page).

@@ -18,13 +18,30 @@ export const PORTAL_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
+/**
+ * Swagger UI at /docs: same origin as the portal, so its session cookie (Path=/) goes with any request
+ * a script there makes. Its scripts are files from the service (swagger-ui-dist), never inline; its page
+ * has inline <style> blocks and style attributes; it fetches only the service's own OpenAPI document.
+ */
+export const DOCS_CSP = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self' data:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
 /** API answers are data, never a page: nothing may load from them or frame them. */
 export const API_CSP = "default-src 'none'; frame-ancestors 'none'";
 
 /**
  * Security headers on every answer of intake-api (set only where a route has not set its own):
- * a CSP (the portal's under /portal/, a closed one for the API; none for /docs, whose Swagger UI
- * needs its own), no MIME sniffing, no framing, no referrer, same-origin isolation, HSTS in
+ * a CSP (the portal's under /portal/, Swagger UI's under /docs, a closed one for the API), no MIME sniffing, no framing, no referrer, same-origin isolation, HSTS in
  * production, and `Cache-Control: no-store` for API answers (merchant data, one-time keys) while
  * /portal/ assets keep the long cache headers their route sets.
  */
@@ -43,7 +60,8 @@ export function addSecurityHeaders(fastify: FastifyInstance, production: boolean
     const portal = path === '/portal' || path.startsWith('/portal/');
     const docs = path === '/docs' || path.startsWith('/docs/');
     if (portal) setDefault('Content-Security-Policy', PORTAL_CSP);
-    else if (!docs) {
+    else if (docs) setDefault('Content-Security-Policy', DOCS_CSP);
+    else {
       setDefault('Content-Security-Policy', API_CSP);
       setDefault('Cache-Control', 'no-store');
     }

@@ -134,9 +134,18 @@ export function Overview() {
               columns={[
                 { title: 'Day', value: (s) => s.period_start },
                 { title: 'Failed', value: (s) => s.failed_count },
-                { title: 'Failed amount', value: (s) => s.failed_amount },
+                // Shown as money like the figures above; the CSV keeps the API's numbers.
+                {
+                  title: 'Failed amount',
+                  value: (s) => s.failed_amount,
+                  render: (s) => money(s.failed_amount, c.currency),
+                },
                 { title: 'Recovered', value: (s) => s.recovered_count },
-                { title: 'Recovered amount', value: (s) => s.recovered_amount },
+                {
+                  title: 'Recovered amount',
+                  value: (s) => s.recovered_amount,
+                  render: (s) => money(s.recovered_amount, c.currency),
+                },
                 { title: 'Attempts', value: (s) => s.attempts },
               ]}
             />

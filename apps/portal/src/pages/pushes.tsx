@@ -4,24 +4,40 @@ import { DataTable, Notice } from '../components';
 
 type Msg = Record<string, any>;
 
-/** The push delivery log with replay of dead pushes, the webhook URL and a test push. */
+/**
+ * The push delivery log with replay of dead pushes, the webhook URL and a test push. The log is read
+ * 100 pushes a page, newest first: Next page follows the API's cursor (`starting_after`, forward only),
+ * Previous page goes back to the cursor of the page before, a filter starts from the first page.
+ */
 export function Pushes() {
   const [status, setStatus] = useState('');
+  // The `starting_after` of each page opened after the first: the last is the page shown.
+  const [cursors, setCursors] = useState<string[]>([]);
   const [rows, setRows] = useState<Msg[]>([]);
+  const [more, setMore] = useState(false);
   const [loading, setLoading] = useState(true);
   const [url, setUrl] = useState('');
   const [notice, setNotice] = useState<{ kind: 'ok' | 'error'; text: string } | null>(null);
-  const load = () =>
-    api<{ data: Msg[] }>('GET', `/v1/retain/webhook-messages?limit=100${status ? `&status=${status}` : ''}`)
-      .then((r) => setRows(r.data))
+  const load = () => {
+    const query = new URLSearchParams({ limit: '100' });
+    if (status) query.set('status', status);
+    const after = cursors[cursors.length - 1];
+    if (after) query.set('starting_after', after);
+    return api<{ data: Msg[]; next: string | null }>('GET', `/v1/retain/webhook-messages?${query}`)
+      .then((r) => {
+        setRows(r.data);
+        setMore(r.next !== null);
+      })
       .catch((e: Error) => setNotice({ kind: 'error', text: e.message }))
       .finally(() => setLoading(false));
+  };
   useEffect(() => {
     setRows([]);
+    setMore(false);
     setLoading(true);
     setNotice(null);
     void load();
-  }, [status]);
+  }, [status, cursors]);
   useEffect(() => {
     api<{ url: string | null }>('GET', '/v1/retain/merchant/webhook')
       .then((r) => setUrl(r.url ?? ''))
@@ -70,7 +86,14 @@ export function Pushes() {
       </form>
       {notice ? <Notice kind={notice.kind}>{notice.text}</Notice> : null}
       <label for="push-status">Status</label>{' '}
-      <select id="push-status" value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
+      <select
+        id="push-status"
+        value={status}
+        onChange={(e) => {
+          setStatus((e.target as HTMLSelectElement).value);
+          setCursors([]);
+        }}
+      >
         <option value="">Any</option>
         {['pending', 'delivered', 'dead', 'gone', 'no_endpoint'].map((s) => (
           <option value={s}>{s}</option>
@@ -109,6 +132,24 @@ export function Pushes() {
           },
         ]}
       />
+      <div class="pager" role="group" aria-label="Pages of pushes">
+        <button
+          type="button"
+          class="secondary"
+          disabled={cursors.length === 0}
+          onClick={() => setCursors(cursors.slice(0, -1))}
+        >
+          Previous page
+        </button>
+        <button
+          type="button"
+          class="secondary"
+          disabled={!more || rows.length === 0}
+          onClick={() => setCursors([...cursors, String(rows[rows.length - 1]!['message_id'])])}
+        >
+          Next page
+        </button>
+      </div>
     </main>
   );
 }
