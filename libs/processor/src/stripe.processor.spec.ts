@@ -28,6 +28,19 @@ const req = (over: Partial<ChargeRequest> = {}): ChargeRequest => ({
   ...over,
 });
 
+/** A PaymentIntent charged, and refund requests of it, each under a key of its own. */
+const chargedWithRefunds = async () => {
+  const charged = await adapter().charge(req());
+  if (charged.outcome !== 'approved') throw new Error('expected approval');
+  const refund = (key: string, amountMinor: bigint) => ({
+    idempotencyKey: `${key}_${Date.now()}`,
+    processorTransactionId: charged.processorTransactionId,
+    amountMinor,
+    currency: 'USD',
+  });
+  return { charged, refund };
+};
+
 beforeAll(async () => {
   base = await fake.start();
 });
@@ -585,14 +598,7 @@ describe('Stripe adapter against the Stripe wire fake', () => {
   it('a refund sent again after its key was pruned finds the first one behind 100 later refunds of the intent', async () => {
     // The intent's refunds are a list, newest first, 100 at most a page: partial refunds made since
     // push the first one off the first page, and a resend that read one page refunded it again.
-    const charged = await adapter().charge(req());
-    if (charged.outcome !== 'approved') throw new Error('expected approval');
-    const refund = (key: string, amountMinor: bigint) => ({
-      idempotencyKey: `${key}_${Date.now()}`,
-      processorTransactionId: charged.processorTransactionId,
-      amountMinor,
-      currency: 'USD',
-    });
+    const { charged, refund } = await chargedWithRefunds();
     const first = refund('rfd_paged_first', 500n);
     fake.failNext('charge-then-timeout', 1, { method: 'POST', path: '/v1/refunds' });
     await expect(adapter().refund(first)).rejects.toBeInstanceOf(ProcessorUnavailableError);
@@ -607,14 +613,7 @@ describe('Stripe adapter against the Stripe wire fake', () => {
   });
 
   it('a pending refund is not final: read again by the next batch until it succeeds or fails, never made twice', async () => {
-    const charged = await adapter().charge(req());
-    if (charged.outcome !== 'approved') throw new Error('expected approval');
-    const refund = (key: string, amountMinor: bigint) => ({
-      idempotencyKey: `${key}_${Date.now()}`,
-      processorTransactionId: charged.processorTransactionId,
-      amountMinor,
-      currency: 'USD',
-    });
+    const { charged, refund } = await chargedWithRefunds();
     const ok = refund('rfd_pending_ok', 500n);
     const bad = refund('rfd_pending_bad', 600n);
     fake.refundStatus = 'pending';

@@ -1,5 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 
+/** Every page the service serves: fetches to itself only; no plugins, <base>, foreign form posts or framing. */
+const PAGE_LIMITS = [
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+];
+
 /**
  * The portal's Content-Security-Policy: scripts, styles, images and fetches from the service's own
  * origin only; no inline script, no eval, no plugins, no framing, no <base> or form redirection.
@@ -11,11 +20,7 @@ export const PORTAL_CSP = [
   "style-src 'self'",
   "img-src 'self' data:",
   "font-src 'self'",
-  "connect-src 'self'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
+  ...PAGE_LIMITS,
 ].join('; ');
 
 /**
@@ -29,11 +34,7 @@ export const DOCS_CSP = [
   "style-src 'self' 'unsafe-inline'",
   "img-src 'self' data:",
   "font-src 'self' data:",
-  "connect-src 'self'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
+  ...PAGE_LIMITS,
 ].join('; ');
 
 /** API answers are data, never a page: nothing may load from them or frame them. */
@@ -41,7 +42,8 @@ export const API_CSP = "default-src 'none'; frame-ancestors 'none'";
 
 /**
  * Security headers on every answer of intake-api (set only where a route has not set its own):
- * a CSP (the portal's under /portal/, Swagger UI's under /docs, a closed one for the API), no MIME sniffing, no framing, no referrer, same-origin isolation, HSTS in
+ * a CSP (the portal's under /portal/, Swagger UI's under /docs, a closed one for the API), no MIME
+ * sniffing, no framing, no referrer, same-origin isolation, HSTS in
  * production, and `Cache-Control: no-store` for API answers (merchant data, one-time keys) while
  * /portal/ assets keep the long cache headers their route sets.
  */
