@@ -61,6 +61,26 @@ export interface Column<R> {
   render?: (row: R) => ComponentChildren;
 }
 
+/** Previous page / Next page of a list read a page at a time (the API's cursors). */
+export function Pager(props: {
+  of: string;
+  previous: boolean;
+  next: boolean;
+  onPrevious: () => void;
+  onNext: () => void;
+}) {
+  return (
+    <div class="pager" role="group" aria-label={`Pages of ${props.of}`}>
+      <button type="button" class="secondary" disabled={!props.previous} onClick={props.onPrevious}>
+        Previous page
+      </button>
+      <button type="button" class="secondary" disabled={!props.next} onClick={props.onNext}>
+        Next page
+      </button>
+    </div>
+  );
+}
+
 /** A data table with a CSV export of exactly what it shows; "Loading…" until its rows have come. */
 export function DataTable<R>({
   caption,

@@ -181,7 +181,7 @@ export async function onAdminDatabase(databaseUrl: string, sql: readonly string[
  * pg_hba limited to the service's database), and only a missing database (3D000) needs it.
  */
 export async function ensureDatabase(databaseUrl: string): Promise<void> {
-  const name = decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
+  const name = databaseName(databaseUrl);
   if (!/^[A-Za-z0-9_]+$/.test(name)) throw new Error('DATABASE_URL names an unsupported database name');
   const own = new Client({ connectionString: databaseUrl });
   try {
@@ -208,8 +208,20 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
 
 /** Drops the database named in the URL, whoever is still connected (tests, benches). */
 export async function dropDatabase(databaseUrl: string): Promise<void> {
-  const name = decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
-  await onAdminDatabase(databaseUrl, [`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`]);
+  await onAdminDatabase(databaseUrl, [`DROP DATABASE IF EXISTS "${databaseName(databaseUrl)}" WITH (FORCE)`]);
+}
+
+/**
+ * Creates the database named in the URL as a copy of `template` (tests: a copy of the run's migrated
+ * database costs a fraction of applying every migration). Nobody may be connected to the template.
+ */
+export async function copyDatabase(databaseUrl: string, template: string): Promise<void> {
+  await onAdminDatabase(databaseUrl, [`CREATE DATABASE "${databaseName(databaseUrl)}" TEMPLATE "${template}"`]);
+}
+
+/** The database a URL names. */
+function databaseName(databaseUrl: string): string {
+  return decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
 }
 
 /** The session advisory lock key migration runs take turns on ('retain' in ASCII). */

@@ -532,7 +532,6 @@ function mitExemptionRefused(e: unknown): boolean {
   );
 }
 
-/** A Stripe answer that is a decision (4xx but 429/409), not a failure of the wire. */
 /** How far back a stored-answer lookup lists a Customer's PaymentIntents: twice Stripe's 24 h replay. */
 const STORED_ANSWER_LOOKBACK_S = 48 * 3600;
 
@@ -545,6 +544,7 @@ async function findInList<T>(list: AsyncIterable<T>, match: (item: T) => boolean
   return undefined;
 }
 
+/** A Stripe answer that is a decision (4xx but 429/409), not a failure of the wire. */
 function isDecision(e: InstanceType<typeof Stripe.errors.StripeError>): boolean {
   const s = e.statusCode ?? 0;
   return s >= 400 && s < 500 && s !== 429 && s !== 409 && e.type !== 'StripeIdempotencyError';

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { dropDatabase, migrate, onAdminDatabase } from '@retain/db';
+import { copyDatabase, dropDatabase, migrate } from '@retain/db';
 import { afterAll, beforeAll } from 'vitest';
 import { closeTestDb } from './fixtures';
 
@@ -45,6 +45,5 @@ async function createMigrated(url: string): Promise<void> {
     await migrate(url);
     return;
   }
-  const name = decodeURIComponent(new URL(url).pathname.replace(/^\//, ''));
-  await onAdminDatabase(url, [`CREATE DATABASE "${name}" TEMPLATE "${template}"`]);
+  await copyDatabase(url, template);
 }

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError } from '../api';
-import { DataTable, Notice } from '../components';
+import { DataTable, Notice, Pager } from '../components';
 
 type Msg = Record<string, any>;
 
@@ -132,24 +132,13 @@ export function Pushes() {
           },
         ]}
       />
-      <div class="pager" role="group" aria-label="Pages of pushes">
-        <button
-          type="button"
-          class="secondary"
-          disabled={cursors.length === 0}
-          onClick={() => setCursors(cursors.slice(0, -1))}
-        >
-          Previous page
-        </button>
-        <button
-          type="button"
-          class="secondary"
-          disabled={!more || rows.length === 0}
-          onClick={() => setCursors([...cursors, String(rows[rows.length - 1]!['message_id'])])}
-        >
-          Next page
-        </button>
-      </div>
+      <Pager
+        of="pushes"
+        previous={cursors.length > 0}
+        next={more && rows.length > 0}
+        onPrevious={() => setCursors(cursors.slice(0, -1))}
+        onNext={() => setCursors([...cursors, String(rows[rows.length - 1]!['message_id'])])}
+      />
     </main>
   );
 }

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { TRANSACTION_STATUSES } from '../../../../libs/domain/src/statuses';
 import { readRefundAmount } from '../amount';
 import { api, ApiError, newIdempotencyKey } from '../api';
-import { DataTable, Notice, money } from '../components';
+import { DataTable, Notice, Pager, money } from '../components';
 
 type Txn = Record<string, any>;
 
@@ -104,24 +104,13 @@ export function Transactions({ open }: { open: (id: string) => void }) {
           { title: 'Submitted', value: (t) => t['submitted_ts'] },
         ]}
       />
-      <div class="pager" role="group" aria-label="Pages of transactions">
-        <button
-          type="button"
-          class="secondary"
-          disabled={!page.previous || rows.length === 0}
-          onClick={() => setCursor({ before: String(rows[0]!['id']) })}
-        >
-          Previous page
-        </button>
-        <button
-          type="button"
-          class="secondary"
-          disabled={!page.next || rows.length === 0}
-          onClick={() => setCursor({ after: String(rows[rows.length - 1]!['id']) })}
-        >
-          Next page
-        </button>
-      </div>
+      <Pager
+        of="transactions"
+        previous={page.previous && rows.length > 0}
+        next={page.next && rows.length > 0}
+        onPrevious={() => setCursor({ before: String(rows[0]!['id']) })}
+        onNext={() => setCursor({ after: String(rows[rows.length - 1]!['id']) })}
+      />
     </main>
   );
 }

@@ -21,12 +21,8 @@ export class AlertReadingsRepository {
    * never sent, or sent and unanswered (deferred to the next batch). 0 when none. A refund the processor
    * accepted without a result (its id kept) awaits a notification instead: countOverdueAwaitingNotification.
    */
-  static async oldestUnsentRefundSeconds(db: Sql): Promise<number> {
-    const [{ s }]: { s: number }[] = await db.query(
-      `SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS s FROM refunds
-        WHERE status = 'Processing' AND kind = 'refund' AND processor_refund_id IS NULL`,
-    );
-    return Math.max(0, s);
+  static oldestUnsentRefundSeconds(db: Sql): Promise<number> {
+    return AlertReadingsRepository.oldestProcessingRefundSeconds(db, false);
   }
 
   /**
@@ -34,10 +30,16 @@ export class AlertReadingsRepository {
    * (its id kept) and still Processing, as a Stripe refund stays `pending` (the batch reads it again each
    * day) or an Adyen one awaits its notification. 0 when none.
    */
-  static async oldestHeldRefundSeconds(db: Sql): Promise<number> {
+  static oldestHeldRefundSeconds(db: Sql): Promise<number> {
+    return AlertReadingsRepository.oldestProcessingRefundSeconds(db, true);
+  }
+
+  /** Seconds since the oldest refund still Processing that the processor holds (or does not) was requested. */
+  private static async oldestProcessingRefundSeconds(db: Sql, held: boolean): Promise<number> {
     const [{ s }]: { s: number }[] = await db.query(
       `SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS s FROM refunds
-        WHERE status = 'Processing' AND kind = 'refund' AND processor_refund_id IS NOT NULL`,
+        WHERE status = 'Processing' AND kind = 'refund' AND (processor_refund_id IS NOT NULL) = $1`,
+      [held],
     );
     return Math.max(0, s);
   }
