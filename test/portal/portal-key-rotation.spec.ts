@@ -2,7 +2,7 @@
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiClient, closeTestDb, createMerchant, startApp, type RunningApp, usePrivateDatabase } from '@retain/testing';
-import { accessible, launchChromium, logIn, reportErrors, shot } from './chromium';
+import { accessible, focusWhenShown, launchChromium, logIn, reportErrors, shot } from './chromium';
 
 // Rotating a credential from the portal commits on the server before the page sees the new value:
 // the page must hand it to the merchant whatever the clipboard does (refused after an awaited fetch
@@ -111,15 +111,18 @@ describe('credential rotation in the portal without a usable clipboard', () => {
     const page = await pageWith('refuses');
     await logIn(page, base, merchant);
     await page.getByRole('link', { name: 'Settings' }).click();
-    await page.waitForLoadState('networkidle');
+    await page.getByRole('heading', { name: 'Settings' }).waitFor();
     const rotations: string[] = [];
     page.on('request', (r) => {
       if (r.method() === 'POST' && r.url().endsWith('/rotate')) rotations.push(r.url());
     });
-    await page.getByRole('button', { name: `Rotate ${credential}` }).click();
+    // The focus is on the answer as soon as it is shown.
+    const yes = `Yes, rotate the ${credential}`;
+    expect(
+      await focusWhenShown(page, yes, () => page.getByRole('button', { name: `Rotate ${credential}` }).click()),
+    ).toBe(yes);
     const question = page.getByRole('group', { name: `Confirm ${credential} rotation` });
-    await expect.poll(() => question.textContent({ timeout: 1000 }).catch(() => null), { timeout: 5000 }).toMatch(says);
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe(`Yes, rotate the ${credential}`);
+    expect(await question.textContent()).toMatch(says);
     await accessible(page);
     await shot(page, `${credential.replace(' ', '-')}-rotation-confirm`);
     await question.getByRole('button', { name: 'Cancel' }).click();

@@ -13,7 +13,7 @@ import {
   type TestMerchant,
   usePrivateDatabase,
 } from '@retain/testing';
-import { launchChromium, logIn, reportErrors, shot } from './chromium';
+import { focusWhenShown, launchChromium, logIn, reportErrors, shot } from './chromium';
 
 const ENV = { RETRY_TIME_SCALE: '10000', JOB_LOCK_MS: '2000', WEBHOOK_ALLOW_PRIVATE: 'true' };
 
@@ -201,13 +201,10 @@ describe('refunds from the merchant portal', () => {
     await open(captured[0]!);
     const posts = refundPosts();
     await page.getByLabel(/Amount/).fill('3');
-    await button().click();
+    // The focus is on the answer as soon as it is shown, and nothing has been sent yet.
+    expect(await focusWhenShown(page, 'Yes, refund / stop', () => button().click())).toBe('Yes, refund / stop');
     const question = page.getByRole('group', { name: 'Confirm refund / stop' });
-    await expect
-      .poll(() => question.textContent({ timeout: 1000 }).catch(() => null), { timeout: 5000 })
-      .toContain(`Refund $3.00 of transaction ${captured[0]}?`);
-    // The focus is on the answer, and nothing has been sent yet.
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Yes, refund / stop');
+    expect(await question.textContent()).toContain(`Refund $3.00 of transaction ${captured[0]}?`);
     await shot(page, 'refund-confirm');
     await question.getByRole('button', { name: 'Cancel' }).click();
     expect(await question.count()).toBe(0);

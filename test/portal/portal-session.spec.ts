@@ -54,11 +54,13 @@ describe('the portal when its session ends, and at a malformed address', () => {
     const merchant: TestMerchant = await createMerchant();
     const page = await newPage();
     await logIn(page, base, merchant);
+    // The page's own list request answered first: one reaching the API after the session ended would
+    // return the portal to the login form before the click below. Its answer is waited for itself:
+    // `networkidle` can resolve before a loaded machine's page has even sent it.
+    const listed = page.waitForResponse((r) => new URL(r.url()).pathname === '/v1/retain/transactions');
     await page.getByRole('link', { name: 'Transactions' }).click();
     await page.getByRole('heading', { name: 'Transactions' }).waitFor();
-    // The page's own list request answered first: one reaching the API after the session ended would
-    // return the portal to the login form before the click below.
-    await page.waitForLoadState('networkidle');
+    await listed;
     // 31 minutes without a request (the database clock, as the session's own expiry).
     const db = await testDb();
     await db.query(
@@ -85,10 +87,9 @@ describe('the portal when its session ends, and at a malformed address', () => {
     const page = await newPage();
     await logIn(page, base, merchant);
     await page.getByRole('link', { name: 'Settings' }).click();
+    // Settings reads nothing; logIn waited for the overview's read (one reaching the API after the
+    // logout would show the login form before the write below).
     await page.getByRole('heading', { name: 'Settings' }).waitFor();
-    // The page's own reads answered first (one reaching the API after the logout would show the login
-    // form before the write below).
-    await page.waitForLoadState('networkidle');
     // Another tab of the same browser logs out: the session ends on the server for both.
     const other = await newPage(page.context());
     await other.goto(`${base}/portal/`);
@@ -105,7 +106,6 @@ describe('the portal when its session ends, and at a malformed address', () => {
     const merchant = await createMerchant();
     const page = await newPage();
     await logIn(page, base, merchant);
-    await page.waitForLoadState('networkidle');
     const sessionStatus = () =>
       page.evaluate(
         async () => (await fetch('/v1/retain/session', { headers: { 'X-Requested-With': 'retain-portal' } })).status,

@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError } from '../api';
 import { NewCredential, Notice } from '../components';
 
@@ -34,7 +34,9 @@ export function Settings({ onApiKeyIssued }: { onApiKeyIssued: (apiKey: string) 
   // merchant's verification of pushes until its endpoint has the new secret): asked first.
   const [confirming, setConfirming] = useState<Credential | null>(null);
   const yes = useRef<HTMLButtonElement>(null);
-  useEffect(() => {
+  // Focused as the question is shown (a layout effect runs before the frame is painted): a key pressed
+  // at once goes to the answer, not to the button that asked.
+  useLayoutEffect(() => {
     if (confirming) yes.current?.focus();
   }, [confirming]);
   const rotate = async (what: Credential) => {

@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { TRANSACTION_STATUSES } from '../../../../libs/domain/src/statuses';
 import { readRefundAmount } from '../amount';
 import { api, ApiError, newIdempotencyKey } from '../api';
@@ -141,7 +141,9 @@ export function TransactionDetail({ id }: { id: string }) {
   const [busy, setBusy] = useState(false);
   const [confirming, setConfirming] = useState<{ amount: number | null } | null>(null);
   const yes = useRef<HTMLButtonElement>(null);
-  useEffect(() => {
+  // Focused as the question is shown (a layout effect runs before the frame is painted): a key pressed
+  // at once goes to the answer, not to the button that asked.
+  useLayoutEffect(() => {
     if (confirming) yes.current?.focus();
   }, [confirming]);
   const inFlight = useRef(false);
