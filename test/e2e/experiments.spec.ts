@@ -93,7 +93,7 @@ describe('policy experiments through the real apps', () => {
       code: 'RET400',
       message: expect.stringContaining('variants[0].policy_version'),
     });
-    expect((await api.request('GET', '/v1/retain/experiments')).json).toEqual({ data: [] });
+    expect((await api.request('GET', '/v1/retain/experiments')).json.data).toEqual([]);
   });
 
   it("refuses settings the variant's policy never reads, with RET400 naming the field, and creates nothing", async () => {
@@ -117,7 +117,47 @@ describe('policy experiments through the real apps', () => {
       expect(res.status).toBe(400);
       expect(res.json).toEqual({ code: 'RET400', message: expect.stringContaining(`Invalid parameter: ${field}`) });
     }
-    expect((await client.request('GET', '/v1/retain/experiments')).json).toEqual({ data: [] });
+    expect((await client.request('GET', '/v1/retain/experiments')).json.data).toEqual([]);
+  });
+
+  it('lists experiments a page at a time, newest first, following next to the end (API and CLI)', async () => {
+    const m = await createMerchant();
+    const client = new ApiClient(apps[0]!.url, m.api_key);
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const created = await client.request('POST', '/v1/retain/experiments', { ...experimentBody, name: `e${i}` });
+      expect(created.status).toBe(201);
+      ids.unshift(created.json.id);
+      expect((await client.request('POST', `/v1/retain/experiments/${created.json.id}/stop`)).status).toBe(200);
+    }
+    const first = await client.request('GET', '/v1/retain/experiments');
+    expect(first.status).toBe(200);
+    expect(first.json).toMatchObject({ object: 'List', previous: null, total_count: 10 });
+    expect(first.json.data.map((e: { id: string }) => e.id)).toEqual(ids.slice(0, 10));
+    // Each experiment of the page comes with its results.
+    expect(first.json.data.every((e: { results?: unknown }) => Array.isArray(e.results))).toBe(true);
+    const second = await client.request('GET', first.json.next);
+    expect(second.json.data.map((e: { id: string }) => e.id)).toEqual(ids.slice(10));
+    expect(second.json.next).toBeNull();
+    const small = await client.request('GET', '/v1/retain/experiments?limit=5');
+    expect(small.json.data.map((e: { id: string }) => e.id)).toEqual(ids.slice(0, 5));
+    expect(small.json.next).toBe(`/v1/retain/experiments?limit=5&starting_after=${ids[4]}`);
+    for (const [query, field] of [
+      ['limit=0', 'limit'],
+      ['limit=101', 'limit'],
+      ['limit=x', 'limit'],
+      ['starting_after=nope', 'starting_after'],
+      ['status=running', 'status'],
+    ]) {
+      const bad = await client.request('GET', `/v1/retain/experiments?${query}`);
+      expect.soft(bad.status, query).toBe(400);
+      expect.soft(bad.json, query).toEqual({ code: 'RET400', message: `Invalid parameter: ${field}` });
+    }
+    // Another merchant's experiment names no place in this list.
+    const other = await api.request('GET', `/v1/retain/experiments?starting_after=${ids[0]}`);
+    expect(other.json.data).toEqual([]);
+    const cliPage = cli('experiments', 'list', '--login', m.login, '--limit', '3', '--starting-after', ids[8]!);
+    expect(cliPage.map((e: { id: string }) => e.id)).toEqual(ids.slice(9, 12));
   });
 
   it(

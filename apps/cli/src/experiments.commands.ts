@@ -60,13 +60,18 @@ export function registerExperimentCommands(program: Command, ctx: CliContext): v
     });
   experiments
     .command('list')
+    .description('newest first, with their results: a page of --limit (the next with --starting-after the last id)')
     .requiredOption('--login <login>')
-    .action(async (o: { login: string }) => {
+    .option('--limit <n>', 'at most n experiments, 1-100', '10')
+    .option('--starting-after <id>', 'the experiments older than this one')
+    .action(async (o: { login: string; limit: string; startingAfter?: string }) => {
+      const limit = /^\d{1,3}$/.test(o.limit) ? Number(o.limit) : NaN;
+      if (!(limit >= 1 && limit <= 100)) throw new Error(`--limit "${o.limit}": expected 1 to 100`);
       const db = await ctx.db();
       const id = await merchantId(db, o.login);
       const out = [];
-      for (const row of await ExperimentsRepository.list(db, id))
-        out.push(experimentView(row, await ExperimentsRepository.moments(db, id, row.id)));
+      const page = await ExperimentsRepository.list(db, id, { limit, startingAfter: o.startingAfter ?? null });
+      for (const row of page.data) out.push(experimentView(row, await ExperimentsRepository.moments(db, id, row.id)));
       ctx.print(out);
     });
   for (const verb of ['show', 'stop'] as const)

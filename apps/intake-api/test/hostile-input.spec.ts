@@ -261,6 +261,36 @@ describe('hostile input (issue 9)', () => {
     expect(list.json.data).toEqual([]);
   });
 
+  it('refuses a variant tunable outside its range (a window of a billion days, an hour of 99) with 400 naming it and the range, storing nothing', async () => {
+    const other = { name: 'b', policy_version: 'utc-heuristics-2026-10' };
+    for (const [config, field, range] of [
+      [{ windowDays: 1e9 }, 'windowDays', /from 1 to 60/],
+      [{ windowDays: 0 }, 'windowDays', /from 1 to 60/],
+      [{ maxAttempts: 2.5 }, 'maxAttempts', /whole number from 0 to 20/],
+      [{ attemptDeadlineDays: [1, 2, 1e12] }, 'attemptDeadlineDays', /list .* from 0 to 60/],
+      [{ waitCostPerDay: 3 }, 'waitCostPerDay', /from 0 to 1/],
+      [{ budgetByClass: { funds: 1000 } }, 'budgetByClass', /whole number from 0 to 20/],
+    ] as const) {
+      const r = await client.request('POST', '/v1/retain/experiments', {
+        name: 'out of range',
+        variants: [{ name: 'a', policy_version: 'adaptive-2026-11', config }, other],
+      });
+      expect.soft(r.status, field).toBe(400);
+      expect.soft(r.json?.code, field).toBe('RET400');
+      expect.soft(r.json?.message, field).toMatch(`Invalid parameter: variants[0].config.${field} (`);
+      expect.soft(r.json?.message, field).toMatch(range);
+    }
+    const hour = await client.request('POST', '/v1/retain/experiments', {
+      name: 'out of range',
+      variants: [{ name: 'a', policy_version: 'utc-heuristics-2026-10', config: { attemptHourUtc: 99 } }, other],
+    });
+    expect
+      .soft(hour.json?.message)
+      .toMatch(/^Invalid parameter: variants\[0\]\.config\.attemptHourUtc \(.*from 0 to 23/);
+    const list = await client.request('GET', '/v1/retain/experiments');
+    expect(list.json.data).toEqual([]);
+  });
+
   it('reads back ids of 101 to 128 characters (the spec limit), unicode ones too', async () => {
     const ids = [
       `${uniqueId()}_`.padEnd(101, 'x'),

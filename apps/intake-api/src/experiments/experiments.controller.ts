@@ -8,6 +8,8 @@ import {
   Inject,
   Param,
   Post,
+  Query,
+  Req,
   UseGuards,
 } from '@nestjs/common';
 import {
@@ -16,21 +18,29 @@ import {
   ApiBody,
   ApiCookieAuth,
   ApiOperation,
+  ApiQuery,
   ApiResponse,
   ApiTags,
 } from '@nestjs/swagger';
 import { ErrorDto } from '@retain/api-contract';
 import type { RetainConfig } from '@retain/config';
 import { ExperimentsRepository } from '@retain/db';
-import { RetCode, RetMessage, newExperimentId, parseExperiment } from '@retain/domain';
+import { RetCode, RetMessage, nameOr, newExperimentId, parseExperiment } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import { experimentView } from '@retain/recovery';
+import type { FastifyRequest } from 'fastify';
 import { DataSource } from 'typeorm';
 import { CurrentMerchant, MerchantAuthGuard, type AuthenticatedMerchant } from '../auth/merchant-auth.guard';
+import { listEnvelope } from '../http/list-envelope';
 
 const notFound = (): HttpException =>
   new HttpException({ code: RetCode.RET0404, message: RetMessage.notFound }, HttpStatus.NOT_FOUND);
+const badParam = (name: string): HttpException =>
+  new HttpException({ code: RetCode.RET400, message: RetMessage.invalidParameter(name) }, HttpStatus.BAD_REQUEST);
 const ID = /^exp_[A-Za-z0-9_-]{1,36}$/;
+/** Page sizes of the list: each experiment on a page reads its results from its transactions. */
+const LIST_DEFAULT = 10;
+const LIST_MAX = 100;
 
 /**
  * Policy experiments (issue 11, an extension of the spec): a merchant runs retry-policy variants
@@ -109,13 +119,37 @@ export class ExperimentsController {
   }
 
   @Get()
-  @ApiOperation({ summary: "The merchant's experiments, newest first, with their results" })
-  async list(@CurrentMerchant() merchant: AuthenticatedMerchant): Promise<unknown> {
-    const rows = await ExperimentsRepository.list(this.db, merchant.id);
+  @ApiOperation({
+    summary: "The merchant's experiments, newest first, with their results (List envelope; cursor starting_after = id)",
+    description:
+      "Paged as the other lists, since each experiment's results are read from its transactions: " +
+      `\`limit\` 1-${LIST_MAX} (default ${LIST_DEFAULT}), \`next\` names the following page.`,
+  })
+  @ApiQuery({ name: 'limit', required: false, description: `1-${LIST_MAX}, default ${LIST_DEFAULT}` })
+  @ApiQuery({ name: 'starting_after', required: false, description: 'An experiment id (from `next`)' })
+  @ApiResponse({ status: 400, type: ErrorDto })
+  async list(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Query() query: Record<string, unknown>,
+    @Req() req: FastifyRequest,
+  ): Promise<unknown> {
+    for (const [k, v] of Object.entries(query))
+      if ((k !== 'limit' && k !== 'starting_after') || typeof v !== 'string') throw badParam(nameOr(k, 'query'));
+    const limitText = (query['limit'] as string | undefined) ?? String(LIST_DEFAULT);
+    const limit = /^\d{1,3}$/.test(limitText) ? Number(limitText) : NaN;
+    if (!(limit >= 1 && limit <= LIST_MAX)) throw badParam('limit');
+    const startingAfter = (query['starting_after'] as string | undefined) ?? null;
+    if (startingAfter !== null && !ID.test(startingAfter)) throw badParam('starting_after');
+    const page = await ExperimentsRepository.list(this.db, merchant.id, { limit, startingAfter });
     const data = [];
-    for (const row of rows)
+    for (const row of page.data)
       data.push(experimentView(row, await ExperimentsRepository.moments(this.db, merchant.id, row.id)));
-    return { data };
+    const last = page.data[page.data.length - 1];
+    const next =
+      page.hasMore && last
+        ? `/v1/retain/experiments?${new URLSearchParams({ limit: String(limit), starting_after: last.id }).toString()}`
+        : null;
+    return listEnvelope(data as Record<string, unknown>[], req, next, null);
   }
 
   @Get(':id')

@@ -73,10 +73,26 @@ export class ExperimentsRepository {
     return row ?? null;
   }
 
-  static async list(m: Sql, merchantId: string): Promise<ExperimentRow[]> {
-    return m.query(`SELECT ${COLUMNS} FROM policy_experiments WHERE merchant_id = $1 ORDER BY created_at DESC, id`, [
-      merchantId,
-    ]);
+  /**
+   * A page of the merchant's experiments, newest first, after the experiment `startingAfter` (none
+   * after an id the merchant has no experiment with): `limit` rows, and whether more follow.
+   */
+  static async list(
+    m: Sql,
+    merchantId: string,
+    page: { limit: number; startingAfter: string | null },
+  ): Promise<{ data: ExperimentRow[]; hasMore: boolean }> {
+    const rows: ExperimentRow[] = await m.query(
+      `SELECT ${COLUMNS} FROM policy_experiments
+        WHERE merchant_id = $1
+          AND ($2::text IS NULL
+               OR (created_at, id) < (SELECT c.created_at, c.id FROM policy_experiments c
+                                       WHERE c.merchant_id = $1 AND c.id = $2))
+        ORDER BY created_at DESC, id DESC
+        LIMIT $3`,
+      [merchantId, page.startingAfter, page.limit + 1],
+    );
+    return { data: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
   }
 
   /** Stops a running experiment: new transactions get the default policy again; assigned ones keep their arm. */

@@ -64,6 +64,23 @@ describe('sticky experiment assignment', () => {
 });
 
 describe('experiment validation', () => {
+  it('accepts every tunable at the ends of its range', () => {
+    const ends = {
+      windowDays: 60,
+      maxAttempts: 20,
+      maxAttemptsByClass: { risky: 0 },
+      budgetByClass: { funds: 20, generic: 0 },
+      attemptDeadlineDays: [0, 60],
+      technicalBackoffHours: [0, 1440],
+      waitCostPerDay: 1,
+      minSlotRate: 0,
+      minGapHours: 1440,
+      paydayBoost: 100,
+    };
+    const r = parseExperiment({ name: 'x', variants: [variant('a'), { ...variant('b'), config: ends }] });
+    expect(r.ok && r.variants[1]!.config).toEqual(ends);
+  });
+
   it('accepts variants with versions, weights and tunables', () => {
     const r = parseExperiment({
       name: 'fewer attempts',
@@ -119,6 +136,24 @@ describe('experiment validation', () => {
       },
       'variants[0].config.paydayBoost',
     ],
+    // Out of range: a window or deadline the planner would walk day by day, a fraction above 1.
+    ...(
+      [
+        [{ windowDays: 365_000 }, 'windowDays'],
+        [{ windowDays: 0 }, 'windowDays'],
+        [{ maxAttempts: 6.5 }, 'maxAttempts'],
+        [{ maxAttempts: 21 }, 'maxAttempts'],
+        [{ attemptDeadlineDays: [1, 61] }, 'attemptDeadlineDays'],
+        [{ technicalBackoffHours: [1, -1] }, 'technicalBackoffHours'],
+        [{ waitCostPerDay: 1.5 }, 'waitCostPerDay'],
+        [{ minSlotRate: 2 }, 'minSlotRate'],
+        [{ budgetByClass: { funds: 21 } }, 'budgetByClass'],
+        [{ minGapHours: 1e9 }, 'minGapHours'],
+      ] as const
+    ).map(([config, key]): [unknown, string] => [
+      { name: 'x', variants: [variant('a'), { ...variant('b'), config }] },
+      `variants[1].config.${key}`,
+    ]),
   ])('refuses %j at %s', (body, field) => {
     const r = parseExperiment(body);
     expect(r.ok).toBe(false);

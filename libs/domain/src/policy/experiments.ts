@@ -102,24 +102,65 @@ export type ParsedExperiment =
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Whether `value` may replace the default tunable `key` (same type; arrays of finite numbers). */
-function validOverride(key: string, value: unknown): boolean {
+/** Longest recovery window a variant may ask for: twice the default, as the longest of the leaders (Stripe's 2 months). */
+const MAX_WINDOW_DAYS = 60;
+/**
+ * What each tunable may be set to (every number of it, for lists and per-class maps), from 0. The
+ * policies plan by walking days and hours up to these: an unbounded window or gap (a year, 1e9 days)
+ * made a single plan walk every day of it in the shared retry-worker, or overflow a Date; an hour past
+ * 23 or a factor past 1 where a share is meant is no policy at all.
+ */
+export const TUNABLE_LIMITS: Readonly<
+  Record<
+    Exclude<keyof RetryPolicyConfig, 'learner' | 'fallbackTimeZone'>,
+    { max: number; integer?: true; min?: number }
+  >
+> = {
+  windowDays: { min: 1, max: MAX_WINDOW_DAYS },
+  // A card's network limit is 20 attempts in 30 days (network-rules.md); 0 tries nothing.
+  maxAttempts: { max: 20, integer: true },
+  maxAttemptsByClass: { max: 20, integer: true },
+  budgetByClass: { max: 20, integer: true },
+  attemptHourUtc: { max: 23, integer: true },
+  technicalBackoffHours: { max: MAX_WINDOW_DAYS * 24 },
+  genericGapDays: { max: MAX_WINDOW_DAYS },
+  paydayPullDays: { max: 31 },
+  fundsMinGapHours: { max: MAX_WINDOW_DAYS * 24 },
+  riskyGapDays: { max: MAX_WINDOW_DAYS },
+  attemptDeadlineDays: { max: MAX_WINDOW_DAYS },
+  waitCostPerDay: { max: 1 },
+  minSlotRate: { max: 1 },
+  minGapHours: { max: MAX_WINDOW_DAYS * 24 },
+  paydayBoost: { max: 100 },
+  patternPaydayBoost: { max: 100 },
+  paidHourBoost: { max: 100 },
+};
+
+/**
+ * Why `value` may not replace the default tunable `key` (same type, arrays and maps of numbers, each
+ * within TUNABLE_LIMITS), or null when it may.
+ */
+function overrideProblem(key: string, value: unknown): string | null {
   const base = (DEFAULT_RETRY_POLICY as unknown as Record<string, unknown>)[key];
-  if (base === undefined || key === 'learner' || key === 'fallbackTimeZone') return false;
-  if (typeof base === 'number') return typeof value === 'number' && Number.isFinite(value) && value >= 0;
+  const limit = Object.hasOwn(TUNABLE_LIMITS, key) ? TUNABLE_LIMITS[key as keyof typeof TUNABLE_LIMITS] : undefined;
+  if (base === undefined || limit === undefined) return 'is not a tunable of the policy';
+  const range = `${limit.integer ? 'a whole number' : 'a number'} from ${limit.min ?? 0} to ${limit.max}`;
+  const inRange = (x: unknown) =>
+    typeof x === 'number' &&
+    Number.isFinite(x) &&
+    x >= (limit.min ?? 0) &&
+    x <= limit.max &&
+    (!limit.integer || Number.isInteger(x));
+  if (typeof base === 'number') return inRange(value) ? null : `must be ${range}`;
   if (Array.isArray(base))
-    return (
-      Array.isArray(value) &&
-      value.length > 0 &&
-      value.length <= 40 &&
-      value.every((x) => typeof x === 'number' && Number.isFinite(x) && x >= 0)
-    );
+    return Array.isArray(value) && value.length > 0 && value.length <= 40 && value.every(inRange)
+      ? null
+      : `must be a list of 1 to 40 numbers, each ${range}`;
   if (isRecord(base))
-    return (
-      isRecord(value) &&
-      Object.entries(value).every(([k, x]) => k in base && typeof x === 'number' && Number.isFinite(x) && x >= 0)
-    );
-  return false;
+    return isRecord(value) && Object.entries(value).every(([k, x]) => Object.hasOwn(base, k) && inRange(x))
+      ? null
+      : `must map ${Object.keys(base).join(', ')} to ${range}`;
+  return 'is not a tunable of the policy';
 }
 
 /** Validates an experiment as a merchant submits it (API body or CLI options). */
@@ -158,12 +199,13 @@ export function parseExperiment(body: unknown): ParsedExperiment {
     const config = raw['config'] ?? {};
     if (!isRecord(config)) return { ok: false, field: f('config'), detail: 'must be an object' };
     for (const [k, v] of Object.entries(config)) {
-      if (!validOverride(k, v))
+      const problem = overrideProblem(k, v);
+      if (problem !== null)
         return {
           ok: false,
           // The key is the client's: named only when it cannot be card data (decisions §10).
           field: isNameable(k) ? `${f('config')}.${k}` : `${f('config')} key`,
-          detail: 'is not a tunable of the policy or has a wrong type',
+          detail: problem,
         };
       if (!(POLICY_TUNABLES[version] ?? []).includes(k as keyof RetryPolicyConfig))
         return { ok: false, field: `${f('config')}.${k}`, detail: `is not read by the policy ${version}` };
