@@ -91,6 +91,14 @@ describe('transactionWindowEnd (real Postgres)', () => {
         LEGACY_POLICY_VERSION,
         JSON.stringify([
           { name: 'short', policy_version: POLICY_VERSION, weight: 1, learning: false, config: { windowDays: 3 } },
+          // Stored before the tunables had ranges (TUNABLE_LIMITS): a window the planner would walk day by day.
+          {
+            name: 'vast',
+            policy_version: POLICY_VERSION,
+            weight: 1,
+            learning: false,
+            config: { windowDays: 1_000_000, maxAttempts: 3 },
+          },
         ]),
       ],
     );
@@ -145,5 +153,13 @@ describe('transactionWindowEnd (real Postgres)', () => {
     // The arm's windowDays (3) is the experiment transaction's window; the others keep the default.
     expect(ends[2]).toBe(3 * DAY);
     expect(ends[0]).toBeGreaterThan(3 * DAY);
+  });
+
+  it('plans a variant stored with a setting out of its range by the default for that setting, keeping the others', async () => {
+    const txn = await transaction(POLICY_VERSION, 'vast');
+    const inputs = await policyInputsFor(db, merchantId, txn.id, false);
+    expect(inputs.config).toEqual({ maxAttempts: 3 });
+    const end = await transactionWindowEnd(db, txn, 1);
+    expect(end.getTime() - txn.submittedTs.getTime()).toBe(30 * DAY);
   });
 });

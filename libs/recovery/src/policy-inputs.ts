@@ -2,6 +2,7 @@ import { ExperimentsRepository, PolicyStatsRepository, type PolicyTransactionRow
 import {
   LEGACY_POLICY_VERSION,
   declineClassOf,
+  overridesWithinLimits,
   recoveryWindowEnd,
   slotKeyFor,
   timeZoneFor,
@@ -50,7 +51,8 @@ async function experimentArm(
 ): Promise<{ variant: ExperimentVariant | null; config: ExperimentVariant['config'] | undefined }> {
   const variant =
     experimentId && armName ? await ExperimentsRepository.armOf(m, merchantId, experimentId, armName) : null;
-  return { variant, config: variant && Object.keys(variant.config).length > 0 ? variant.config : undefined };
+  const config = variant ? overridesWithinLimits(variant.config) : {};
+  return { variant, config: Object.keys(config).length > 0 ? config : undefined };
 }
 
 /**

@@ -163,6 +163,15 @@ function overrideProblem(key: string, value: unknown): string | null {
   return 'is not a tunable of the policy';
 }
 
+/**
+ * A stored variant's overrides that lie within TUNABLE_LIMITS. A variant created before the limits may
+ * hold any number (a window of a million days): the planner takes the default for such a setting rather
+ * than walk it, and keeps the variant's other settings.
+ */
+export function overridesWithinLimits(config: Partial<RetryPolicyConfig>): Partial<RetryPolicyConfig> {
+  return Object.fromEntries(Object.entries(config).filter(([k, v]) => overrideProblem(k, v) === null));
+}
+
 /** Validates an experiment as a merchant submits it (API body or CLI options). */
 export function parseExperiment(body: unknown): ParsedExperiment {
   if (!isRecord(body)) return { ok: false, field: 'body', detail: 'must be a JSON object' };
