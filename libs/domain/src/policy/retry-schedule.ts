@@ -201,13 +201,6 @@ export interface PlanInput {
 }
 
 /**
- * The next attempt of a transaction, or why there is none. The schedule is computed on a virtual
- * clock that runs `timeScale` times faster from `startedAt` (identical to real time at scale 1),
- * then mapped back: calendar targeting (paydays, hours) works the same in demos as in production,
- * and consecutive calls see the virtual days pass. Every candidate time is checked against the
- * card-network limits; a temporary limit pushes it to the next slot after `notBefore`.
- */
-/**
  * The defaults with overrides applied in order (a caller's `config`, then the policy choice's): the
  * per-class records (budgetByClass, maxAttemptsByClass) merge key by key, so a variant that names one
  * class changes that class only.
@@ -241,6 +234,13 @@ export function recoveryWindowEnd(
   return new Date(v <= anchor ? v : anchor + Math.ceil((v - anchor) / scale));
 }
 
+/**
+ * The next attempt of a transaction, or why there is none. The schedule is computed on a virtual
+ * clock that runs `timeScale` times faster from `startedAt` (identical to real time at scale 1),
+ * then mapped back: calendar targeting (paydays, hours) works the same in demos as in production,
+ * and consecutive calls see the virtual days pass. Every candidate time is checked against the
+ * card-network limits; a temporary limit pushes it to the next slot after `notBefore`.
+ */
 export function planNextAttempt(input: PlanInput): Plan {
   if (input.policy && input.policy.version !== LEGACY_POLICY_VERSION)
     return planAdaptive(
