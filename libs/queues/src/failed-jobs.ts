@@ -149,8 +149,12 @@ export class FailedJobs {
           WHERE queue = $1 AND job_id = $2`,
         [queue, row.job_id],
       );
+      // A fresh budget of put-backs after stalls (MAX_PUBLISHES_AFTER_STALLS), as a new job has: the
+      // operator redrives once the cause is fixed, and its first stall since is not its last.
       if (row.outbox_id) {
-        await m.query(`UPDATE outbox SET failed_at = NULL, published_at = NULL WHERE id = $1`, [row.outbox_id]);
+        await m.query(`UPDATE outbox SET failed_at = NULL, published_at = NULL, publish_count = 0 WHERE id = $1`, [
+          row.outbox_id,
+        ]);
       }
     });
     if (row.outbox_id) {

@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueueName } from './contracts';
+import { FailedJobs } from './failed-jobs';
 import { MAX_PUBLISHES_AFTER_STALLS, OutboxRelay, QueueRegistry, addToOutbox } from './outbox';
 import { createRedis } from './redis';
 
@@ -214,5 +215,14 @@ describe('outbox relay and sweeper', () => {
     expect(await q.getJobCounts('waiting', 'failed')).toEqual({ waiting: 0, failed: 1 });
     const [row] = await db.query(`SELECT last_error FROM failed_jobs WHERE job_id = $1`, [id]);
     expect(row.last_error).toBe('job stalled more than allowable limit');
+
+    // Redriven (the operator fixed what killed its workers): it gets a fresh budget of put-backs, as
+    // a fresh job does, instead of being recorded failed again at its first stall.
+    await new FailedJobs(db, { queues, relay }).redrive([id!], QueueName.SubmissionReview);
+    expect(await q.getJobCounts('waiting', 'failed')).toEqual({ waiting: 1, failed: 0 });
+    await failOnce();
+    await relay.sweep(0);
+    expect(await q.getJobCounts('waiting', 'failed')).toEqual({ waiting: 1, failed: 0 });
+    expect(await db.query(`SELECT 1 FROM failed_jobs WHERE job_id = $1 AND redriven_at IS NULL`, [id])).toHaveLength(0);
   });
 });
