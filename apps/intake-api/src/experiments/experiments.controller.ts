@@ -25,13 +25,13 @@ import {
 import { ErrorDto } from '@retain/api-contract';
 import type { RetainConfig } from '@retain/config';
 import { ExperimentsRepository } from '@retain/db';
-import { RetCode, RetMessage, nameOr, newExperimentId, parseExperiment } from '@retain/domain';
+import { RetCode, RetMessage, newExperimentId, parseExperiment } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import { experimentView } from '@retain/recovery';
 import type { FastifyRequest } from 'fastify';
 import { DataSource } from 'typeorm';
 import { CurrentMerchant, MerchantAuthGuard, type AuthenticatedMerchant } from '../auth/merchant-auth.guard';
-import { listEnvelope } from '../http/list-envelope';
+import { listEnvelope, simplePage } from '../http/list-envelope';
 
 const notFound = (): HttpException =>
   new HttpException({ code: RetCode.RET0404, message: RetMessage.notFound }, HttpStatus.NOT_FOUND);
@@ -133,14 +133,15 @@ export class ExperimentsController {
     @Query() query: Record<string, unknown>,
     @Req() req: FastifyRequest,
   ): Promise<unknown> {
-    for (const [k, v] of Object.entries(query))
-      if ((k !== 'limit' && k !== 'starting_after') || typeof v !== 'string') throw badParam(nameOr(k, 'query'));
-    const limitText = (query['limit'] as string | undefined) ?? String(LIST_DEFAULT);
-    const limit = /^\d{1,3}$/.test(limitText) ? Number(limitText) : NaN;
-    if (!(limit >= 1 && limit <= LIST_MAX)) throw badParam('limit');
-    const startingAfter = (query['starting_after'] as string | undefined) ?? null;
-    if (startingAfter !== null && !ID.test(startingAfter)) throw badParam('starting_after');
-    const page = await ExperimentsRepository.list(this.db, merchant.id, { limit, startingAfter });
+    const asked = simplePage(query, {
+      known: ['limit', 'starting_after'],
+      defaultLimit: LIST_DEFAULT,
+      maxLimit: LIST_MAX,
+      cursor: ID,
+    });
+    if ('bad' in asked) throw badParam(asked.bad);
+    const { limit } = asked;
+    const page = await ExperimentsRepository.list(this.db, merchant.id, asked);
     const data = [];
     for (const row of page.data)
       data.push(experimentView(row, await ExperimentsRepository.moments(this.db, merchant.id, row.id)));

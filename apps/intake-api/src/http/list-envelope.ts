@@ -1,3 +1,4 @@
+import { nameOr } from '@retain/domain';
 import type { FastifyRequest } from 'fastify';
 
 /** The List envelope of the spec: `{object:"List", data, url, next, previous, total_count}`. */
@@ -52,4 +53,24 @@ export function pageLinks(
       ? link('ending_before', first)
       : null;
   return { next, previous };
+}
+
+/**
+ * The query of a list paged by `limit` and `starting_after` alone (pushes, experiments): every
+ * parameter one of `known` and given once, the page size 1 to `maxLimit` (`defaultLimit` when absent),
+ * the cursor matching `cursor`. Returns the name a 400 names when a parameter is bad (a parameter
+ * nobody knows is named only when it cannot be card data: `query` otherwise).
+ */
+export function simplePage(
+  query: Record<string, unknown>,
+  opts: { known: readonly string[]; defaultLimit: number; maxLimit: number; cursor: RegExp },
+): { limit: number; startingAfter: string | null } | { bad: string } {
+  for (const [k, v] of Object.entries(query))
+    if (!opts.known.includes(k) || typeof v !== 'string') return { bad: nameOr(k, 'query') };
+  const limitText = (query['limit'] as string | undefined) ?? String(opts.defaultLimit);
+  const limit = /^\d{1,3}$/.test(limitText) ? Number(limitText) : NaN;
+  if (!(limit >= 1 && limit <= opts.maxLimit)) return { bad: 'limit' };
+  const startingAfter = (query['starting_after'] as string | undefined) ?? null;
+  if (startingAfter !== null && !opts.cursor.test(startingAfter)) return { bad: 'starting_after' };
+  return { limit, startingAfter };
 }

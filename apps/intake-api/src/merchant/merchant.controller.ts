@@ -29,7 +29,7 @@ import {
 import { ErrorDto } from '@retain/api-contract';
 import type { RetainConfig } from '@retain/config';
 import { MerchantsRepository, WebhookMessagesRepository, type TestPushLimit } from '@retain/db';
-import { EventName, RetCode, RetMessage, nameOr, newMessageId, newVid, parseWebhookUrl } from '@retain/domain';
+import { EventName, RetCode, RetMessage, newMessageId, newVid, parseWebhookUrl } from '@retain/domain';
 import { RETAIN_CONFIG } from '@retain/platform';
 import { OutboxRelay, announce } from '@retain/queues';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -40,7 +40,7 @@ import {
   SESSION_COOKIE,
   type AuthenticatedMerchant,
 } from '../auth/merchant-auth.guard';
-import { listEnvelope } from '../http/list-envelope';
+import { listEnvelope, simplePage } from '../http/list-envelope';
 
 const badParam = (name: string, detail = ''): HttpException =>
   new HttpException(
@@ -260,16 +260,16 @@ export class WebhookMessagesController {
     @Query() query: Record<string, unknown>,
     @Req() req: FastifyRequest,
   ): Promise<unknown> {
-    const known = new Set(['status', 'transaction_id', 'limit', 'starting_after']);
-    for (const [k, v] of Object.entries(query))
-      if (!known.has(k) || typeof v !== 'string') throw badParam(nameOr(k, 'query'));
+    const asked = simplePage(query, {
+      known: ['status', 'transaction_id', 'limit', 'starting_after'],
+      defaultLimit: 20,
+      maxLimit: 100,
+      cursor: /^[0-9A-Za-z]{27}$/,
+    });
+    if ('bad' in asked) throw badParam(asked.bad);
+    const { limit, startingAfter } = asked;
     const status = (query['status'] as string | undefined) ?? null;
     if (status !== null && !MESSAGE_STATUSES.includes(status)) throw badParam('status');
-    const limitText = (query['limit'] as string | undefined) ?? '20';
-    const limit = /^\d{1,3}$/.test(limitText) ? Number(limitText) : NaN;
-    if (!(limit >= 1 && limit <= 100)) throw badParam('limit');
-    const startingAfter = (query['starting_after'] as string | undefined) ?? null;
-    if (startingAfter !== null && !/^[0-9A-Za-z]{27}$/.test(startingAfter)) throw badParam('starting_after');
     const transactionId = (query['transaction_id'] as string | undefined) ?? null;
     if (transactionId !== null && (transactionId.length === 0 || transactionId.length > 128)) {
       throw badParam('transaction_id');
