@@ -83,16 +83,9 @@ export async function rememberPaymentMethod(
   const stored = await PaymentMethodsRepository.cryptogramOf(m, merchantId, transactionId);
   const sealed = stored ? (parseSealedText(stored) ?? seal(keys, stored, 'cryptogram')) : null;
   const id = await PaymentMethodsRepository.remember(m, merchantId, transactionId, newVid(), sealed);
-  if (id) {
-    // The card the original decline came from (the policy reads that decline for this card only).
-    await m.query(
-      `UPDATE transactions SET original_payment_method_ref = $3
-        WHERE id = $1 AND merchant_id = $2 AND original_payment_method_ref IS NULL`,
-      [transactionId, merchantId, id],
-    );
-    const pm = await PaymentMethodsRepository.get(m, merchantId, id);
-    if (pm) await adoptPaymentMethod(m, merchantId, transactionId, pm);
-  }
+  // Adopted, and the card the original decline came from (the policy reads that decline for this card
+  // only): one statement, as the review runs this for every row of a submission under its locks.
+  if (id) await PaymentMethodsRepository.adopt(m, merchantId, transactionId, id, { original: true });
   return id;
 }
 

@@ -346,9 +346,19 @@ export class PaymentMethodsRepository {
    * the transaction had before (fixed now if the review had not fixed them yet: migration
    * FixedBreakdownKeys), so its figures stay under the card it failed on.
    */
-  static async adopt(m: EntityManager, merchantId: string, transactionId: string, pmId: string): Promise<void> {
+  static async adopt(
+    m: EntityManager,
+    merchantId: string,
+    transactionId: string,
+    pmId: string,
+    opts: { original?: boolean } = {},
+  ): Promise<void> {
+    // `original`: the payment method is the one the transaction was submitted with, so it is also the
+    // card the original decline came from (set once), in the same statement.
     await m.query(
       `UPDATE transactions t SET payment_method_ref = p.id, card_kind = p.card_kind, card_enc = p.card_enc,
+         original_payment_method_ref = CASE WHEN $4::boolean THEN coalesce(t.original_payment_method_ref, p.id)
+                                            ELSE t.original_payment_method_ref END,
          card_key_id = p.card_key_id, card_hmac = p.card_hmac, card_hmac_key_id = p.card_hmac_key_id,
          card_bin = p.card_bin, card_last4 = p.card_last4, card_network = p.card_network,
          account_hash = p.account_hash, expiration_date = p.expiration_date, is_network_token = p.is_network_token,
@@ -357,7 +367,7 @@ export class PaymentMethodsRepository {
          ${fixCardKeys('t')}
        FROM payment_methods p
        WHERE t.id = $1 AND t.merchant_id = $2 AND p.id = $3 AND p.merchant_id = $2`,
-      [transactionId, merchantId, pmId],
+      [transactionId, merchantId, pmId, opts.original === true],
     );
   }
 
