@@ -2,7 +2,7 @@ import { createDataSource } from '@retain/db';
 import { LEGACY_POLICY_VERSION, POLICY_VERSION, recoveryWindowEnd } from '@retain/domain';
 import type { DataSource, EntityManager } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { policyInputsFor, transactionWindowEnd } from './policy-inputs';
+import { policyInputsFor, sharedPolicyReads, transactionWindowEnd } from './policy-inputs';
 
 // Inside a database transaction every statement goes to one client: statements sent while another is
 // out are queued by pg today (with a DeprecationWarning seen in the apps' output) and refused by pg 9.
@@ -60,6 +60,19 @@ describe('policyInputsFor on one transaction (real Postgres)', () => {
     expect(overlapping).toBe(0);
     // And the inputs are the adaptive policy's (the account's history was read).
     expect(inputs).toHaveProperty('accountOutcomes', { approvals: 0, declines: 0 });
+  });
+
+  it('gives the same inputs from reads shared by many plans (the review), reading them once', async () => {
+    const alone = await policyInputsFor(db, merchantId, transactionId, true);
+    const shared = await sharedPolicyReads(db, [{ merchantId, transactionId }]);
+    let statements = 0;
+    const counted = { query: (sql: string, params?: unknown[]) => (statements++, db.query(sql, params)) };
+    expect(await policyInputsFor(counted, merchantId, transactionId, true, shared)).toEqual(alone);
+    // The row, the slot counts (first use of its class), no history: it was read with the others.
+    expect(statements).toBe(2);
+    statements = 0;
+    expect(await policyInputsFor(counted, merchantId, transactionId, true, shared)).toEqual(alone);
+    expect(statements).toBe(1);
   });
 });
 

@@ -36,10 +36,37 @@ export async function policyInputsFor(
   merchantId: string,
   transactionId: string,
   updaterOn: boolean,
+  shared?: SharedPolicyReads,
 ): Promise<Partial<PlanInput>> {
   // The grouped read (policyInputsForMany) of one transaction: one piece of code for both paths.
   const rows = await policyRowsFor(m, [{ merchantId, transactionId }]);
-  return (await policyInputsForMany(m, rows, [transactionId], updaterOn)).get(transactionId) ?? {};
+  return (await policyInputsForMany(m, rows, [transactionId], updaterOn, shared)).get(transactionId) ?? {};
+}
+
+type AccountHistory = { paidAt: Date[]; approvals: number; declines: number };
+
+/**
+ * What the plans of many transactions read alike, read once for all of them: the slot counts by
+ * merchant and decline class (filled as classes come up), and the account histories by transaction
+ * (sharedPolicyReads). For a caller that plans one transaction after another in one database
+ * transaction, and writes neither in between: the review (it decides no attempt and counts no slot).
+ */
+export interface SharedPolicyReads {
+  slots: Map<string, SlotCountRow[]>;
+  histories: Map<string, AccountHistory>;
+}
+
+/** The shared reads of these transactions' plans: their account histories (one statement); slots as they come. */
+export async function sharedPolicyReads(
+  m: Sql,
+  refs: readonly { merchantId: string; transactionId: string }[],
+): Promise<SharedPolicyReads> {
+  const rows = [...(await policyRowsFor(m, refs)).values()].filter((r) => r.account_id);
+  const histories = await PolicyStatsRepository.accountHistories(
+    m,
+    rows.map((r) => ({ merchantId: r.merchant_id, accountId: r.account_id!, exceptTransactionId: r.id })),
+  );
+  return { slots: new Map(), histories: new Map(rows.map((r, i) => [r.id, histories[i]!])) };
 }
 
 /** A transaction's experiment arm (null: none) and the tunables it overrides (undefined: none). */
@@ -85,7 +112,7 @@ function adaptiveInputs(
   variant: ExperimentVariant | null,
   config: Partial<PlanInput>,
   slots: readonly SlotCountRow[],
-  history: { paidAt: Date[]; approvals: number; declines: number },
+  history: AccountHistory,
   renewable: boolean,
 ): Partial<PlanInput> {
   const merchantId = row.merchant_id;
@@ -168,6 +195,7 @@ export async function policyInputsForMany(
   rows: ReadonlyMap<string, PolicyTransactionRow>,
   transactionIds: readonly string[],
   updaterOn: boolean,
+  shared?: SharedPolicyReads,
 ): Promise<Map<string, Partial<PlanInput>>> {
   const result = new Map<string, Partial<PlanInput>>();
   const adaptiveRows: { row: PolicyTransactionRow; variant: ExperimentVariant | null; config: Partial<PlanInput> }[] =
@@ -187,10 +215,10 @@ export async function policyInputsForMany(
   if (adaptiveRows.length === 0) return result;
   const classOf = (row: PolicyTransactionRow) => declineClassOf(row.card_network, row.auth_code, null, row.failed_at);
   const slotKeys = new Map(adaptiveRows.map(({ row }) => [`${row.merchant_id}|${classOf(row)}`, row]));
-  const slots = new Map<string, SlotCountRow[]>();
+  const slots = shared?.slots ?? new Map<string, SlotCountRow[]>();
   for (const [key, row] of slotKeys)
-    slots.set(key, await PolicyStatsRepository.slots(m, row.merchant_id, classOf(row)));
-  const withAccount = adaptiveRows.filter(({ row }) => row.account_id);
+    if (!slots.has(key)) slots.set(key, await PolicyStatsRepository.slots(m, row.merchant_id, classOf(row)));
+  const withAccount = adaptiveRows.filter(({ row }) => row.account_id && !shared?.histories.has(row.id));
   const histories = await PolicyStatsRepository.accountHistories(
     m,
     withAccount.map(({ row }) => ({
@@ -199,7 +227,8 @@ export async function policyInputsForMany(
       exceptTransactionId: row.id,
     })),
   );
-  const historyOf = new Map(withAccount.map(({ row }, i) => [row.id, histories[i]!]));
+  const read = new Map(withAccount.map(({ row }, i) => [row.id, histories[i]!]));
+  const historyOf = (id: string): AccountHistory | undefined => shared?.histories.get(id) ?? read.get(id);
   for (const { row, variant, config } of adaptiveRows) {
     result.set(
       row.id,
@@ -208,7 +237,7 @@ export async function policyInputsForMany(
         variant,
         config,
         slots.get(`${row.merchant_id}|${classOf(row)}`) ?? [],
-        historyOf.get(row.id) ?? { paidAt: [], approvals: 0, declines: 0 },
+        historyOf(row.id) ?? { paidAt: [], approvals: 0, declines: 0 },
         updaterOn && updaterReaches({ cardKind: row.card_kind, cardLast4: row.card_last4 }),
       ),
     );

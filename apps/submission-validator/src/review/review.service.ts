@@ -44,6 +44,8 @@ import {
   freshCardPlan,
   nextPaymentMethod,
   policyInputsFor,
+  sharedPolicyReads,
+  type SharedPolicyReads,
   rememberPaymentMethod,
   storedExplanation,
   updaterReaches,
@@ -190,6 +192,14 @@ export class ReviewService {
       withCard.map((r) => fingerprintsOf(verdicts.get(r.id)!.card!)),
     );
     const fingerprints = new Map(withCard.map((r, i) => [r.id, settled[i] ?? null]));
+    // The account histories of the plans below in one statement, and each decline class's slot counts
+    // once: the review decides no attempt and counts no slot, so they hold for all its transactions.
+    const shared = await sharedPolicyReads(
+      m,
+      rows
+        .filter((r) => lockedIds.has(r.id) && verdicts.get(r.id)?.errors.length === 0)
+        .map((r) => ({ merchantId: sub.merchant_id, transactionId: r.id })),
+    );
     const rejected: { id: string; errors: ErrorEntry[] }[] = [];
     let passed = 0;
     const cancelled: string[] = [];
@@ -212,7 +222,7 @@ export class ReviewService {
         // decisions §15: the account remembers this payment method (the transaction charges the stored one).
         const pmRef = await rememberPaymentMethod(m, this.config.cardKeys, sub.merchant_id, row.id);
         cancelled.push(
-          ...(await this.schedule(m, sub.merchant_id, row, pmRef, verdict.chargeable, stopped.has(row.id))),
+          ...(await this.schedule(m, sub.merchant_id, row, pmRef, verdict.chargeable, stopped.has(row.id), shared)),
         );
       }
     }
@@ -452,8 +462,9 @@ export class ReviewService {
     chargeable: (pm: PaymentMethodRow) => Promise<boolean>,
     /** Stopped before its review (read under the row lock): never moved to another payment method. */
     stopped: boolean,
+    shared: SharedPolicyReads,
   ): Promise<string[]> {
-    const policyInputs = await policyInputsFor(m, merchantId, row.id, accountUpdaterConnected(this.config));
+    const policyInputs = await policyInputsFor(m, merchantId, row.id, accountUpdaterConnected(this.config), shared);
     const declined = {
       network: row.card_network,
       responseCode: row.auth_code,
