@@ -8,6 +8,7 @@ import {
   inTransactionWithRetry,
   settleCardFingerprints,
   type PaymentMethodRow,
+  type FirstAttemptPass,
   type PendingReviewRow,
   type StoredPaymentMethod,
 } from '@retain/db';
@@ -203,6 +204,7 @@ export class ReviewService {
     const rejected: { id: string; errors: ErrorEntry[] }[] = [];
     let passed = 0;
     const cancelled: string[] = [];
+    const passes: FirstAttemptPass[] = [];
     for (const row of rows) {
       const verdict = verdicts.get(row.id);
       if (!verdict || !lockedIds.has(row.id)) continue;
@@ -222,10 +224,20 @@ export class ReviewService {
         // decisions §15: the account remembers this payment method (the transaction charges the stored one).
         const pmRef = await rememberPaymentMethod(m, this.config.cardKeys, sub.merchant_id, row.id);
         cancelled.push(
-          ...(await this.schedule(m, sub.merchant_id, row, pmRef, verdict.chargeable, stopped.has(row.id), shared)),
+          ...(await this.schedule(
+            m,
+            sub.merchant_id,
+            row,
+            pmRef,
+            verdict.chargeable,
+            stopped.has(row.id),
+            shared,
+            passes,
+          )),
         );
       }
     }
+    await this.submissions.passWithFirstAttempts(m, sub.merchant_id, passes);
     await this.submissions.markReviewed(m, submissionId, rejected.length);
     const outbox =
       rejected.length === 0
@@ -463,6 +475,8 @@ export class ReviewService {
     /** Stopped before its review (read under the row lock): never moved to another payment method. */
     stopped: boolean,
     shared: SharedPolicyReads,
+    /** Where a transaction passed with its first attempt goes: written for all of them after the loop. */
+    passes: FirstAttemptPass[],
   ): Promise<string[]> {
     const policyInputs = await policyInputsFor(m, merchantId, row.id, accountUpdaterConnected(this.config), shared);
     const declined = {
@@ -499,7 +513,7 @@ export class ReviewService {
       // auth_code_description is our reading of the response code the merchant sent (spec: the
       // service's interpretation of the provider response); each attempt then updates it.
       const explanation = storedExplanation(plan.explain, policyInputs.policy?.version);
-      await this.submissions.passWithFirstAttempt(m, merchantId, row.id, plan.at, original.description, explanation);
+      passes.push({ transactionId: row.id, at: plan.at, authCodeDescription: original.description, plan: explanation });
       return [];
     }
     // decisions §15: "the account updater runs for data-quality declines", the original one too.
@@ -509,7 +523,12 @@ export class ReviewService {
       const first = await this.freshCardPlan(m, merchantId, row, new Date(), policyInputs);
       if (first.kind === 'retry') {
         const explanation = storedExplanation(first.explain, policyInputs.policy?.version);
-        await this.submissions.passWithFirstAttempt(m, merchantId, row.id, first.at, original.description, explanation);
+        passes.push({
+          transactionId: row.id,
+          at: first.at,
+          authCodeDescription: original.description,
+          plan: explanation,
+        });
         this.logger.log({ reason: plan.reason }, 'data-quality original decline: the account updater first');
         return [];
       }
@@ -535,14 +554,12 @@ export class ReviewService {
         : null;
     if (fallback) {
       const explanation = storedExplanation(fallback.explain, policyInputs.policy?.version);
-      await this.submissions.passWithFirstAttempt(
-        m,
-        merchantId,
-        row.id,
-        fallback.at,
-        original.description,
-        explanation,
-      );
+      passes.push({
+        transactionId: row.id,
+        at: fallback.at,
+        authCodeDescription: original.description,
+        plan: explanation,
+      });
       return [];
     }
     // No attempt, so no fee paid; a naive daily schedule would have retried it anyway (network-rules.md).

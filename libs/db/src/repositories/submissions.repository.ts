@@ -39,6 +39,17 @@ export interface PendingReviewRow {
   network_advice_code: string | null;
 }
 
+/**
+ * A transaction the review passed with its first attempt planned: when it is due (none if a stop
+ * arrived meanwhile), the decline's description and the plan's explanation.
+ */
+export interface FirstAttemptPass {
+  transactionId: string;
+  at: Date;
+  authCodeDescription: string;
+  plan: Record<string, unknown> | null;
+}
+
 /** The card columns a review learned from a decrypted card number. */
 export interface ReviewedPanCard {
   cardEnc: string;
@@ -515,24 +526,30 @@ export class SubmissionsRepository {
   }
 
   /**
-   * Passed, first attempt due at `at` (unless a stop arrived meanwhile). Fixes the analytics breakdown
+   * Passed, each first attempt due at its `at` (unless a stop arrived meanwhile). Fixes the analytics breakdown
    * keys (migration FixedBreakdownKeys): the class written here, the card and address reviewed (or
    * fixed already when the review adopted another payment method).
    */
-  async passWithFirstAttempt(
+  async passWithFirstAttempts(
     m: EntityManager,
     merchantId: string,
-    transactionId: string,
-    at: Date,
-    authCodeDescription: string,
-    plan: Record<string, unknown> | null = null,
+    passes: readonly FirstAttemptPass[],
   ): Promise<void> {
+    if (passes.length === 0) return;
+    // One statement for the whole review (its rows are locked): each row's own values from the arrays.
     await m.query(
-      `UPDATE transactions SET review_status = 'passed', updated_at = now(), auth_code_description = $3,
-         next_attempt_at = CASE WHEN stop_requested_at IS NULL THEN $2::timestamptz END, next_attempt_plan = $5,
-         ${fixCardKeys('transactions')}, ${fixClassKey('transactions', '$3::varchar')}
-       WHERE id = $1 AND merchant_id = $4`,
-      [transactionId, at, authCodeDescription, merchantId, plan === null ? null : JSON.stringify(plan)],
+      `UPDATE transactions t SET review_status = 'passed', updated_at = now(), auth_code_description = x.description,
+         next_attempt_at = CASE WHEN t.stop_requested_at IS NULL THEN x.at END, next_attempt_plan = x.plan,
+         ${fixCardKeys('t')}, ${fixClassKey('t', 'x.description::varchar')}
+         FROM unnest($2::uuid[], $3::timestamptz[], $4::text[], $5::jsonb[]) AS x(id, at, description, plan)
+        WHERE t.id = x.id AND t.merchant_id = $1`,
+      [
+        merchantId,
+        passes.map((p) => p.transactionId),
+        passes.map((p) => p.at),
+        passes.map((p) => p.authCodeDescription),
+        passes.map((p) => (p.plan === null ? null : JSON.stringify(p.plan))),
+      ],
     );
   }
 
