@@ -149,6 +149,8 @@ describe('experiment validation', () => {
         [{ minSlotRate: 2 }, 'minSlotRate'],
         [{ budgetByClass: { funds: 21 } }, 'budgetByClass'],
         [{ minGapHours: 1e9 }, 'minGapHours'],
+        // A key every object answers to (`in` finds it on the prototype) is no decline class.
+        [{ budgetByClass: { toString: 1 } }, 'budgetByClass'],
       ] as const
     ).map(([config, key]): [unknown, string] => [
       { name: 'x', variants: [variant('a'), { ...variant('b'), config }] },
