@@ -1,4 +1,10 @@
-import { ExperimentsRepository, PolicyStatsRepository, type PolicyTransactionRow, type SlotCountRow } from '@retain/db';
+import {
+  ExperimentsRepository,
+  PolicyStatsRepository,
+  type AccountHistory,
+  type PolicyTransactionRow,
+  type SlotCountRow,
+} from '@retain/db';
 import {
   LEGACY_POLICY_VERSION,
   declineClassOf,
@@ -43,8 +49,6 @@ export async function policyInputsFor(
   return (await policyInputsForMany(m, rows, [transactionId], updaterOn, shared)).get(transactionId) ?? {};
 }
 
-type AccountHistory = { paidAt: Date[]; approvals: number; declines: number };
-
 /**
  * What the plans of many transactions read alike, read once for all of them: the slot counts by
  * merchant and decline class (filled as classes come up), and the account histories by transaction
@@ -61,12 +65,18 @@ export async function sharedPolicyReads(
   m: Sql,
   refs: readonly { merchantId: string; transactionId: string }[],
 ): Promise<SharedPolicyReads> {
-  const rows = [...(await policyRowsFor(m, refs)).values()].filter((r) => r.account_id);
+  const rows = [...(await policyRowsFor(m, refs)).values()].filter(adaptive);
+  return { slots: new Map(), histories: await accountHistoriesOf(m, rows) };
+}
+
+/** The account histories the adaptive plans of these rows read (none without an account), by transaction: one statement. */
+async function accountHistoriesOf(m: Sql, rows: readonly PolicyTransactionRow[]): Promise<Map<string, AccountHistory>> {
+  const withAccount = rows.filter((r) => r.account_id);
   const histories = await PolicyStatsRepository.accountHistories(
     m,
-    rows.map((r) => ({ merchantId: r.merchant_id, accountId: r.account_id!, exceptTransactionId: r.id })),
+    withAccount.map((r) => ({ merchantId: r.merchant_id, accountId: r.account_id!, exceptTransactionId: r.id })),
   );
-  return { slots: new Map(), histories: new Map(rows.map((r, i) => [r.id, histories[i]!])) };
+  return new Map(withAccount.map((r, i) => [r.id, histories[i]!]));
 }
 
 /** A transaction's experiment arm (null: none) and the tunables it overrides (undefined: none). */
@@ -218,16 +228,10 @@ export async function policyInputsForMany(
   const slots = shared?.slots ?? new Map<string, SlotCountRow[]>();
   for (const [key, row] of slotKeys)
     if (!slots.has(key)) slots.set(key, await PolicyStatsRepository.slots(m, row.merchant_id, classOf(row)));
-  const withAccount = adaptiveRows.filter(({ row }) => row.account_id && !shared?.histories.has(row.id));
-  const histories = await PolicyStatsRepository.accountHistories(
+  const read = await accountHistoriesOf(
     m,
-    withAccount.map(({ row }) => ({
-      merchantId: row.merchant_id,
-      accountId: row.account_id!,
-      exceptTransactionId: row.id,
-    })),
+    adaptiveRows.map(({ row }) => row).filter((row) => !shared?.histories.has(row.id)),
   );
-  const read = new Map(withAccount.map(({ row }, i) => [row.id, histories[i]!]));
   const historyOf = (id: string): AccountHistory | undefined => shared?.histories.get(id) ?? read.get(id);
   for (const { row, variant, config } of adaptiveRows) {
     result.set(

@@ -41,6 +41,13 @@ export interface PolicyTransactionRow {
   on_original_card: boolean;
 }
 
+/** An account's other transactions at the merchant: when they were charged (newest first), and their outcomes. */
+export interface AccountHistory {
+  paidAt: Date[];
+  approvals: number;
+  declines: number;
+}
+
 /**
  * The adaptive policy's evidence: attempts and approvals per slot, per merchant and across all
  * merchants, and what a transaction's planning reads (its account's earlier charges and outcomes).
@@ -140,7 +147,7 @@ export class PolicyStatsRepository {
   static async accountHistories(
     m: Sql,
     items: readonly { merchantId: string; accountId: string; exceptTransactionId: string }[],
-  ): Promise<{ paidAt: Date[]; approvals: number; declines: number }[]> {
+  ): Promise<AccountHistory[]> {
     if (items.length === 0) return [];
     const rows: { n: string; state: string; at: Date }[] = await m.query(
       `SELECT x.n, h.state, h.at
