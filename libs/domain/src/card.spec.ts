@@ -13,6 +13,25 @@ describe('card checks', () => {
     expect(validCardNumber('41111111111111')).toBe(false);
   });
 
+  it('knows Discover by all of its IIN ranges (6011, 622126-622925, 644-649, 65): a 644-649 card is not Maestro', () => {
+    // network-rules.md: Discover cards fall under "American Express, Discover and others" (20 declines
+    // in 30 days across amounts, 1A/70 a hard decline), not Mastercard's per-day and same-amount limits.
+    for (const pan of [
+      '6011000990139424',
+      '6221260000000007',
+      '6229250000000008',
+      '6440000000000007',
+      '6445644564456445',
+      '6490000000000007',
+      '6500000000000002',
+    ])
+      expect([pan, cardBrand(pan)]).toEqual([pan, 'discover']);
+    expect(validCardNumber('6445644564456445')).toBe(true);
+    // Next to them, still Maestro (a Mastercard brand): 643 and 6304, 6759.
+    for (const pan of ['6430000000000000', '6304000000000000', '6759649826438453'])
+      expect([pan, cardBrand(pan)]).toEqual([pan, 'maestro']);
+  });
+
   it('masks to first 6 and last 4 and hashes the digits with SHA-1', () => {
     expect(maskCardNumber('4111111111111111')).toBe('411111******1111');
     expect(accountHash('4111 1111 1111 1111')).toBe(accountHash('4111111111111111'));

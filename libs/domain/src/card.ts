@@ -27,7 +27,16 @@ export function cardBrand(digits: string): CardBrand | null {
   if (digits.startsWith('4')) return 'visa';
   if ((n2 >= 51 && n2 <= 55) || (n4 >= 2221 && n4 <= 2720)) return 'mastercard';
   if (n2 === 34 || n2 === 37) return 'amex';
-  if (digits.startsWith('6011') || digits.startsWith('65') || (n6 >= 622126 && n6 <= 622925)) return 'discover';
+  const n3 = Number(digits.slice(0, 3));
+  // Discover's ranges, 644-649 among them: checked before the broad Maestro range below, which
+  // would give those cards Mastercard's limits instead of the 20-in-30-days rule.
+  if (
+    digits.startsWith('6011') ||
+    digits.startsWith('65') ||
+    (n3 >= 644 && n3 <= 649) ||
+    (n6 >= 622126 && n6 <= 622925)
+  )
+    return 'discover';
   if (n4 >= 3528 && n4 <= 3589) return 'jcb';
   if (n2 === 36 || n2 === 38 || n2 === 39 || (n4 >= 3000 && n4 <= 3059)) return 'diners';
   if (n2 === 62) return 'unionpay';
