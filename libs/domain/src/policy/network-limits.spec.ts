@@ -176,6 +176,23 @@ describe('Mastercard', () => {
     const inFlight = [...attempts(6, HOUR), ...attempts(4, 0, { outcome: 'pending', responseCode: null }, 6 * HOUR)];
     expect(checkNetworkLimits('mastercard', inFlight, at(7 * HOUR), 1000n).allowed).toBe(false);
   });
+  it("Visa's count restarts at the approval's own time, not when its outcome was recorded", () => {
+    // An attempt approved at 09:00 whose outcome stayed unknown until 20:00 (a timeout, then a lookup);
+    // meanwhile the merchant's other transactions on the card were declined 20 times. The issuer saw
+    // those declines after the approval: they count, so a 21st decline would break the limit.
+    const declinedAfter = attempts(20, 0.5 * HOUR, {}, HOUR);
+    const approved: CardAttempt = {
+      at: at(11 * HOUR),
+      decidedAt: T0,
+      amountMinor: 1000n,
+      outcome: 'approved',
+      responseCode: '00',
+    };
+    expect(checkNetworkLimits('visa', [...declinedAfter, approved], at(12 * HOUR), 1000n).allowed).toBe(false);
+    // Declines the issuer saw before the approval are still wiped out by it, whenever they were recorded.
+    const before = attempts(20, 0, { decidedAt: at(-HOUR) }, HOUR);
+    expect(checkNetworkLimits('visa', [...before, approved], at(12 * HOUR), 1000n).allowed).toBe(true);
+  });
   it('attempts in flight count even when an approval was recorded after they started', () => {
     const inFlight = attempts(10, 0, { outcome: 'pending', responseCode: null });
     const approved: CardAttempt = { at: at(HOUR), amountMinor: 1000n, outcome: 'approved', responseCode: '00' };

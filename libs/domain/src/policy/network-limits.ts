@@ -113,11 +113,19 @@ export function checkNetworkLimits(
   // does, as the rules state no reset for them. A forced deposit's capture is no issuer approval: it
   // restarts nothing (and, not declined, is not counted either). Processor errors count like declines:
   // a timeout may well have reached the issuer, and compliance must not hang on our not knowing.
-  // Attempts still in flight count too, whatever was approved since: they may yet decline.
+  // Attempts still in flight count too, whatever was approved since: they may yet decline. The restart
+  // is at the approval's own time (decidedAt): an approval recorded hours later (an unknown outcome
+  // looked up) does not wipe out the declines the issuer saw after it.
+  const decided = (h: CardAttempt): number => (h.decidedAt ?? h.at).getTime();
   const lastApproval =
-    network === 'visa' ? past.reduce((i, h, k) => (h.outcome === 'approved' && !h.forcedDeposit ? k : i), -1) : -1;
+    network === 'visa'
+      ? past.reduce(
+          (t0, h) => (h.outcome === 'approved' && !h.forcedDeposit ? Math.max(t0, decided(h)) : t0),
+          -Infinity,
+        )
+      : -Infinity;
   const counted = past.filter(
-    (h, k) => !h.original && (h.outcome === 'pending' || (h.outcome !== 'approved' && k > lastApproval)),
+    (h) => !h.original && (h.outcome === 'pending' || (h.outcome !== 'approved' && decided(h) > lastApproval)),
   );
 
   if (network === 'visa') {
