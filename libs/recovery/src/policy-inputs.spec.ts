@@ -1,5 +1,5 @@
 import { createDataSource } from '@retain/db';
-import { LEGACY_POLICY_VERSION, POLICY_VERSION, recoveryWindowEnd } from '@retain/domain';
+import { LEGACY_POLICY_VERSION, POLICY_VERSION, firstAttemptAt, recoveryWindowEnd } from '@retain/domain';
 import type { DataSource, EntityManager } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { policyInputsFor, sharedPolicyReads, transactionWindowEnd } from './policy-inputs';
@@ -73,6 +73,36 @@ describe('policyInputsFor on one transaction (real Postgres)', () => {
     statements = 0;
     expect(await policyInputsFor(counted, merchantId, transactionId, true, shared)).toEqual(alone);
     expect(statements).toBe(1);
+  });
+
+  it('reads the original decline at its timestamp but never after the submission (a Visa 57 sent with a later timestamp)', async () => {
+    // Submitted on 24 Oct 2026 at 20:00 UTC with a `timestamp` 7 hours later (local time sent as UTC).
+    // The rules read the decline at the submission: an issuer's 57 was then read as 05 and retried
+    // (network-rules.md), so the adaptive plan retries it like the review's classification does.
+    const [sub] = await db.query(`SELECT submission_id FROM transactions WHERE id = $1`, [transactionId]);
+    const [t] = await db.query(
+      `INSERT INTO transactions (vid, merchant_id, submission_id, merchant_txn_id, status, review_status, amount_minor,
+         currency, failed_at, submitted_ts, status_changed_at, division_number, auth_code, subscription_id, account_id,
+         account, subscription, payment_method, card_kind, card_network, policy_version)
+       VALUES (md5(random()::text), $1, $2, 'inputs-57', 'Failed', 'passed', 1999, 'USD', '2026-10-25T03:00:00Z',
+         '2026-10-24T20:00:00Z', '2026-10-24T20:00:00Z', 'd', '57', 's-inputs-57', 'a-inputs-57', '{}'::jsonb,
+         '{}'::jsonb, '{"billing_address":{"country":"US"}}'::jsonb, 'pan', 'visa', $3)
+       RETURNING id`,
+      [merchantId, sub.submission_id, POLICY_VERSION],
+    );
+    const submittedAt = new Date('2026-10-24T20:00:00Z');
+    const plan = firstAttemptAt({
+      ...(await policyInputsFor(db, merchantId, t.id, true)),
+      startedAt: submittedAt,
+      now: new Date('2026-10-24T20:00:05Z'),
+      lastDecline: { responseCode: '57', merchantAdviceCode: null, at: submittedAt },
+      network: 'visa',
+      amountMinor: 1999n,
+      cardHistory: [],
+      cardDataVersion: null,
+      timeScale: 1,
+    });
+    expect(plan).toMatchObject({ kind: 'retry' });
   });
 });
 

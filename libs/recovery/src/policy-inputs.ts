@@ -141,7 +141,7 @@ function adaptiveInputs(
     policy: { version: row.policy_version!, learning: variant?.learning ?? true },
     originalResponseCode: row.auth_code,
     ...(row.on_original_card === false ? { originalOnAnotherCard: true } : {}),
-    originalDeclinedAt: new Date(row.failed_at),
+    originalDeclinedAt: new Date(row.declined_at),
     originalAdviceCode: row.network_advice_code,
     cardholder: cardholderOf(row),
     card: { bin: row.card_bin, expiry: row.expiration_date, renewable },
@@ -170,10 +170,10 @@ export function outcomeSlotOf(
   if (!row || !adaptive(row)) return null;
   const { timeZone } = timeZoneFor({ cardholder: cardholderOf(row) });
   return slotKeyFor({
-    declineClass: declineClassOf(row.card_network, row.auth_code, null, row.failed_at),
+    declineClass: declineClassOf(row.card_network, row.auth_code, null, row.declined_at),
     country: null,
     binPrefix: null,
-    failedAt: row.failed_at,
+    failedAt: row.declined_at,
     at: attemptAt,
     timeZone,
   });
@@ -223,7 +223,7 @@ export async function policyInputsForMany(
     else result.set(id, config);
   }
   if (adaptiveRows.length === 0) return result;
-  const classOf = (row: PolicyTransactionRow) => declineClassOf(row.card_network, row.auth_code, null, row.failed_at);
+  const classOf = (row: PolicyTransactionRow) => declineClassOf(row.card_network, row.auth_code, null, row.declined_at);
   const slotKeys = new Map(adaptiveRows.map(({ row }) => [`${row.merchant_id}|${classOf(row)}`, row]));
   const slots = shared?.slots ?? new Map<string, SlotCountRow[]>();
   for (const [key, row] of slotKeys)
