@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -221,6 +222,31 @@ describe('webhook delivery', () => {
     await waitFor(async () => (await message(single)).status === 'delivered');
     expect(cli('webhooks', 'replay', single)).toEqual({ replayed: 1, message_ids: [single] });
     await waitFor(() => receiver.received.filter((p) => p.body.header['message_id'] === single).length === 2);
+  });
+
+  it('counts a push it cannot sign (the secret no longer opens) as a failed attempt: dead after the schedule, nothing sent', async () => {
+    // An operator dropped the data key that sealed this merchant's secret (CARD_DATA_KEY without a
+    // reseal). Sending unsigned is not an option; the push follows the retry schedule and ends dead
+    // (the dead-push alert fires), instead of being claimed again every lease with no record.
+    const unsignable = await createMerchant(receiver.url);
+    const merchantId = await merchantRow(unsignable.login);
+    const b64 = (n: number) => randomBytes(n).toString('base64');
+    await (
+      await testDb()
+    ).query(`UPDATE merchants SET webhook_secret_key_id = 'retired', webhook_secret_enc = $2 WHERE id = $1`, [
+      merchantId,
+      `${b64(12)}.${b64(16)}.${b64(40)}`,
+    ]);
+    const id = await push(merchantId);
+    await waitFor(async () => (await message(id)).status === 'dead', { timeoutMs: 20_000, what: 'dead' });
+    const row = await message(id);
+    expect(row.attempt_count).toBe(4);
+    expect(row.last_error).toMatch(/webhook secret/);
+    expect(row.last_error).not.toContain(unsignable.webhook_secret);
+    expect(receiver.received.filter((p) => p.body.header['message_id'] === id)).toHaveLength(0);
+    // The merchant's other settings are untouched, and another merchant's pushes go out as before.
+    const other = await push(await merchantRow(merchant.login));
+    await waitFor(async () => (await message(other)).status === 'delivered', { what: 'other merchant delivered' });
   });
 
   it("delivers a push replayed while its last attempt was in flight: that attempt's failure does not end it dead", async () => {

@@ -42,6 +42,19 @@ const MAX_RESPONSE_BYTES = 64 * 1024;
 interface CachedMerchant {
   merchant: MerchantEntity;
   signer: Webhook | null;
+  /** The merchant's secret is stored but cannot be opened (its data key was dropped): nothing is sent. */
+  unsignable: boolean;
+}
+
+/** What the push log says of an attempt not sent because the secret cannot be opened (no key named). */
+export const UNSIGNABLE_ERROR = 'not sent: the webhook secret cannot be read (an operator must restore its data key)';
+
+/** One attempt of a claimed push, as its record needs it. */
+interface AttemptMade {
+  claimed: ClaimedWebhookMessage;
+  outboxId: string | null;
+  log: WebhookAttemptRecord['log'];
+  statusCode: number | null;
 }
 
 export type DeliveryResult = 'delivered' | 'retry' | 'dead' | 'gone' | 'no_endpoint' | 'skipped';
@@ -126,19 +139,10 @@ export class DeliveryService {
     if (!merchant?.merchant.webhookUrl) merchant = await this.merchant(claimed.merchant_id, claimedAt);
     if (!merchant?.merchant.webhookUrl) {
       onSent();
-      await this.recordDurably(
-        {
-          message_id: claimed.message_id,
-          attempt_count: claimed.attempt_count,
-          replay_count: claimed.replay_count,
-          outbox_id: outboxId,
-          log: null,
-          status: 'no_endpoint',
-          status_code: null,
-          delay_ms: null,
-          last_error: 'merchant has no webhook URL',
-        },
-        claimedAt,
+      await this.recordOutcome(
+        { claimed, outboxId, log: null, statusCode: null },
+        'no_endpoint',
+        'merchant has no webhook URL',
       );
       return 'no_endpoint';
     }
@@ -154,6 +158,19 @@ export class DeliveryService {
       return 'skipped';
     }
     const url = merchant.merchant.webhookUrl;
+    if (merchant.unsignable) {
+      // Never sent unsigned. A failed attempt on the retry schedule, so the push ends dead (the alert
+      // fires, the merchant can replay it once the key is back) instead of going round its lease forever.
+      onSent();
+      const log = {
+        attempt: claimed.attempt_count,
+        attempted_at: new Date().toISOString(),
+        url: redactUrl(url),
+        latency_ms: 0,
+        error: UNSIGNABLE_ERROR,
+      };
+      return this.recordFailure({ claimed, outboxId, log, statusCode: null }, UNSIGNABLE_ERROR);
+    }
     const payload = JSON.stringify(claimed.body);
     const started = Date.now();
     let statusCode: number | null = null;
@@ -203,41 +220,56 @@ export class DeliveryService {
           ? '410'
           : `${Math.floor(statusCode / 100)}xx`;
     this.metrics.webhookDeliveries.inc({ result: resultLabel });
-    const outcome = (status: WebhookAttemptRecord['status'], lastError: string | null, delayMs: number | null = null) =>
-      this.recordDurably(
-        {
-          message_id: claimed.message_id,
-          attempt_count: claimed.attempt_count,
-          replay_count: claimed.replay_count,
-          outbox_id: outboxId,
-          log,
-          status,
-          status_code: statusCode,
-          delay_ms: delayMs,
-          last_error: lastError,
-        },
-        claimedAt,
-      );
-
+    const attempt = { claimed, outboxId, log, statusCode };
     if (statusCode !== null && statusCode >= 200 && statusCode < 300) {
-      await outcome('delivered', null);
+      await this.recordOutcome(attempt, 'delivered', null);
       return 'delivered';
     }
     if (statusCode === 410) {
-      await outcome('gone', 'receiver answered 410 Gone');
+      await this.recordOutcome(attempt, 'gone', 'receiver answered 410 Gone');
       return 'gone';
     }
+    return this.recordFailure(attempt, error ?? `HTTP ${statusCode}`);
+  }
+
+  /** A failed attempt: the next one after its delay with up to 20% jitter (decisions §9), or dead after the last. */
+  private async recordFailure(attempt: AttemptMade, lastError: string): Promise<DeliveryResult> {
     const schedule = this.config.webhookRetryScheduleMs;
-    const attempt = claimed.attempt_count;
-    const lastError = error ?? `HTTP ${statusCode}`;
-    if (attempt > schedule.length) {
-      await outcome('dead', lastError);
+    const n = attempt.claimed.attempt_count;
+    if (n > schedule.length) {
+      await this.recordOutcome(attempt, 'dead', lastError);
       this.metrics.webhooksDead.inc();
       return 'dead';
     }
-    // The next attempt after this one's delay, with up to 20% jitter (decisions §9).
-    await outcome('pending', lastError, Math.round(schedule[attempt - 1]! * (1 + Math.random() * JITTER)));
+    await this.recordOutcome(
+      attempt,
+      'pending',
+      lastError,
+      Math.round(schedule[n - 1]! * (1 + Math.random() * JITTER)),
+    );
     return 'retry';
+  }
+
+  private recordOutcome(
+    { claimed, outboxId, log, statusCode }: AttemptMade,
+    status: WebhookAttemptRecord['status'],
+    lastError: string | null,
+    delayMs: number | null = null,
+  ): Promise<void> {
+    return this.recordDurably(
+      {
+        message_id: claimed.message_id,
+        attempt_count: claimed.attempt_count,
+        replay_count: claimed.replay_count,
+        outbox_id: outboxId,
+        log,
+        status,
+        status_code: statusCode,
+        delay_ms: delayMs,
+        last_error: lastError,
+      },
+      claimed.claimed_at,
+    );
   }
 
   /**
@@ -249,9 +281,19 @@ export class DeliveryService {
     const hit = this.merchantCache.get(id);
     if (hit && hit.at >= notBefore) return hit.value;
     // The lookup itself is cached: a pipe's worth of deliveries starting at once share one query.
-    const value = this.merchants.findById(id).then((merchant) => {
-      const secret = merchant ? this.merchants.webhookSecret(merchant) : null;
-      return merchant ? { merchant, signer: secret ? new Webhook(secret) : null } : null;
+    const value = this.merchants.findById(id).then((merchant): CachedMerchant | null => {
+      if (!merchant) return null;
+      try {
+        const secret = this.merchants.webhookSecret(merchant);
+        return { merchant, signer: secret ? new Webhook(secret) : null, unsignable: false };
+      } catch (err) {
+        // The message names the data key, never the secret.
+        this.logger.error(
+          { merchant: id, err: (err as Error).message },
+          'webhook secret cannot be opened: pushes not sent',
+        );
+        return { merchant, signer: null, unsignable: true };
+      }
     });
     value.catch(() => this.merchantCache.delete(id));
     this.merchantCache.set(id, { at: Date.now(), value });
