@@ -153,9 +153,11 @@ describe('policy experiments through the real apps', () => {
       expect.soft(bad.status, query).toBe(400);
       expect.soft(bad.json, query).toEqual({ code: 'RET400', message: `Invalid parameter: ${field}` });
     }
-    // Another merchant's experiment names no place in this list.
+    // An id the merchant has no experiment with (another merchant's) is a bad cursor, as in the
+    // transactions list: not an empty page that looks like the list's end.
     const other = await api.request('GET', `/v1/retain/experiments?starting_after=${ids[0]}`);
-    expect(other.json.data).toEqual([]);
+    expect(other.status).toBe(400);
+    expect(other.json).toEqual({ code: 'RET400', message: 'Invalid parameter: starting_after' });
     const cliPage = cli('experiments', 'list', '--login', m.login, '--limit', '3', '--starting-after', ids[8]!);
     expect(cliPage.map((e: { id: string }) => e.id)).toEqual(ids.slice(9, 12));
   });

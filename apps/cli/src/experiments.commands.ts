@@ -71,6 +71,7 @@ export function registerExperimentCommands(program: Command, ctx: CliContext): v
       const id = await merchantId(db, o.login);
       const out = [];
       const page = await ExperimentsRepository.list(db, id, { limit, startingAfter: o.startingAfter ?? null });
+      if (!page) throw new Error(`--starting-after ${o.startingAfter}: no experiment with that id for "${o.login}"`);
       for (const row of page.data) out.push(experimentView(row, await ExperimentsRepository.moments(db, id, row.id)));
       ctx.print(out);
     });

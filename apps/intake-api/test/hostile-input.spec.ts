@@ -309,7 +309,15 @@ describe('hostile input (issue 9)', () => {
       expect(r.json.data[0].id).toBe(id);
       const refunds = await client.request('GET', `/v1/retain/refunds/${encodeURIComponent(id)}`);
       expect(refunds.status).toBe(200);
+      // The push log filters by the same ids (a limit in characters, not UTF-16 code units).
+      const pushes = await client.request(
+        'GET',
+        `/v1/retain/webhook-messages?transaction_id=${encodeURIComponent(id)}`,
+      );
+      expect(pushes.status, `${[...id].length} characters`).toBe(200);
     }
+    const tooLongFilter = await client.request('GET', `/v1/retain/webhook-messages?transaction_id=${'z'.repeat(129)}`);
+    expect(tooLongFilter.json).toEqual({ code: 'RET400', message: 'Invalid parameter: transaction_id' });
     const tooLong = await client.request('GET', `/v1/retain/transactions/${'z'.repeat(129)}`);
     expect(tooLong.status).toBe(404);
     expect(tooLong.json).toEqual({ code: 'RET0404', message: 'No matching results found' });

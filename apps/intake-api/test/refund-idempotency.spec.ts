@@ -144,7 +144,10 @@ describe('refund calls with an Idempotency-Key', () => {
     // Another amount is another request.
     const other = await send(`{"refunds":[{"id":"${t.merchantTxnId}","amount":11}]}`);
     expect(other.status).toBe(400);
-    expect(other.json).toEqual({ code: 'RET400', message: 'Idempotency-Key was used with another request body' });
+    expect(other.json).toEqual({
+      code: 'RET400',
+      message: 'Invalid parameter: Idempotency-Key (used with another request body)',
+    });
     expect(await refundsOf(t.id)).toEqual(['1000']);
   });
 

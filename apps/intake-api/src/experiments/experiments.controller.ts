@@ -142,6 +142,7 @@ export class ExperimentsController {
     if ('bad' in asked) throw badParam(asked.bad);
     const { limit } = asked;
     const page = await ExperimentsRepository.list(this.db, merchant.id, asked);
+    if (!page) throw badParam('starting_after');
     const data = [];
     for (const row of page.data)
       data.push(experimentView(row, await ExperimentsRepository.moments(this.db, merchant.id, row.id)));

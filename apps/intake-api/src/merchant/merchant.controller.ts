@@ -26,7 +26,7 @@ import {
   ApiResponse,
   ApiTags,
 } from '@nestjs/swagger';
-import { ErrorDto } from '@retain/api-contract';
+import { ErrorDto, longerThan } from '@retain/api-contract';
 import type { RetainConfig } from '@retain/config';
 import { MerchantsRepository, WebhookMessagesRepository, type TestPushLimit } from '@retain/db';
 import { EventName, RetCode, RetMessage, newMessageId, newVid, parseWebhookUrl } from '@retain/domain';
@@ -271,7 +271,7 @@ export class WebhookMessagesController {
     const status = (query['status'] as string | undefined) ?? null;
     if (status !== null && !MESSAGE_STATUSES.includes(status)) throw badParam('status');
     const transactionId = (query['transaction_id'] as string | undefined) ?? null;
-    if (transactionId !== null && (transactionId.length === 0 || transactionId.length > 128)) {
+    if (transactionId !== null && (transactionId.length === 0 || longerThan(transactionId, 128))) {
       throw badParam('transaction_id');
     }
     const page = await this.repo.listOfMerchant(merchant.id, { status, transactionId, startingAfter, limit });

@@ -113,7 +113,10 @@ export class RefundRequestService {
           const claim = await RefundIdempotencyRepository.claim(m, merchant.id, key, requestHash);
           if (claim.kind === 'mismatch')
             throw new HttpException(
-              { code: RetCode.RET400, message: 'Idempotency-Key was used with another request body' },
+              {
+                code: RetCode.RET400,
+                message: `${RetMessage.invalidParameter('Idempotency-Key')} (used with another request body)`,
+              },
               HttpStatus.BAD_REQUEST,
             );
           if (claim.kind === 'replay')

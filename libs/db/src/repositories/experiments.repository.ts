@@ -74,14 +74,15 @@ export class ExperimentsRepository {
   }
 
   /**
-   * A page of the merchant's experiments, newest first, after the experiment `startingAfter` (none
-   * after an id the merchant has no experiment with): `limit` rows, and whether more follow.
+   * A page of the merchant's experiments, newest first, after the experiment `startingAfter`: `limit`
+   * rows, and whether more follow. Null when the merchant has no experiment `startingAfter` (a bad
+   * cursor, not an empty page that would read as the list's end).
    */
   static async list(
     m: Sql,
     merchantId: string,
     page: { limit: number; startingAfter: string | null },
-  ): Promise<{ data: ExperimentRow[]; hasMore: boolean }> {
+  ): Promise<{ data: ExperimentRow[]; hasMore: boolean } | null> {
     const rows: ExperimentRow[] = await m.query(
       `SELECT ${COLUMNS} FROM policy_experiments
         WHERE merchant_id = $1
@@ -92,6 +93,9 @@ export class ExperimentsRepository {
         LIMIT $3`,
       [merchantId, page.startingAfter, page.limit + 1],
     );
+    if (rows.length === 0 && page.startingAfter !== null) {
+      if (!(await ExperimentsRepository.get(m, merchantId, page.startingAfter))) return null;
+    }
     return { data: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
   }
 
