@@ -80,6 +80,32 @@ async function removeStale(dir) {
   }
 }
 await removeStale(out);
+// Each app's entry (and the CLI's) is then bundled in place with rolldown: dist/apps/<app>/src/main.js
+// becomes one file holding the app and the packages it loads. Node otherwise resolves, reads and
+// compiles ~1,400-1,800 files per start (Nest, TypeORM, BullMQ, rxjs, class-validator): a start cost
+// 1.8 s of CPU unbundled against 1.1 s bundled (retry-worker), and the test run starts ~200 apps and
+// runs the CLI ~100 times on two cores. Every path that runs an app (npm start, the images, the tests)
+// runs the bundle. The processors' SDKs stay outside (loaded on first use, from node_modules), as do
+// native addons. The compiled files stay beside it, for tools that import a module of dist/.
+const { rolldown } = await import('rolldown');
+const ENTRIES = ['intake-api', 'submission-validator', 'retry-worker', 'refund-batcher', 'webhook-dispatcher', 'cli'];
+await Promise.all(
+  ENTRIES.map(async (app) => {
+    const entry = path.join(out, 'apps', app, 'src', 'main.js');
+    const bundle = await rolldown({
+      input: entry,
+      platform: 'node',
+      external: [/^stripe(\/|$)/, /^@adyen\//, 'pg-native', /\.node$/],
+      logLevel: 'silent',
+    });
+    const tmp = path.join(out, 'apps', app, 'src', `.bundle-${process.pid}`);
+    await bundle.write({ dir: tmp, entryFileNames: 'main.js', format: 'cjs', codeSplitting: false, sourcemap: true });
+    await bundle.close();
+    await rename(path.join(tmp, 'main.js'), entry);
+    await rename(path.join(tmp, 'main.js.map'), `${entry}.map`);
+    await rm(tmp, { recursive: true, force: true });
+  }),
+);
 // The merchant portal (apps/portal): Preact + chart.js bundled by Vite, hashed asset names. Built
 // beside and swapped in, for the same reason.
 const { build: viteBuild } = await import('vite');
@@ -93,4 +119,6 @@ await rename(portal, oldPortal).catch(() => {});
 await rename(nextPortal, portal);
 await rm(oldPortal, { recursive: true, force: true });
 // Progress goes to stderr: stdout belongs to the programs built here (the CLI prints JSON).
-process.stderr.write(`build: ${count} files compiled to dist/, the portal bundled to dist/portal/\n`);
+process.stderr.write(
+  `build: ${count} files compiled to dist/, ${ENTRIES.length} entries bundled, the portal bundled to dist/portal/\n`,
+);

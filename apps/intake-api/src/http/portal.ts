@@ -3,8 +3,15 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 
-/** The bundle `npm run build` writes (apps/portal, Vite): dist/portal next to dist/apps. */
-export const PORTAL_DIR = path.resolve(__dirname, '../../../../portal');
+/**
+ * The bundle `npm run build` writes (apps/portal, Vite): dist/portal next to dist/apps. Found from this
+ * module's compiled place (dist/apps/intake-api/src/http) or from the app's bundled entry, where every
+ * module's __dirname is the entry's (dist/apps/intake-api/src: tools/build.mjs).
+ */
+export const PORTAL_DIR =
+  [path.resolve(__dirname, '../../../../portal'), path.resolve(__dirname, '../../../portal')].find((dir) =>
+    existsSync(path.join(dir, 'index.html')),
+  ) ?? path.resolve(__dirname, '../../../../portal');
 
 /**
  * Serves the merchant portal at /portal/ (decisions §14): index.html never cached (it names the
