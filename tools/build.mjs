@@ -86,7 +86,7 @@ await removeStale(out);
 // 1.8 s of CPU unbundled against 1.1 s bundled (retry-worker), and the test run starts ~200 apps and
 // runs the CLI ~100 times on two cores. Every path that runs an app (npm start, the images, the tests)
 // runs the bundle. The processors' SDKs stay outside (loaded on first use, from node_modules), as do
-// native addons. The compiled files stay beside it, for tools that import a module of dist/.
+// pg and native addons. The compiled files stay beside it, for tools that import a module of dist/.
 const { rolldown } = await import('rolldown');
 const ENTRIES = ['intake-api', 'submission-validator', 'retry-worker', 'refund-batcher', 'webhook-dispatcher', 'cli'];
 await Promise.all(
@@ -95,7 +95,10 @@ await Promise.all(
     const bundle = await rolldown({
       input: entry,
       platform: 'node',
-      external: [/^stripe(\/|$)/, /^@adyen\//, 'pg-native', /\.node$/],
+      // pg stays outside too: TypeORM loads its driver with a require the bundler cannot see
+      // (PlatformTools.load('pg')), and the one copy must be the one whose JSON parsers
+      // libs/db/src/json-columns.ts replaces (a bundled copy beside it left TypeORM on V8's JSON.parse).
+      external: [/^stripe(\/|$)/, /^@adyen\//, /^pg(-[a-z-]+)?(\/|$)/, /\.node$/],
       logLevel: 'silent',
     });
     const tmp = path.join(out, 'apps', app, 'src', `.bundle-${process.pid}`);
