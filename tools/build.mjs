@@ -6,6 +6,7 @@ import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promise
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { APPS } from './infra.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 // `--out <dir>` builds elsewhere than dist/ (used by the build's own test).
@@ -99,14 +100,15 @@ const { default: remapping } = await import('@jridgewell/remapping');
  */
 function ownSourceMap(text, dir) {
   const map = JSON.parse(text);
-  const keep = map.sources.map((source) => !source.includes('node_modules/'));
-  const index = [];
-  const sources = map.sources.filter((source, i) => keep[i] && index.push([i, index.length]));
-  const newIndex = new Map(index);
+  // Our sources' new indexes (a package's: undefined); a segment naming a package's source is dropped.
+  const sources = [];
+  const newIndex = map.sources.map((source) =>
+    source.includes('node_modules/') ? undefined : sources.push(source) - 1,
+  );
   const mappings = decode(map.mappings).map((line) =>
     line
-      .filter((seg) => seg.length === 1 || keep[seg[1]])
-      .map((seg) => (seg.length === 1 ? seg : [seg[0], newIndex.get(seg[1]), ...seg.slice(2)])),
+      .filter((seg) => seg.length === 1 || newIndex[seg[1]] !== undefined)
+      .map((seg) => (seg.length === 1 ? seg : [seg[0], newIndex[seg[1]], ...seg.slice(2)])),
   );
   const own = { version: 3, file: map.file, names: map.names, sources, mappings: encode(mappings) };
   // Each compiled file's own map (swc's) carries the positions on to the TypeScript sources.
@@ -116,7 +118,7 @@ function ownSourceMap(text, dir) {
     { excludeContent: true },
   ).toString();
 }
-const ENTRIES = ['intake-api', 'submission-validator', 'retry-worker', 'refund-batcher', 'webhook-dispatcher', 'cli'];
+const ENTRIES = [...APPS, 'cli'];
 await Promise.all(
   ENTRIES.map(async (app) => {
     const entry = path.join(out, 'apps', app, 'src', 'main.js');

@@ -8,6 +8,7 @@ import {
 import {
   LEGACY_POLICY_VERSION,
   declineClassOf,
+  originalDeclineAt,
   overridesWithinLimits,
   recoveryWindowEnd,
   slotKeyFor,
@@ -27,6 +28,9 @@ const adaptive = (row: Pick<PolicyTransactionRow, 'policy_version'>): boolean =>
   !!row.policy_version && row.policy_version !== LEGACY_POLICY_VERSION;
 
 const cardholderOf = (row: PolicyTransactionRow) => ({ country: row.country, postalCode: row.postal_code });
+
+/** The original decline's time for the rules, as the review reads it (never after the submission). */
+const declinedAtOf = (row: PolicyTransactionRow): Date => originalDeclineAt(row.failed_at, row.submitted_ts);
 
 /**
  * What the retry policy needs beyond the attempt history, read from the transaction's own rows: its
@@ -141,7 +145,7 @@ function adaptiveInputs(
     policy: { version: row.policy_version!, learning: variant?.learning ?? true },
     originalResponseCode: row.auth_code,
     ...(row.on_original_card === false ? { originalOnAnotherCard: true } : {}),
-    originalDeclinedAt: new Date(row.declined_at),
+    originalDeclinedAt: declinedAtOf(row),
     originalAdviceCode: row.network_advice_code,
     cardholder: cardholderOf(row),
     card: { bin: row.card_bin, expiry: row.expiration_date, renewable },
@@ -170,10 +174,10 @@ export function outcomeSlotOf(
   if (!row || !adaptive(row)) return null;
   const { timeZone } = timeZoneFor({ cardholder: cardholderOf(row) });
   return slotKeyFor({
-    declineClass: declineClassOf(row.card_network, row.auth_code, null, row.declined_at),
+    declineClass: declineClassOf(row.card_network, row.auth_code, null, declinedAtOf(row)),
     country: null,
     binPrefix: null,
-    failedAt: row.declined_at,
+    failedAt: declinedAtOf(row),
     at: attemptAt,
     timeZone,
   });
@@ -223,7 +227,8 @@ export async function policyInputsForMany(
     else result.set(id, config);
   }
   if (adaptiveRows.length === 0) return result;
-  const classOf = (row: PolicyTransactionRow) => declineClassOf(row.card_network, row.auth_code, null, row.declined_at);
+  const classOf = (row: PolicyTransactionRow) =>
+    declineClassOf(row.card_network, row.auth_code, null, declinedAtOf(row));
   const slotKeys = new Map(adaptiveRows.map(({ row }) => [`${row.merchant_id}|${classOf(row)}`, row]));
   const slots = shared?.slots ?? new Map<string, SlotCountRow[]>();
   for (const [key, row] of slotKeys)

@@ -27,6 +27,7 @@ import {
   firstAttemptAt,
   maskCardNumber,
   naiveScheduleFees,
+  originalDeclineAt,
   originalDeclineBindsCard,
   recoveryWindowEnd,
   updaterMayCure,
@@ -101,15 +102,13 @@ function savedMethodIdentity(processor: string, token: string): string {
 }
 
 /**
- * When the original decline is taken to have happened: the merchant's `timestamp`, but never after
- * the submission (the decline came before the merchant sent it; a timestamp ahead of our clock is the
- * merchant's clock or a mistake). The network rules in force then read it, and the card's history
- * (original_declines) holds it at that time: a MAC 24-30 delay runs from it at the latest, so the
- * review's plan and the retry worker's check (historyAsOf: an entry ahead of now counts as now) agree.
- * The timestamp itself is stored and shown as sent.
+ * The original decline's time (domain originalDeclineAt: its timestamp, never after the submission).
+ * The card's history (original_declines) holds it at that time: a MAC 24-30 delay runs from it at the
+ * latest, so the review's plan and the retry worker's check (historyAsOf: an entry ahead of now
+ * counts as now) agree.
  */
-function originalDeclineAt(row: Pick<PendingRow, 'failed_at' | 'submitted_ts'>): Date {
-  return new Date(Math.min(new Date(row.failed_at).getTime(), new Date(row.submitted_ts).getTime()));
+function declinedAtOf(row: Pick<PendingRow, 'failed_at' | 'submitted_ts'>): Date {
+  return originalDeclineAt(row.failed_at, row.submitted_ts);
 }
 
 function fingerprintsOf(card: CardUpdate): CardFingerprint[] {
@@ -484,7 +483,7 @@ export class ReviewService {
       responseCode: row.auth_code,
       merchantAdviceCode: row.network_advice_code,
     };
-    const declinedAt = originalDeclineAt(row);
+    const declinedAt = declinedAtOf(row);
     const original = classifyDecline(declined, declinedAt);
     // network-rules.md: a decline that binds the card (a block, a MAC 24-30 delay) binds every attempt
     // of this transaction on that card, whichever payment method carries it (original_declines).
@@ -595,7 +594,7 @@ export class ReviewService {
     const txn = await this.submissions.transaction(m, merchantId, row.id);
     if (!txn.cardHmac) return null;
     const entry: CardAttempt = {
-      at: originalDeclineAt(row),
+      at: declinedAtOf(row),
       amountMinor: BigInt(row.amount_minor),
       outcome: 'declined',
       original: true,

@@ -47,7 +47,7 @@ interface CachedMerchant {
 }
 
 /** What the push log says of an attempt not sent because the secret cannot be opened (no key named). */
-export const UNSIGNABLE_ERROR = 'not sent: the webhook secret cannot be read (an operator must restore its data key)';
+const UNSIGNABLE_ERROR = 'not sent: the webhook secret cannot be read (an operator must restore its data key)';
 
 /** One attempt of a claimed push, as its record needs it. */
 interface AttemptMade {

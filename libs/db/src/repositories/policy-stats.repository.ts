@@ -21,11 +21,9 @@ export interface PolicyTransactionRow {
   policy_version: string | null;
   auth_code: string | null;
   account_id: string | null;
-  /**
-   * When the original decline is taken to have happened: the merchant's `timestamp`, never after the
-   * submission (as the review reads it): the network rules of that moment read its code.
-   */
-  declined_at: Date;
+  /** The merchant's `timestamp` of the original decline, as sent (policy-inputs reads it with originalDeclineAt). */
+  failed_at: Date;
+  submitted_ts: Date;
   card_bin: string | null;
   card_network: string | null;
   expiration_date: string | null;
@@ -64,7 +62,7 @@ export class PolicyStatsRepository {
   ): Promise<Map<string, PolicyTransactionRow>> {
     if (refs.length === 0) return new Map();
     const rows: PolicyTransactionRow[] = await m.query(
-      `SELECT t.id, t.merchant_id, t.policy_version, t.auth_code, t.account_id, LEAST(t.failed_at, t.submitted_ts) AS declined_at,
+      `SELECT t.id, t.merchant_id, t.policy_version, t.auth_code, t.account_id, t.failed_at, t.submitted_ts,
               t.card_bin, t.card_network,
               t.expiration_date, t.card_kind, t.card_last4, t.payment_method->'billing_address'->>'country' AS country,
               t.payment_method->'billing_address'->>'postal_code' AS postal_code, t.experiment_id, t.experiment_arm,

@@ -193,6 +193,16 @@ export function checkNetworkLimits(
 }
 
 /**
+ * When a submitted transaction's original decline is taken to have happened: the merchant's
+ * `timestamp`, but never after the submission (the decline came before the merchant sent it; a
+ * timestamp ahead of our clock is the merchant's clock or a mistake). The network rules in force then
+ * read its code, in the review and in every plan; the timestamp itself is stored and shown as sent.
+ */
+export function originalDeclineAt(timestamp: Date | string, submittedAt: Date | string): Date {
+  return new Date(Math.min(new Date(timestamp).getTime(), new Date(submittedAt).getTime()));
+}
+
+/**
  * The card's history for a check of "may we charge now": an entry dated after `now` counts as made
  * at `now`. checkNetworkLimits leaves out what comes after the checked time (right for a check at a
  * past time, as the fees count, or at a future candidate time, as the planners check), but an entry
