@@ -200,6 +200,68 @@ describe('portal session', () => {
     expect(r.json.code).toBe('RET403');
   });
 
+  it('refuses a login posted by an HTML form of another site (login CSRF): no cookie is set', async () => {
+    // A page elsewhere can auto-submit a form to the login with the attacker's own credentials: the
+    // victim's browser would keep the attacker's session, and what the victim then submits, the attacker sees.
+    const form = new URLSearchParams({ login: merchant.login, api_key: merchant.api_key }).toString();
+    for (const contentType of ['application/x-www-form-urlencoded', 'text/plain']) {
+      const body =
+        contentType === 'text/plain' ? JSON.stringify({ login: merchant.login, api_key: merchant.api_key }) : form;
+      const r = await fetch(`${api.url}/v1/retain/session`, {
+        method: 'POST',
+        headers: { 'content-type': contentType },
+        body,
+      });
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as { code: string }).code).toBe('RET400');
+      expect(r.headers.get('set-cookie')).toBeNull();
+    }
+    // A browser names a request sent from another site (Sec-Fetch-Site): refused even as JSON.
+    const cross = await call(
+      'POST',
+      '/v1/retain/session',
+      { 'sec-fetch-site': 'cross-site' },
+      { login: merchant.login, api_key: merchant.api_key },
+    );
+    expect(cross.status).toBe(403);
+    expect(cross.json.code).toBe('RET403');
+    expect(cross.headers.get('set-cookie')).toBeNull();
+    // The portal's own login (same origin) still works.
+    const own = await call(
+      'POST',
+      '/v1/retain/session',
+      { 'sec-fetch-site': 'same-origin' },
+      { login: merchant.login, api_key: merchant.api_key },
+    );
+    expect(own.status).toBe(204);
+  });
+
+  it('refuses a write sent by a browser from another site, whatever its credentials: 403 RET403, nothing changed', async () => {
+    // Basic credentials a browser cached (the API's Basic challenge) go along with a form of another
+    // site; SameSite does not cover them. Such a form could rotate the merchant's key.
+    const m = await createMerchant();
+    const basic = `Basic ${Buffer.from(`${m.login}:${m.api_key}`).toString('base64')}`;
+    for (const site of ['cross-site', 'same-site']) {
+      const r = await fetch(`${api.url}/v1/retain/merchant/api-key/rotate`, {
+        method: 'POST',
+        headers: { authorization: basic, 'sec-fetch-site': site, 'content-type': 'application/x-www-form-urlencoded' },
+        body: '',
+      });
+      expect(r.status).toBe(403);
+      expect(((await r.json()) as { code: string }).code).toBe('RET403');
+    }
+    // The key still works: nothing was rotated.
+    expect((await call('GET', '/v1/retain/transactions', { authorization: basic })).status).toBe(200);
+    // Reads from another site are not refused (a link opened from elsewhere), nor are non-browser clients.
+    expect(
+      (await call('GET', '/v1/retain/transactions', { authorization: basic, 'sec-fetch-site': 'cross-site' })).status,
+    ).toBe(200);
+    const t = txn();
+    expect(
+      (await call('POST', '/v1/retain/transactions', { authorization: basic }, { transactions: [t] })).status,
+    ).toBe(200);
+  });
+
   it('Authorization wins over a cookie, and a bad cookie with no Authorization is 401', async () => {
     expect((await call('GET', '/v1/retain/transactions', { cookie: 'cookie=not-a-session' })).status).toBe(401);
     const r = await call('GET', '/v1/retain/session', {

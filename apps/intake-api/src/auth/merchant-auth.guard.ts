@@ -47,6 +47,20 @@ export function readCookies(header: string | undefined, name: string): string[] 
 const forbidden = (message: string = RetMessage.forbidden): HttpException =>
   new HttpException({ code: RetCode.RET403, message }, HttpStatus.FORBIDDEN);
 
+/**
+ * Refuses a write a browser sent from another site (its `Sec-Fetch-Site`), whatever credentials came
+ * with it: an HTML form elsewhere can post here with the Basic credentials the browser cached for the
+ * API's challenge (SameSite does not cover them) or log the portal in as the attacker's merchant.
+ * Clients that are not browsers send no such header; reads are not refused (a link from elsewhere).
+ */
+export function refuseCrossSiteWrite(req: FastifyRequest): void {
+  if (req.method === 'GET' || req.method === 'HEAD') return;
+  const site = req.headers['sec-fetch-site'];
+  if (site === 'cross-site' || site === 'same-site') {
+    throw forbidden('A request sent by a browser from another site cannot change anything');
+  }
+}
+
 type RequestWithMerchant = FastifyRequest & { merchant?: AuthenticatedMerchant };
 
 export class UnauthorizedError extends HttpException {
@@ -120,6 +134,7 @@ export class MerchantAuthGuard implements CanActivate {
         void reply.header('WWW-Authenticate', 'Basic realm="retain"');
       throw new UnauthorizedError();
     };
+    refuseCrossSiteWrite(req);
     const tokens = req.headers.authorization ? [] : readCookies(req.headers.cookie, SESSION_COOKIE);
     if (tokens.length > 1) return fail();
     const token = tokens[0];

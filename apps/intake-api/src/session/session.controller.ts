@@ -28,6 +28,7 @@ import {
   SESSION_COOKIE,
   UnauthorizedError,
   readCookies,
+  refuseCrossSiteWrite,
   type AuthenticatedMerchant,
 } from '../auth/merchant-auth.guard';
 import { LoginThrottle } from './login-throttle';
@@ -83,6 +84,16 @@ export class SessionController {
   @ApiResponse({ status: 403, type: ErrorDto, description: 'Merchant disabled' })
   @ApiResponse({ status: 429, type: ErrorDto, description: 'Too many failed logins' })
   async login(@Body() body: unknown, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    refuseCrossSiteWrite(req);
+    // decisions §14: a JSON body. A browser sends JSON to another origin only after a CORS preflight
+    // (refused here), so no form of another site can log the portal in as someone else.
+    const mediaType = req.headers['content-type']?.split(';')[0]!.trim().toLowerCase();
+    if (mediaType !== 'application/json') {
+      throw new HttpException(
+        { code: RetCode.RET400, message: `${RetMessage.invalidParameter('body')} (Content-Type: application/json)` },
+        HttpStatus.BAD_REQUEST,
+      );
+    }
     const { login, api_key: apiKey } = (body ?? {}) as Record<string, unknown>;
     for (const [name, v] of [
       ['login', login],
