@@ -284,6 +284,31 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
     });
   });
 
+  it('stripe: a partial refund Stripe cannot express (KWD 1.005: its last digit must be 0) is refused at the call, RET009', async () => {
+    const w = wires.find((x) => x.name === 'stripe')!;
+    const t = tokenTxn(w.approved(), { amount: 10, currency: 'KWD' });
+    const [submitted] = await submit(w, t);
+    expect(submitted.status).toBe('Captured');
+    // Accepted, it would be answered `200 received` and fail a day later in the batch ("refund failed").
+    const refused = await w.client.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'], amount: 1.005 }] });
+    expect(refused.status).toBe(207);
+    expect(refused.json.rejected).toEqual([{ id: t['id'], errors: [expect.objectContaining({ code: 'RET009' })] }]);
+    expect(refused.json.rejected[0].errors[0].message).toMatch(/amount/);
+    const db = await testDb();
+    const count = async () =>
+      (
+        await db.query(
+          `SELECT count(*)::int AS n FROM refunds r JOIN transactions t ON t.id = r.transaction_id WHERE t.merchant_txn_id = $1`,
+          [t['id']],
+        )
+      )[0].n;
+    expect(await count()).toBe(0);
+    // An amount Stripe takes is accepted as usual.
+    const ok = await w.client.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'], amount: 1.01 }] });
+    expect(ok.status, JSON.stringify(ok.json)).toBe(200);
+    expect(await count()).toBe(1);
+  });
+
   it('stripe: the network rules count a saved payment method as one card: after its 41, it is never charged again', async () => {
     // Stripe never gives the card number back, so the card is known by its PaymentMethod.
     const w = wires.find((x) => x.name === 'stripe')!;

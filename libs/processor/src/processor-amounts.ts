@@ -141,6 +141,16 @@ export function amountFitsProcessor(amountMinor: bigint, currency: string, table
   return digits === undefined || units < TEN ** BigInt(digits);
 }
 
+/**
+ * Whether the processor a capture was made through can refund this amount of it (it has units for
+ * it; refunds, never above the capture, have no minimum or digit limit). `processor`: the capturing
+ * account's (`processor_accounts.processor`); null or the sandbox take any ISO amount.
+ */
+export function processorCanRefund(processor: string | null, amountMinor: bigint, currency: string): boolean {
+  const table = processor === 'stripe' ? STRIPE_CURRENCIES : processor === 'adyen' ? ADYEN_CURRENCIES : null;
+  return table === null || toProcessorUnits(amountMinor, currency, table) !== null;
+}
+
 /** An amount the processor has no units for: never sent (a charge answers a settled error, a refund fails). */
 export class AmountNotExpressible extends Error {
   constructor(amountMinor: bigint, currency: string) {

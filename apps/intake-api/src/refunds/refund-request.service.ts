@@ -16,6 +16,7 @@ import {
 import { RefundStatus, RetCode, RetMessage, TransactionStatus, newVid, type ErrorEntry } from '@retain/domain';
 import { closeStop, statusBeforeRefunds, unresolvedAttempts } from '@retain/recovery';
 import { OutboxRelay } from '@retain/queues';
+import { processorCanRefund } from '@retain/processor';
 import { DataSource, type EntityManager } from 'typeorm';
 import type { AuthenticatedMerchant } from '../auth/merchant-auth.guard';
 
@@ -200,6 +201,18 @@ export class RefundRequestService {
         const amount = requested ?? refundable;
         if (amount <= 0n || amount > refundable) {
           reject({ code: RetCode.RET027, message: RetMessage.refundExceeds });
+          continue;
+        }
+        // Refused now rather than answered `received` and failed in the next batch (KWD 1.005 at Stripe).
+        const processor = await RefundsRepository.capturingProcessor(m, txn);
+        if (!processorCanRefund(processor, amount, txn.currency)) {
+          reject({
+            code: RetCode.RET009,
+            message: RetMessage.schema(
+              'amount',
+              `cannot be refunded in ${txn.currency} by ${processor ?? 'the processor'}`,
+            ),
+          });
           continue;
         }
         await this.createRefund(m, txn, 'refund', amount);

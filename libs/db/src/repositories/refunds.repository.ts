@@ -149,6 +149,23 @@ export class RefundsRepository {
   }
 
   /**
+   * The processor (`processor_accounts.processor`) of the account that made the transaction's capture;
+   * null when the app's own PROCESSOR made it or no attempt did.
+   */
+  static async capturingProcessor(
+    m: Pick<EntityManager, 'query'>,
+    txn: { id: string; processorTransactionId: string | null },
+  ): Promise<string | null> {
+    if (txn.processorTransactionId === null) return null;
+    const [row]: { processor: string }[] = await m.query(
+      `SELECT p.processor FROM attempts a JOIN processor_accounts p ON p.id = a.processor_account_id
+        WHERE a.transaction_id = $1 AND a.processor_transaction_id = $2 LIMIT 1`,
+      [txn.id, txn.processorTransactionId],
+    );
+    return row?.processor ?? null;
+  }
+
+  /**
    * Completed refunds the processor may still fail whose next read is due (recheck_after, set by
    * recordRefundAnswer), oldest due first, with the capture they refund and the account that made it.
    * Watches left on refunds no longer Completed (reversed by a notification) are dropped first.
