@@ -361,6 +361,44 @@ describe('payment methods of an account, account updater, network tokens (end to
   );
 
   it(
+    'a saved token whose hash retention erased is still the account’s next payment method (its token is no card data)',
+    { timeout: 150_000 },
+    async () => {
+      const account = uniqueId('acct');
+      // Year 1: the customer's token, sent with the merchant's account_hash, captured.
+      const saved = tokenized(account, '1111', '202912');
+      (saved['payment_method'] as { credit_card: Record<string, string> }).credit_card['account_hash'] =
+        '9c0cb6dbe3e4e5da1c8d4bb6af5ae9b0e6f5d2a1';
+      expect((await untilFinal(plainApi, await submit(plainApi, saved)))[0].status).toBe('Captured');
+      // 200 days on, retention erases the hash of both (CARD_DATA_ERASE_AFTER 180d); the token stays.
+      const db = await testDb();
+      await db.query(
+        `UPDATE transactions SET status_changed_at = now() - interval '200 days' WHERE merchant_txn_id = $1`,
+        [saved['id']],
+      );
+      await db.query(
+        `UPDATE payment_methods SET last_seen_at = now() - interval '200 days'
+          WHERE id = (SELECT payment_method_ref FROM transactions WHERE merchant_txn_id = $1)`,
+        [saved['id']],
+      );
+      const before = new Date(Date.now() - 180 * 86_400_000);
+      await RetentionRepository.transactionCardData(db, before, 1000, new Date(Date.now() - 86_400_000));
+      await RetentionRepository.paymentMethodCardData(db, before, 1000);
+      const [pm] = await db.query(
+        `SELECT account_hash, card_erased_at IS NOT NULL AS erased FROM payment_methods
+          WHERE id = (SELECT payment_method_ref FROM transactions WHERE merchant_txn_id = $1)`,
+        [saved['id']],
+      );
+      expect(pm).toEqual({ account_hash: null, erased: true });
+      // Year 2: a card that expired (nothing to renew it) gives way to the saved token, as a token sent
+      // without a hash would.
+      const id = await submit(plainApi, ofAccount(account, uniqueId('pm'), '4111111111111111', '202501'));
+      const [t, ...attempts] = await untilFinal(plainApi, id);
+      expect([t.status, attempts.map((a) => a.payment_method.id)]).toEqual(['Captured', ['tok_sandbox_1111']]);
+    },
+  );
+
+  it(
     '4000000000000341 renewed by the updater, its card data erased by retention, then the next year submitted with the old expiry: charged with the renewed expiry',
     { timeout: 300_000 },
     async () => {

@@ -194,11 +194,16 @@ export class PaymentMethodsRepository {
     return row ?? null;
   }
 
-  /** The account's payment methods not ended (nor erased), in the order they are tried: primary, then most recently seen. */
+  /**
+   * The account's payment methods not ended, in the order they are tried: primary, then most recently
+   * seen. An erased card has no number left (nor a network token its cryptogram), but a processor's
+   * token whose hash retention erased is still that token, as one sent without a hash is.
+   */
   static alternatives(m: Sql, merchantId: string, accountId: string, except: string[]): Promise<PaymentMethodRow[]> {
     return m.query(
       `SELECT * FROM payment_methods
-        WHERE merchant_id = $1 AND account_id = $2 AND ended_at IS NULL AND card_erased_at IS NULL
+        WHERE merchant_id = $1 AND account_id = $2 AND ended_at IS NULL
+          AND (card_erased_at IS NULL OR (card_kind = 'token' AND COALESCE(is_network_token, 0) = 0))
           AND NOT (id = ANY($3::uuid[]))
         ORDER BY is_primary DESC, last_seen_at DESC, created_at DESC`,
       [merchantId, accountId, except],
