@@ -202,6 +202,22 @@ describe('post-submission review', () => {
     expect((await row(tok['id'] as string)).review_status).toBe('passed');
   });
 
+  it('an empty billing_descriptor is no descriptor (passes); one the processor cannot show fails with RET012', async () => {
+    const empty = txn({ billing_descriptor: '' });
+    const long = txn({ billing_descriptor: 'X'.repeat(23) });
+    const r = await client.submit([empty, long]);
+    expect(r.status).toBe(200);
+    const requestId = r.headers.get('x-request-id')!;
+    const push = await waitFor(
+      () => receiver.byEvent('validation failed').find((p) => p.body.header['request_id'] === requestId),
+      { what: 'validation failed push' },
+    );
+    expect((push.body.content as any).rejected.map((x: any) => [x.id, x.errors.map((e: any) => e.code)])).toEqual([
+      [long['id'], ['RET012']],
+    ]);
+    expect((await row(empty['id'] as string)).review_status).toBe('passed');
+  });
+
   it('takes any non-clear account as encrypted: 200 now, RET010 in the validation failed push', async () => {
     // decisions §4: only a clear number failing Luhn is answered synchronously.
     const values = ['x.y', 'garbage', 'eyJhbGciOi.abc', 'not-a-jwe-at-all'];

@@ -355,7 +355,8 @@ export class ReviewService {
         ),
       });
     }
-    if (row.billing_descriptor !== null && !limits.billingDescriptorPattern.test(row.billing_descriptor)) {
+    // An empty descriptor is none (spec: optional text): the charge sends none, so nothing to refuse.
+    if (row.billing_descriptor && !limits.billingDescriptorPattern.test(row.billing_descriptor)) {
       errors.push({
         code: RetCode.RET012,
         message: RetMessage.check('billing_descriptor has characters or a length the processor does not accept'),
