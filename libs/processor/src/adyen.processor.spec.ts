@@ -439,6 +439,24 @@ describe('Adyen adapter against the Adyen Checkout wire fake', () => {
     expect(await adapter().refund(refund)).toMatchObject({ outcome: 'completed' });
   });
 
+  it('a refund answered 404 (a wrong checkout_url) is unanswered, never failed: sent again once the account is fixed', async () => {
+    const charged = await adapter().charge(req());
+    if (charged.outcome !== 'approved') throw new Error('expected approval');
+    // As a charge answered 404 is no decision (chargeFailure), a refund's is no refusal of the refund.
+    const misrouted = new AdyenProcessor(
+      { api_key: fake.apiKey, merchant_account: fake.merchantAccount, checkout_url: `${base}/checkout/v71` },
+      { timeoutMs: 400, trustedCa: fake.ca! },
+    );
+    const refund = {
+      idempotencyKey: `rfd_404_${Date.now()}`,
+      processorTransactionId: charged.processorTransactionId,
+      amountMinor: 1999n,
+      currency: 'EUR',
+    };
+    await expect(misrouted.refund(refund)).rejects.toBeInstanceOf(ProcessorUnavailableError);
+    expect(await adapter().refund(refund)).toMatchObject({ outcome: 'completed' });
+  });
+
   it('refunds by pspReference; an invalid one fails; an unanswered one throws', async () => {
     const charged = await adapter().charge(req());
     if (charged.outcome !== 'approved') throw new Error('expected approval');

@@ -251,18 +251,13 @@ export class AdyenProcessor implements PaymentProcessor {
         : { outcome: 'completed', processorRefundId: res.pspReference, message: 'Refund received' };
     } catch (e) {
       if (e instanceof AmountNotExpressible) return refundAmountRefused(e);
-      const status = e instanceof adyenSdk().HttpClientException ? e.statusCode : undefined;
-      const code = status !== undefined ? (e as HttpClientException).errorCode : undefined;
-      // 704: a request with this idempotency key is still being processed (two batches racing one
-      // refund): no answer yet, not a refusal. Asked again later with the key, Adyen gives the first answer.
-      // 401/403 refuse the API key or its roles, not the refund: sent again once an operator fixes the account.
-      if (
-        status !== undefined &&
-        status >= 400 &&
-        status < 500 &&
-        ![401, 403, 408, 429].includes(status) &&
-        code !== '704'
-      ) {
+      const http = e instanceof adyenSdk().HttpClientException ? e : undefined;
+      const code = http?.errorCode;
+      // Refused only by Adyen's own validation answer (400, 422 with its JSON error), as a charge is
+      // (chargeFailure). 704: a request with this idempotency key is still being processed (two
+      // batches racing one refund): no answer yet. 401/403 refuse the API key or its roles, 404 a wrong
+      // checkout_url, not the refund: sent again once an operator fixes the account.
+      if (http?.apiError && (http.statusCode === 400 || (http.statusCode === 422 && code !== '704'))) {
         return {
           outcome: 'failed',
           processorRefundId: null,

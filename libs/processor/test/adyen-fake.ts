@@ -125,6 +125,10 @@ export class AdyenFake extends WireFake {
       return error(401, '000', 'HTTP Status Response - Unauthorized', 'security');
     }
     if (req.method !== 'POST') return error(405, '000', 'Method not allowed', 'validation');
+    // A path that is no endpoint is answered before any operation, so before its idempotency key.
+    if (!/^\/v\d+\/payments(\/[^/]+\/refunds)?$/.test(req.path)) {
+      return error(404, '000', `Not found: ${req.path}`, 'validation');
+    }
     const key = req.headers['idempotency-key'];
     if (typeof key === 'string' && key) {
       if (key.length > 64) return error(422, '000', 'Idempotency key exceeds 64 characters', 'validation');
