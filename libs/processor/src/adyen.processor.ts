@@ -1,5 +1,5 @@
 import type * as AdyenSdk from '@adyen/api-library';
-import type { CheckoutAPI, HttpClientException, HttpURLConnectionClient, Types } from '@adyen/api-library';
+import type { CheckoutAPI, HttpURLConnectionClient, Types } from '@adyen/api-library';
 import {
   ProcessorUnavailableError,
   type CardNetwork,
