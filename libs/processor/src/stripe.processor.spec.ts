@@ -453,6 +453,24 @@ describe('Stripe adapter against the Stripe wire fake', () => {
     );
   });
 
+  it('a charge that timed out is still found when Search fails (unavailable to the account, or down): the replay under the key answers', async () => {
+    // Stripe's Search is not available to every account (merchants in India) and can be down; the
+    // replay under the attempt's key gives Stripe's stored answer whatever Search does.
+    const r = req();
+    fake.failNext('charge-then-timeout');
+    expect((await adapter().charge(r)).outcome).toBe('error');
+    fake.failNext('5xx', 1, { method: 'GET', path: '/v1/payment_intents/search' });
+    const found = await adapter().lookupCharge(r.idempotencyKey, r);
+    expect(found).toMatchObject({ outcome: 'approved', responseCode: '00' });
+    const mine = fake
+      .succeeded()
+      .filter((pi) => (pi.metadata as Record<string, string>)[STRIPE_KEY_METADATA] === r.idempotencyKey);
+    expect(mine).toHaveLength(1);
+    // With no original to replay, a failed Search decides nothing.
+    fake.failNext('5xx', 1, { method: 'GET', path: '/v1/payment_intents/search' });
+    expect(await adapter().lookupCharge(r.idempotencyKey)).toMatchObject({ outcome: 'error' });
+  });
+
   describe('a 500 Stripe saved under the key (the endpoint began executing): replayed for 24 h', () => {
     afterEach(() => {
       fake.searchLagMs = 0;

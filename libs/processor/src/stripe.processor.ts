@@ -219,6 +219,10 @@ export class StripeProcessor implements PaymentProcessor {
   }
 
   async lookupCharge(idempotencyKey: string, original?: ChargeRequest): Promise<ChargeResult | null> {
+    const replayable = original !== undefined && original.idempotencyKey === idempotencyKey;
+    // A failed Search (not available to every account, e.g. in India; or down) decides nothing: the
+    // replay below still answers, and "not charged" is then concluded only from the Customer's list.
+    let searchFailed: unknown = null;
     try {
       // Search is eventually consistent (Stripe: usually searchable within a minute): a PaymentIntent
       // found is final; none found is only trusted when there is no original to replay.
@@ -229,11 +233,12 @@ export class StripeProcessor implements PaymentProcessor {
       const pi = found.data[0];
       if (pi) return intentResult(pi);
     } catch (e) {
-      return errorResult(e);
+      if (!replayable) return errorResult(e);
+      searchFailed = e;
     }
     // Replaying under the same key returns Stripe's stored response, or makes this attempt's
     // one charge if the first request never arrived.
-    if (!original || original.idempotencyKey !== idempotencyKey) return null;
+    if (!original || !replayable) return null;
     const replayed = await this.charge(original);
     if (replayed.outcome !== 'error' || !replayed.storedAnswer || replayed.settled) return replayed;
     // Stripe answered with the error it saved for the first request under this key (a 500 once the
@@ -255,10 +260,11 @@ export class StripeProcessor implements PaymentProcessor {
       } catch (e) {
         return errorResult(e);
       }
+      // No PaymentIntent found: not charged, once the search has had its time (the caller's clock
+      // counts from the first request, not from this replay).
+      return replayed;
     }
-    // No PaymentIntent found: not charged, once the search has had its time (the caller's clock
-    // counts from the first request, not from this replay).
-    return replayed;
+    return searchFailed ? errorResult(searchFailed) : replayed;
   }
 
   /** The Customer of a charge's saved PaymentMethod (`cus_…|pm_…`, or a bare `pm_…` attached to one), else null. */
