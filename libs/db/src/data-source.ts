@@ -60,6 +60,7 @@ import { TestPushLimit1801240000000 } from './migrations/1801240000000-TestPushL
 import { RefundRecheck1801250000000 } from './migrations/1801250000000-RefundRecheck';
 import { OneRecoveryPerTransaction1801600000000 } from './migrations/1801600000000-OneRecoveryPerTransaction';
 import { TransactionPartialAmount1801700000000 } from './migrations/1801700000000-TransactionPartialAmount';
+import { NotificationRetentionIndex1801800000000 } from './migrations/1801800000000-NotificationRetentionIndex';
 
 /** Migrations, listed explicitly and applied in this order. */
 export const MIGRATIONS = [
@@ -121,6 +122,7 @@ export const MIGRATIONS = [
   RefundRecheck1801250000000,
   OneRecoveryPerTransaction1801600000000,
   TransactionPartialAmount1801700000000,
+  NotificationRetentionIndex1801800000000,
 ];
 
 export interface PoolTuning {
