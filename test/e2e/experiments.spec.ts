@@ -171,7 +171,13 @@ describe('policy experiments through the real apps', () => {
       const exp = created.json as { id: string; status: string; holdout_policy: string };
       expect(exp.status).toBe('running');
       // One experiment at a time.
-      expect((await api.request('POST', '/v1/retain/experiments', experimentBody)).status).toBe(409);
+      const conflict = await api.request('POST', '/v1/retain/experiments', experimentBody);
+      expect(conflict.status).toBe(409);
+      // A conflict, not a bad parameter: RET<status>, as every answer outside the spec's codes.
+      expect(conflict.json).toEqual({
+        code: 'RET409',
+        message: `Conflict: experiment ${exp.id} is running (stop it first)`,
+      });
 
       const txns = Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? txn() : txn({}, DECLINED_54)));
       expect((await api.submit(txns)).status).toBe(200);

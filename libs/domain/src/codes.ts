@@ -22,6 +22,7 @@ export const RetCode = {
   RET403: 'RET403',
   RET0404: 'RET0404',
   RET405: 'RET405',
+  RET409: 'RET409',
   RET413: 'RET413',
   RET429: 'RET429',
   RET500: 'RET500',

@@ -109,8 +109,8 @@ export class ExperimentsController {
       const running = await ExperimentsRepository.running(this.db, merchant.id);
       throw new HttpException(
         {
-          code: RetCode.RET400,
-          message: `${RetMessage.invalidParameter('experiment')} (experiment ${running?.id ?? ''} is running: stop it first)`,
+          code: RetCode.RET409,
+          message: `Conflict: experiment ${running?.id ?? ''} is running (stop it first)`,
         },
         HttpStatus.CONFLICT,
       );
