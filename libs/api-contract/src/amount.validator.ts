@@ -2,8 +2,10 @@ import { RetCode, RetMessage, currencyExponent, toMinorUnits, type ErrorEntry } 
 
 export type AmountCheck = { ok: true; minor: bigint } | { ok: false; error: ErrorEntry };
 
-// Amounts stay exact in a JS number (responses convert back with fromMinorUnits).
-const MAX_MINOR = BigInt(Number.MAX_SAFE_INTEGER);
+// At most 15 significant digits (minor units below 10^15): a JSON number of 16 or more is read as the
+// nearest double, which may print otherwise (90000000000000.01 is 90000000000000.02): refused, never
+// stored changed. Amounts also stay exact in a JS number (responses convert back with fromMinorUnits).
+const MAX_MINOR = 10n ** 15n - 1n;
 
 const schemaError = (path: string, detail: string): AmountCheck => ({
   ok: false,

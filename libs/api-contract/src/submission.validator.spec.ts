@@ -429,6 +429,10 @@ describe('validateSubmission: amount decimals per currency', () => {
 
   it('refuses amounts too large to keep exact', () => {
     expect((amountOf(1e300, 'USD') as RejectedItem).errors).toEqual([schemaError('amount is too large')]);
+    // 16 significant digits: the JSON number 90000000000000.01 is the double 90000000000000.02 (refused,
+    // never stored changed); 15 always read back as sent.
+    expect((amountOf(90000000000000.01, 'USD') as RejectedItem).errors).toEqual([schemaError('amount is too large')]);
+    expect(amountOf(9999999999999.99, 'USD')).not.toHaveProperty('errors');
   });
 });
 

@@ -7,7 +7,7 @@ import { AnalyticsRepository } from './repositories/analytics.repository';
 // failed on every tick from then on. The rollup's amounts are numeric: any sum of accepted amounts folds.
 describe('the analytics rollup folds any sum of accepted amounts (real Postgres)', () => {
   const scratch = useScratchMerchant('rollamt_', ['analytics_rollup_pending', 'analytics_rollup']);
-  const MAX = 9007199254740991n; // Number.MAX_SAFE_INTEGER: the largest amount_minor intake accepts
+  const MAX = 9007199254740991n; // Number.MAX_SAFE_INTEGER: above the largest amount_minor intake accepts (10^15 - 1)
 
   const submitBatch = (batch: number) =>
     scratch.db.query(
