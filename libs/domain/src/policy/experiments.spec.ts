@@ -104,6 +104,8 @@ describe('experiment validation', () => {
   it.each([
     [{ variants: [variant('a')] }, 'name'],
     [{ name: 'x', holdout_share: 0.9, variants: [variant('a')] }, 'holdout_share'],
+    // Stored with three decimals (numeric(4,3)): 0.1235 would be kept and shown as 0.124.
+    [{ name: 'x', holdout_share: 0.1235, variants: [variant('a')] }, 'holdout_share'],
     [{ name: 'x', variants: [] }, 'variants'],
     [{ name: 'x', variants: [variant('a')] }, 'variants'],
     [{ name: 'x', variants: [variant('a'), variant('a')] }, 'variants[1].name'],

@@ -182,8 +182,15 @@ export function parseExperiment(body: unknown): ParsedExperiment {
   const unsafe = unsafeTextDetail(name);
   if (unsafe !== null) return { ok: false, field: 'name', detail: unsafe };
   const holdout = body['holdout_share'] ?? 0;
-  if (typeof holdout !== 'number' || !Number.isFinite(holdout) || holdout < 0 || holdout > 0.5)
-    return { ok: false, field: 'holdout_share', detail: 'must be a number from 0 to 0.5' };
+  // Stored as numeric(4,3): a fourth decimal would be rounded away unseen.
+  if (
+    typeof holdout !== 'number' ||
+    !Number.isFinite(holdout) ||
+    holdout < 0 ||
+    holdout > 0.5 ||
+    Math.round(holdout * 1000) / 1000 !== holdout
+  )
+    return { ok: false, field: 'holdout_share', detail: 'must be a number from 0 to 0.5 with at most 3 decimals' };
   const list = body['variants'];
   if (!Array.isArray(list) || list.length < 1 || list.length > MAX_VARIANTS)
     return { ok: false, field: 'variants', detail: `must be an array of 1 to ${MAX_VARIANTS} variants` };
