@@ -285,6 +285,36 @@ describe('late captures and stops: never a charge unaccounted for', () => {
     expect(await txnRow(t.id)).toMatchObject({ status: 'Partially Refunded', captured_amount_minor: '3998' });
   });
 
+  it('a late capture a processor notification reports while the next attempt waits: that attempt never charges', async () => {
+    const t = await insertTransactionRow(db, merchantId); // 4111111111111111: approved
+    const first = await settledNotCharged(t);
+    // The tick made attempt 2 (never prepared: its job is queued).
+    const second = await insertAttemptRow(db, t, { retryNumber: 2 });
+    // Adyen's AUTHORISATION success=true for attempt 1 arrives (ProcessorNotificationService records it so).
+    await db.transaction((m) =>
+      attempts.record(
+        m,
+        first.id,
+        {
+          outcome: 'approved',
+          responseCode: '00',
+          processorTransactionId: 'psp_late_first',
+          message: 'Authorised (Adyen notification)',
+        },
+        AttemptState.Error,
+      ),
+    );
+    expect((await txnRow(t.id)).status).toBe('Captured');
+    // Attempt 2's job runs: the recovery has ended, so nothing is charged and the attempt is gone.
+    await attempts.run(second.id);
+    expect({ charged: await ledger(second.vid), attempts: await attemptRows(t.id) }).toEqual({
+      charged: null,
+      attempts: [expect.objectContaining({ id: first.id, state: 'captured' })],
+    });
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Captured', captured_amount_minor: '1999' });
+    expect(await refundRows(t.id)).toEqual([]);
+  });
+
   it('two attempts settled as not charged of a Cancelled transaction that both capture late: both recorded and refunded', async () => {
     const t = await insertTransactionRow(db, merchantId, { status: 'Cancelled' });
     const errored = (n: number) =>

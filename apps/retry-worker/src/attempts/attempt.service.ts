@@ -358,6 +358,10 @@ export interface Recorded {
  * did not decide makes the attempt `unknown`, settled later by the reconciliation.
  * A second run of the same job finds the attempt recorded and does nothing.
  */
+/** A transaction still being recovered: an attempt that never started may start (else it is dropped). */
+const recovering = (txn: { status: string }): boolean =>
+  txn.status === TransactionStatus.Failed || txn.status === TransactionStatus.InRetry;
+
 @Injectable()
 export class AttemptService {
   private readonly logger = new Logger(AttemptService.name);
@@ -688,6 +692,12 @@ export class AttemptService {
       await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
       return done((await closeStopIfSettled(m, txn)) ?? []);
     }
+    if (!attempt.preparedAt && !recovering(txn)) {
+      // The recovery ended while this attempt waited for its job (an earlier attempt's late capture,
+      // reported by a processor notification): it never starts.
+      await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
+      return done();
+    }
     if (attempt.preparedAt) {
       if (pastIdempotencyWindow(attempt.preparedAt)) {
         // Its key may be pruned at the processor: sent again, it would be a new charge. Unknown,
@@ -995,7 +1005,16 @@ export class AttemptService {
         stopOutbox = await stopToRefund(m, txn, now);
       } else {
         const to = transition(txn.status, 'retrySucceeded', { unresolvedAttempts: 0 }).to;
-        await setFields(m, TransactionEntity, txn, { ...captured, status: to, ...(await networkFeeFields(m, txn)) });
+        // A late capture (a processor notification) may come while the tick's next attempt waits for
+        // its job: dropped now (never at the processor), as a stop drops it; one a worker holds is
+        // dropped by its prepare, which finds the recovery ended.
+        const dropped = await AttemptsRepository.dropUnstarted(m, txn.id);
+        await setFields(m, TransactionEntity, txn, {
+          ...captured,
+          status: to,
+          attemptCount: txn.attemptCount - dropped,
+          ...(await networkFeeFields(m, txn)),
+        });
       }
       const outbox = await announce(m, [retrySucceeded(txn, attempt, now)]);
       return { outbox: [...outbox, ...stopOutbox], lateRefund };
@@ -1120,7 +1139,14 @@ export class AttemptService {
       }
       // Alone: prepared by an earlier run (looked up first), a stop, earlier attempts to look up for
       // a late capture, a throttled merchant, an expired card for the updater, no card to charge.
-      if (attempt.preparedAt || txn.stopRequestedAt || errored.has(txn.id) || throttled.has(txn.merchantId)) continue;
+      if (
+        attempt.preparedAt ||
+        txn.stopRequestedAt ||
+        !recovering(txn) ||
+        errored.has(txn.id) ||
+        throttled.has(txn.merchantId)
+      )
+        continue;
       // Run late (a backlog) and past its recovery window: alone, where it ends the recovery. One late
       // but inside its window is charged like any other (the window's end reads at most its arm).
       if (runLate(attempt, now.getTime()) && now.getTime() >= (await this.windowEnd(m, txn)).getTime()) continue;
