@@ -5,6 +5,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // The wire fake is test support of libs/processor (its test/ folder: never built into dist/).
 import { AdyenFake, adyenNotification, type AdyenNotificationFields } from '../../libs/processor/test/adyen-fake';
+import { loadConfig } from '@retain/config';
+import { QueueName, QueueRegistry, createRedis } from '@retain/queues';
 import {
   ApiClient,
   closeTestDb,
@@ -208,6 +210,64 @@ describe('Adyen notifications (end to end)', () => {
     expect(await pushes(t['id'] as string)).toEqual(['retry succeeded']);
     // The customer was charged once: the notification made no charge.
     expect([...adyen.payments.values()].filter((p) => p.body['reference'] === attempt.vid)).toHaveLength(1);
+  });
+
+  it('an AUTHORISATION for an attempt still in flight waits for it without using its job up, then captures it', async () => {
+    const { t, attempt, psp } = await unknownAttempt();
+    const db = await testDb();
+    // The attempt's charge still being recorded (pending, with its in-flight mark), as when the answer is
+    // slow or its worker died: the reconciliation's sweep can take up to ~52 min to make it unknown.
+    await db.query(`UPDATE attempts SET state = 'pending' WHERE id = $1`, [attempt.id]);
+    expect(
+      (
+        await notify([
+          {
+            eventCode: 'AUTHORISATION',
+            success: true,
+            pspReference: psp,
+            merchantReference: attempt.vid,
+            amount: { value: 1999, currency: 'EUR' },
+          },
+        ])
+      ).status,
+    ).toBe(200);
+    const [{ id: outboxId }] = await waitFor(
+      async () => {
+        const rows = await db.query(
+          `SELECT o.id FROM outbox o JOIN processor_notifications n ON n.id::text = o.payload->>'notificationId'
+            WHERE n.merchant_reference = $1`,
+          [attempt.vid],
+        );
+        return rows.length ? rows : null;
+      },
+      { what: 'the notification job' },
+    );
+    // Its job waits (tried again and again) without using any of its attempts: a wait longer than its
+    // retries (10, about 17 min) never fails it for good.
+    await new Promise((resolve) => setTimeout(resolve, 7000));
+    const config = loadConfig('retry-worker');
+    const redis = createRedis(config.redisUrl);
+    const queues = new QueueRegistry(redis, config.queuePrefix);
+    try {
+      const job = await queues.get(QueueName.ProcessorNotification).getJob(outboxId);
+      expect({ attemptsMade: job?.attemptsMade, failed: await job?.isFailed() }).toEqual({
+        attemptsMade: 0,
+        failed: false,
+      });
+    } finally {
+      await queues.close();
+      redis.disconnect();
+    }
+    // The attempt's charge is recorded unknown at last: the waiting notification captures it.
+    await db.query(`UPDATE attempts SET state = 'unknown' WHERE id = $1`, [attempt.id]);
+    const done = await waitFor(
+      async () => {
+        const a = await attemptOf(t['id'] as string);
+        return a?.state === 'captured' && a.status === 'Captured' ? a : null;
+      },
+      { timeoutMs: 90_000, what: 'the attempt captured by the notification' },
+    );
+    expect(done.processor_transaction_id).toBe(psp);
   });
 
   it('an AUTHORISATION success=false settles a Received charge as declined, with the reason', async () => {

@@ -21,6 +21,15 @@ export function outboxIdOf(job: Job): string | null {
 export class InterruptedByShutdown extends Error {}
 
 /**
+ * Thrown by a handler that must wait for other work to finish first (a processor notification for an
+ * attempt whose charge is still being recorded): the job runner puts the job back, delayed, without
+ * using an attempt, so no wait however long fails it for good. The wait must end by itself (an
+ * attempt left pending is taken over by the reconciliation's sweep). Each put-back waits a tenth of
+ * the job's age so far, between its queue's backoff delay and a minute.
+ */
+export class NotYet extends Error {}
+
+/**
  * Runs a job handler with metrics, and marks its outbox row completed once the handler
  * succeeded. The payload is checked against the queue's contract first: a version or shape no
  * consumer knows throws UnrecoverableError (it would fail the same way on every attempt). Errors
@@ -63,6 +72,14 @@ export class JobRunner {
         this.logger.log({ queue, jobId: job.id }, 'job put back: the worker is shutting down (no attempt used)');
         throw new DelayedError();
       }
+      if (err instanceof NotYet && token !== undefined) {
+        const waited = Date.now() - job.timestamp;
+        if (await this.putBack(job, token, Math.min(Math.max(waited / 10, this.backoffOf(job)), 60_000))) {
+          end({ result: 'waiting' });
+          this.logger.log({ queue, jobId: job.id, err: err.message }, 'job put back to wait (no attempt used)');
+          throw new DelayedError();
+        }
+      }
       end({ result: 'error' });
       this.metrics.jobFailures.inc({ queue });
       if (token !== undefined && isUnavailable(err) && (await this.putBack(job, token))) {
@@ -81,10 +98,14 @@ export class JobRunner {
     }
   }
 
-  /** Moves the job to delayed (its queue's backoff delay); false if Redis would not take it. */
-  private async putBack(job: Job, token: string): Promise<boolean> {
+  /** The job's first backoff delay (1 s without one). */
+  private backoffOf(job: Job): number {
     const backoff = job.opts.backoff;
-    const delay = Math.min(typeof backoff === 'number' ? backoff : (backoff?.delay ?? 1000), 5000);
+    return typeof backoff === 'number' ? backoff : (backoff?.delay ?? 1000);
+  }
+
+  /** Moves the job to delayed (by default its queue's backoff delay, at most 5 s); false if Redis would not take it. */
+  private async putBack(job: Job, token: string, delay = Math.min(this.backoffOf(job), 5000)): Promise<boolean> {
     try {
       await job.moveToDelayed(Date.now() + delay, token);
       return true;

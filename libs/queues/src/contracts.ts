@@ -178,8 +178,8 @@ export const QUEUES: { [Q in QueueName]: Required<QueueSettings<Q>> } = {
   'processor.notification': {
     jobName: 'notification',
     versions: [{ v: 1, idFields: ['notificationId'] }],
-    // An AUTHORISATION may arrive while its attempt's charge is still being recorded: the job throws
-    // and is tried again (2 s, 4 s, ... about 17 min in all) until the attempt is unknown or settled.
+    // An AUTHORISATION may arrive while its attempt's charge is still being recorded: the job waits
+    // (NotYet: put back without using an attempt) until the attempt is unknown or settled.
     jobOptions: { ...keepSome, attempts: 10, backoff: { type: 'exponential', delay: 2000 } },
     concurrency: 8,
     concurrencyVariable: null,

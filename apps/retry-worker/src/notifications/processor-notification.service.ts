@@ -9,12 +9,15 @@ import {
   reverseCompletedRefund,
   settleRefundedTransaction,
 } from '@retain/recovery';
-import { RetainMetrics } from '@retain/platform';
+import { NotYet, RetainMetrics } from '@retain/platform';
 import { DataSource, type EntityManager } from 'typeorm';
 import { AttemptService, type LateRefund } from '../attempts/attempt.service';
 
-/** The attempt's charge is still being recorded (state pending): the job is tried again later. */
-export class AttemptInFlightError extends Error {}
+/**
+ * The attempt's charge is still being recorded (state pending): the job waits (put back without using
+ * an attempt) until the attempt is recorded or the sweep makes it unknown, however long that takes.
+ */
+export class AttemptInFlightError extends NotYet {}
 
 interface Acted {
   outcome: string;
