@@ -67,4 +67,23 @@ describe('the development card key', () => {
     expect(r.status).toBe(78);
     expect(r.stderr).toContain(variable);
   });
+
+  // Worker options read when a processor class is declared (JOB_LOCK_MS, RETRY_ATTEMPT_CONCURRENCY): a bad
+  // value stops each worker the same way, not with a stack trace and exit 1 while its module loads.
+  it.each([
+    ['retry-worker', 'JOB_LOCK_MS', 'abc'],
+    ['webhook-dispatcher', 'JOB_LOCK_MS', '5'],
+    ['retry-worker', 'RETRY_ATTEMPT_CONCURRENCY', '0'],
+  ])('%s stops with exit code 78 naming %s=%s', (app, variable, value) => {
+    const env: Record<string, string> = { ...(process.env as Record<string, string>), [variable]: value };
+    const r = spawnSync(process.execPath, [path.join(root, 'dist', 'apps', app, 'src', 'main.js')], {
+      env,
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect({ status: r.status, stderr: r.stderr.trim().split('\n') }).toEqual({
+      status: 78,
+      stderr: [expect.stringContaining(variable)],
+    });
+  });
 });

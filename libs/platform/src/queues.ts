@@ -1,7 +1,7 @@
 import { BullModule, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Injectable, Logger, type DynamicModule, type OnApplicationBootstrap } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
-import { concurrencySettings, jobLockMs } from '@retain/config';
+import { ConfigError, concurrencySettings, jobLockMs } from '@retain/config';
 import {
   QUEUES,
   isQueueName,
@@ -23,7 +23,21 @@ import { RetainMetrics } from './metrics';
  * declared on the class.
  */
 export function QueueProcessor(queue: QueueName): ClassDecorator {
-  return Processor(queue, workerOptions(queue, jobLockMs(), concurrencySettings()));
+  return Processor(queue, workerOptions(queue, atModuleLoad(jobLockMs), atModuleLoad(concurrencySettings)));
+}
+
+/**
+ * A setting read while the app's modules load: a bad value falls back to the default here, and the
+ * app's configuration check (runApp) then stops it with exit 78 naming the variable, before any
+ * worker starts (thrown here, it was an uncaught stack trace and exit 1).
+ */
+function atModuleLoad<T>(read: (env?: NodeJS.ProcessEnv) => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof ConfigError) return read({});
+    throw err;
+  }
 }
 
 /** `BullModule.registerQueue` for every queue the app consumes, with the record's job options. */
