@@ -9,10 +9,11 @@ import { registerUpdaterKeyCommands } from './updater-key.commands';
 
 /**
  * The operator CLI (decisions §11): `npm run retain -- <command>`. Every command prints one JSON
- * object on stdout; errors print `{"error": "..."}` on stderr and exit non-zero.
+ * object on stdout, on one line (a caller reading the last line of npm's output gets all of it; `jq`
+ * prints it indented); errors print `{"error": "..."}` on stderr and exit non-zero.
  */
 const print = (value: unknown): void => {
-  process.stdout.write(JSON.stringify(value, null, 2) + '\n');
+  process.stdout.write(JSON.stringify(value) + '\n');
 };
 
 export interface CliContext {

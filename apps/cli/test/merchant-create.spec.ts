@@ -56,10 +56,21 @@ describe('retain merchant create', () => {
     expect(row.webhook_url).toBe('https://hooks.example.com/a');
   });
 
-  it('still creates a merchant with a plain login and URL', () => {
+  it('creates a merchant with a plain login and URL: one JSON object on one line, the fields of decisions §11', async () => {
     const login = fresh();
     const r = run(['merchant', 'create', '--login', login, '--webhook-url', 'https://hooks.example.com/retain']);
     expect(r.status, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout)).toMatchObject({ login, webhook_url: 'https://hooks.example.com/retain' });
+    // One line (a caller reading the last line of npm's output gets the whole object), exactly
+    // {merchant_vid, login, api_key, webhook_secret}.
+    expect(r.stdout.trimEnd().split('\n')).toHaveLength(1);
+    const printed = JSON.parse(r.stdout) as Record<string, string>;
+    expect(Object.keys(printed).sort()).toEqual(['api_key', 'login', 'merchant_vid', 'webhook_secret']);
+    expect(printed).toMatchObject({
+      login,
+      api_key: expect.stringMatching(/^rk_/),
+      webhook_secret: expect.stringMatching(/^whsec_/),
+    });
+    const [row] = await (await testDb()).query(`SELECT webhook_url FROM merchants WHERE login = $1`, [login]);
+    expect(row.webhook_url).toBe('https://hooks.example.com/retain');
   });
 });

@@ -72,7 +72,6 @@ export class MerchantsRepository {
         login,
         api_key: apiKey,
         webhook_secret: secret,
-        webhook_url: webhookUrl,
       };
     });
   }
