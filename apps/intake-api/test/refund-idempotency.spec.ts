@@ -64,6 +64,28 @@ describe('refund calls with an Idempotency-Key', () => {
     expect(await refundsOf(t.id)).toEqual(['1000', '1000']);
   });
 
+  it('a key is kept 24 hours: used again after them, it is a new call (retention has not swept it yet)', async () => {
+    const t = await insertTransactionRow(await testDb(), merchantId, {
+      status: 'Captured',
+      capturedMinor: '5000',
+      amountMinor: '5000',
+    });
+    expect((await refund(t.merchantTxnId, 10, 'refund-inv-24h')).status).toBe(200);
+    // 25 hours on, before the next retention sweep deletes the key.
+    await (
+      await testDb()
+    ).query(
+      `UPDATE refund_idempotency_keys SET created_at = now() - interval '25 hours' WHERE merchant_id = $1 AND key = $2`,
+      [merchantId, 'refund-inv-24h'],
+    );
+    // Another body with the key: a new call, not refused; and then the key holds the new answer.
+    expect((await refund(t.merchantTxnId, 20, 'refund-inv-24h')).status).toBe(200);
+    expect(await refundsOf(t.id)).toEqual(['1000', '2000']);
+    const again = await refund(t.merchantTxnId, 20, 'refund-inv-24h');
+    expect(again.status).toBe(200);
+    expect(await refundsOf(t.id)).toEqual(['1000', '2000']);
+  });
+
   it('calls with one key at the same time make one refund, and each gets its answer', async () => {
     const t = await insertTransactionRow(await testDb(), merchantId, {
       status: 'Captured',

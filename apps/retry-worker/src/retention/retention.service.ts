@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { RetentionRepository, type RetentionKind } from '@retain/db';
+import { REFUND_IDEMPOTENCY_KEY_HOURS, RetentionRepository, type RetentionKind } from '@retain/db';
 import { RETAIN_CONFIG, RetainMetrics } from '@retain/platform';
 import { DataSource } from 'typeorm';
 import { LATE_WATCH_MS } from '../reconcile/reconcile.service';
@@ -8,7 +8,7 @@ import { LATE_WATCH_MS } from '../reconcile/reconcile.service';
 /** Rows per statement: short enough never to hold locks the hot path waits for. */
 const BATCH = 1000;
 /** How long a refund call's Idempotency-Key answers its retries. */
-const IDEMPOTENCY_MS = 24 * 3_600_000;
+const IDEMPOTENCY_MS = REFUND_IDEMPOTENCY_KEY_HOURS * 3_600_000;
 
 /**
  * Retention (issue 14): RETENTION_FIRST_SWEEP_DELAY (jittered) after start, then every RETENTION_INTERVAL, deletes what nothing reads any more (completed
