@@ -109,4 +109,56 @@ describe('the portal when a request fails', () => {
     await shot(page, 'error-overview-bad-gateway');
     await page.unrouteAll();
   });
+
+  it('the overview shows the last range asked for, even when an earlier range answers after it', async () => {
+    const nothing = page.getByText('No failed transactions submitted in this range.');
+    await page.goto(`${base}/portal/#/overview`);
+    await page.getByLabel('From').fill('2025-01-01');
+    await page.getByLabel('To').fill('2025-01-05');
+    await nothing.waitFor({ timeout: 30_000 });
+    // The next range's request is slow (3 s); the one after it, which has today's two transactions, is not.
+    await page.route('**/v1/retain/analytics?*', async (route) => {
+      if (route.request().url().includes('to=2025-01-06')) await new Promise((r) => setTimeout(r, 3000));
+      await route.continue();
+    });
+    await page.getByLabel('To').fill('2025-01-06');
+    await page.getByLabel('To').fill(new Date().toISOString().slice(0, 10));
+    await page.locator('section[data-currency="USD"]').waitFor({ timeout: 30_000 });
+    // The slow answer for 2025-01-06 came meanwhile: it is not shown under today's range.
+    await new Promise((r) => setTimeout(r, 4000));
+    expect({ usd: await page.locator('section[data-currency="USD"]').count(), nothing: await nothing.count() }).toEqual(
+      {
+        usd: 1,
+        nothing: 0,
+      },
+    );
+    await page.unrouteAll();
+  });
+
+  it("a transaction's pushes that could not be read are not shown as none", async () => {
+    const t = txn();
+    expect((await new ApiClient(base, merchant.api_key).submit([t])).status).toBe(200);
+    await page.route('**/v1/retain/webhook-messages?*', (route) => route.fulfill(BAD_GATEWAY));
+    await page.goto(`${base}/portal/#/transactions/${String(t['id'])}`);
+    await expect.poll(() => alert().textContent(), { timeout: 30_000 }).toMatch(/pushes.*502/i);
+    const pushes = page.locator('table', { has: page.getByText('Pushes of this transaction') });
+    expect(await pushes.getByText('Nothing to show.').count()).toBe(0);
+    await page.unrouteAll();
+  });
+
+  it('the webhook URL that could not be read is never saved over: the page says so and Save waits', async () => {
+    await new ApiClient(base, merchant.api_key).request('PUT', '/v1/retain/merchant/webhook', {
+      url: 'https://hooks.example.com/kept',
+    });
+    await page.route('**/v1/retain/merchant/webhook', (route) =>
+      route.request().method() === 'GET' ? route.fulfill(BAD_GATEWAY) : route.continue(),
+    );
+    await page.goto(`${base}/portal/#/pushes`);
+    await expect.poll(() => alert().textContent(), { timeout: 30_000 }).toMatch(/webhook URL.*502/i);
+    expect(await page.getByRole('button', { name: 'Save' }).isDisabled()).toBe(true);
+    await shot(page, 'error-webhook-url-unread');
+    await page.unrouteAll();
+    const stored = await new ApiClient(base, merchant.api_key).request('GET', '/v1/retain/merchant/webhook');
+    expect(stored.json).toMatchObject({ url: 'https://hooks.example.com/kept' });
+  });
 });

@@ -10,12 +10,17 @@ export function Overview() {
   const [data, setData] = useState<Analytics | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
-    // The figures of another range never stay on screen under this one.
+    // The figures of another range never stay on screen under this one, nor come back late over it
+    // (typing a date asks for each digit's range: an earlier one may answer last).
+    let current = true;
     setError(null);
     setData(null);
     api<Analytics>('GET', `/v1/retain/analytics?from=${from}&to=${to}&bucket=day`)
-      .then(setData)
-      .catch((e: Error) => setError(e.message));
+      .then((d) => current && setData(d))
+      .catch((e: Error) => current && setError(e.message));
+    return () => {
+      current = false;
+    };
   }, [from, to]);
   return (
     <main id="main">

@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError } from '../api';
 import { DataTable, Notice, Pager } from '../components';
 
@@ -17,19 +17,25 @@ export function Pushes() {
   const [more, setMore] = useState(false);
   const [loading, setLoading] = useState(true);
   const [url, setUrl] = useState('');
+  // The stored URL as read: Save only once it is (an empty field after a failed read would remove it).
+  const [urlRead, setUrlRead] = useState(false);
   const [notice, setNotice] = useState<{ kind: 'ok' | 'error'; text: string } | null>(null);
+  // The log's latest request: an earlier filter's or page's answer that comes last is not shown.
+  const latest = useRef(0);
   const load = () => {
     const query = new URLSearchParams({ limit: '100' });
     if (status) query.set('status', status);
     const after = cursors[cursors.length - 1];
     if (after) query.set('starting_after', after);
+    const mine = ++latest.current;
     return api<{ data: Msg[]; next: string | null }>('GET', `/v1/retain/webhook-messages?${query}`)
       .then((r) => {
+        if (mine !== latest.current) return;
         setRows(r.data);
         setMore(r.next !== null);
       })
-      .catch((e: Error) => setNotice({ kind: 'error', text: e.message }))
-      .finally(() => setLoading(false));
+      .catch((e: Error) => mine === latest.current && setNotice({ kind: 'error', text: e.message }))
+      .finally(() => mine === latest.current && setLoading(false));
   };
   useEffect(() => {
     setRows([]);
@@ -40,8 +46,16 @@ export function Pushes() {
   }, [status, cursors]);
   useEffect(() => {
     api<{ url: string | null }>('GET', '/v1/retain/merchant/webhook')
-      .then((r) => setUrl(r.url ?? ''))
-      .catch(() => undefined);
+      .then((r) => {
+        setUrl(r.url ?? '');
+        setUrlRead(true);
+      })
+      .catch((e: Error) =>
+        setNotice({
+          kind: 'error',
+          text: `The webhook URL could not be read (${e.message}): reload the page before saving it.`,
+        }),
+      );
   }, []);
   const act = async (what: () => Promise<string>) => {
     setNotice(null);
@@ -70,7 +84,9 @@ export function Pushes() {
       >
         <label for="webhook-url">Webhook URL</label>
         <input id="webhook-url" type="url" value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} />
-        <button type="submit">Save</button>
+        <button type="submit" disabled={!urlRead}>
+          Save
+        </button>
         <button
           type="button"
           class="secondary"

@@ -131,7 +131,9 @@ export function TransactionNotFound({ id }: { id: string }) {
 /** One transaction: its attempts as a timeline, its pushes, refund and stop. */
 export function TransactionDetail({ id }: { id: string }) {
   const [rows, setRows] = useState<Txn[] | null>(null);
-  const [pushes, setPushes] = useState<Txn[]>([]);
+  // null while they load; an error is said, never shown as no pushes.
+  const [pushes, setPushes] = useState<Txn[] | null>(null);
+  const [pushesError, setPushesError] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [done, setDone] = useState<string | null>(null);
   const [amountError, setAmountError] = useState<string | null>(null);
@@ -163,8 +165,16 @@ export function TransactionDetail({ id }: { id: string }) {
           'GET',
           `/v1/retain/webhook-messages?transaction_id=${encodeURIComponent(txnId)}&limit=100`,
         ).then(
-          (p) => current.current === asked && setPushes(p.data),
-          () => current.current === asked && setPushes([]),
+          (p) => {
+            if (current.current !== asked) return;
+            setPushes(p.data);
+            setPushesError(null);
+          },
+          (e: Error) => {
+            if (current.current !== asked) return;
+            setPushes([]);
+            setPushesError(e.message);
+          },
         );
       })
       .catch((e: Error) => {
@@ -176,7 +186,8 @@ export function TransactionDetail({ id }: { id: string }) {
     // Another transaction: nothing of the one before stays on screen while it loads.
     current.current = id;
     setRows(null);
-    setPushes([]);
+    setPushes(null);
+    setPushesError(null);
     setError(null);
     setDone(null);
     setAmountError(null);
@@ -347,17 +358,22 @@ export function TransactionDetail({ id }: { id: string }) {
       ) : null}
       {error ? <Notice kind="error">{error}</Notice> : null}
       {done ? <Notice kind="ok">{done}</Notice> : null}
-      <DataTable
-        caption="Pushes of this transaction"
-        file={`retain-pushes-${t!['id']}.csv`}
-        rows={pushes}
-        columns={[
-          { title: 'Message', value: (p) => p['message_id'] },
-          { title: 'Event', value: (p) => p['event_name'] },
-          { title: 'Status', value: (p) => p['status'] },
-          { title: 'Attempts', value: (p) => p['attempt_count'] },
-        ]}
-      />
+      {pushesError ? (
+        <Notice kind="error">The pushes could not be read: {pushesError}</Notice>
+      ) : (
+        <DataTable
+          caption="Pushes of this transaction"
+          file={`retain-pushes-${t!['id']}.csv`}
+          rows={pushes ?? []}
+          loading={pushes === null}
+          columns={[
+            { title: 'Message', value: (p) => p['message_id'] },
+            { title: 'Event', value: (p) => p['event_name'] },
+            { title: 'Status', value: (p) => p['status'] },
+            { title: 'Attempts', value: (p) => p['attempt_count'] },
+          ]}
+        />
+      )}
     </main>
   );
 }
