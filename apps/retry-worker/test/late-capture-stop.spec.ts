@@ -315,6 +315,35 @@ describe('late captures and stops: never a charge unaccounted for', () => {
     expect(await refundRows(t.id)).toEqual([]);
   });
 
+  it('a late capture reported while the next attempt was marked in flight but never sent: that attempt is never sent', async () => {
+    const t = await insertTransactionRow(db, merchantId); // 4111111111111111: approved
+    const first = await settledNotCharged(t);
+    // Attempt 2 was marked in flight; its worker died before the request left (nothing at the processor).
+    const second = await insertAttemptRow(db, t, { retryNumber: 2, preparedAt: new Date() });
+    await db.transaction((m) =>
+      attempts.record(
+        m,
+        first.id,
+        {
+          outcome: 'approved',
+          responseCode: '00',
+          processorTransactionId: 'psp_late_first_2',
+          message: 'Authorised (Adyen notification)',
+        },
+        AttemptState.Error,
+      ),
+    );
+    expect((await txnRow(t.id)).status).toBe('Captured');
+    // Its job runs again: the recovery has ended, so the request is looked up by key only, never sent.
+    await attempts.run(second.id);
+    expect({ charged: await ledger(second.vid), refunds: await refundRows(t.id) }).toEqual({
+      charged: null,
+      refunds: [],
+    });
+    expect((await attemptRows(t.id)).map((a) => a.state)).toEqual(['captured', 'unknown']);
+    expect(await txnRow(t.id)).toMatchObject({ status: 'Captured', captured_amount_minor: '1999' });
+  });
+
   it('two attempts settled as not charged of a Cancelled transaction that both capture late: both recorded and refunded', async () => {
     const t = await insertTransactionRow(db, merchantId, { status: 'Cancelled' });
     const errored = (n: number) =>

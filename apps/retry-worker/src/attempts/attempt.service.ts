@@ -307,7 +307,10 @@ export interface LateRefund {
 export interface AttemptCharge {
   processor: PaymentProcessor;
   request: ChargeRequest;
-  /** Its transaction has a stop requested: the charge is looked up by key only (lookUp). */
+  /**
+   * Its transaction has a stop requested, or its recovery ended (an earlier attempt's late capture): the
+   * charge is looked up by key only (lookUp).
+   */
   stopped: boolean;
   /** The attempt, stamped sent (last_sent_at) before a replay. */
   attemptId: string;
@@ -405,7 +408,7 @@ export class AttemptService {
     return {
       processor: await this.processorFor(attempt, txn),
       request: this.chargeRequest(attempt, txn),
-      stopped: txn.stopRequestedAt !== null,
+      stopped: txn.stopRequestedAt !== null || !recovering(txn),
       attemptId: attempt.id,
       transactionId: txn.id,
       preparedAt: attempt.preparedAt,
@@ -433,7 +436,7 @@ export class AttemptService {
     if (
       charge.stopped ||
       pastIdempotencyWindow(charge.preparedAt) ||
-      (await AttemptsRepository.stopRequested(this.db, charge.transactionId)) ||
+      (await AttemptsRepository.noNewCharge(this.db, charge.transactionId)) ||
       (await this.cardBlocked(this.db, charge.card, charge.attemptId, charge.transactionId))
     ) {
       return charge.processor.lookupCharge(key);
@@ -591,7 +594,7 @@ export class AttemptService {
       const lookedUp = await this.lookUp({
         processor,
         request,
-        stopped: txn.stopRequestedAt !== null,
+        stopped: txn.stopRequestedAt !== null || !recovering(txn),
         attemptId,
         transactionId: txn.id,
         preparedAt: attempt.preparedAt,
@@ -699,6 +702,13 @@ export class AttemptService {
       return done();
     }
     if (attempt.preparedAt) {
+      if (!recovering(txn)) {
+        // The recovery ended since the mark (an earlier attempt's late capture, reported by a
+        // notification): sent again, the request would be a new charge if the first never arrived.
+        // Unknown, looked up by key only by the reconciliation, as after a stop.
+        await this.markUnknown(m, attempt, txn, 'the recovery ended while the attempt was in flight: not sent again');
+        return done([], AttemptState.Unknown);
+      }
       if (pastIdempotencyWindow(attempt.preparedAt)) {
         // Its key may be pruned at the processor: sent again, it would be a new charge. Unknown,
         // looked up by key only by the reconciliation.

@@ -137,10 +137,14 @@ export class AttemptsRepository {
     return row ?? null;
   }
 
-  /** Whether the transaction has a stop requested, read now (no lock: right before a processor call). */
-  static async stopRequested(db: Sql, transactionId: string): Promise<boolean> {
+  /**
+   * Whether the transaction may not be charged anew: a stop requested, or its recovery ended (an
+   * earlier attempt's late capture). Read now (no lock: right before a processor call).
+   */
+  static async noNewCharge(db: Sql, transactionId: string): Promise<boolean> {
     const [row]: { stopped: boolean }[] = await db.query(
-      `SELECT stop_requested_at IS NOT NULL AS stopped FROM transactions WHERE id = $1`,
+      `SELECT stop_requested_at IS NOT NULL OR status NOT IN ('Failed', 'In Retry') AS stopped
+         FROM transactions WHERE id = $1`,
       [transactionId],
     );
     return row?.stopped ?? false;
