@@ -216,24 +216,20 @@ describe('portal session', () => {
       expect(((await r.json()) as { code: string }).code).toBe('RET400');
       expect(r.headers.get('set-cookie')).toBeNull();
     }
+    const loginFrom = (site: string) =>
+      call(
+        'POST',
+        '/v1/retain/session',
+        { 'sec-fetch-site': site },
+        { login: merchant.login, api_key: merchant.api_key },
+      );
     // A browser names a request sent from another site (Sec-Fetch-Site): refused even as JSON.
-    const cross = await call(
-      'POST',
-      '/v1/retain/session',
-      { 'sec-fetch-site': 'cross-site' },
-      { login: merchant.login, api_key: merchant.api_key },
-    );
+    const cross = await loginFrom('cross-site');
     expect(cross.status).toBe(403);
     expect(cross.json.code).toBe('RET403');
     expect(cross.headers.get('set-cookie')).toBeNull();
     // The portal's own login (same origin) still works.
-    const own = await call(
-      'POST',
-      '/v1/retain/session',
-      { 'sec-fetch-site': 'same-origin' },
-      { login: merchant.login, api_key: merchant.api_key },
-    );
-    expect(own.status).toBe(204);
+    expect((await loginFrom('same-origin')).status).toBe(204);
   });
 
   it('refuses a write sent by a browser from another site, whatever its credentials: 403 RET403, nothing changed', async () => {

@@ -264,6 +264,22 @@ describe('late captures and stops: never a charge unaccounted for', () => {
     return first;
   };
 
+  /** Adyen's AUTHORISATION success=true for an attempt settled as not charged, recorded as ProcessorNotificationService does. */
+  const notifiedCapture = (attemptId: string, psp: string) =>
+    db.transaction((m) =>
+      attempts.record(
+        m,
+        attemptId,
+        {
+          outcome: 'approved',
+          responseCode: '00',
+          processorTransactionId: psp,
+          message: 'Authorised (Adyen notification)',
+        },
+        AttemptState.Error,
+      ),
+    );
+
   it('an attempt settled as not charged that captures late after the next attempt captured: recorded and refunded', async () => {
     const t = await insertTransactionRow(db, merchantId); // 4111111111111111: approved
     const first = await settledNotCharged(t);
@@ -290,20 +306,8 @@ describe('late captures and stops: never a charge unaccounted for', () => {
     const first = await settledNotCharged(t);
     // The tick made attempt 2 (never prepared: its job is queued).
     const second = await insertAttemptRow(db, t, { retryNumber: 2 });
-    // Adyen's AUTHORISATION success=true for attempt 1 arrives (ProcessorNotificationService records it so).
-    await db.transaction((m) =>
-      attempts.record(
-        m,
-        first.id,
-        {
-          outcome: 'approved',
-          responseCode: '00',
-          processorTransactionId: 'psp_late_first',
-          message: 'Authorised (Adyen notification)',
-        },
-        AttemptState.Error,
-      ),
-    );
+    // Adyen's AUTHORISATION success=true for attempt 1 arrives.
+    await notifiedCapture(first.id, 'psp_late_first');
     expect((await txnRow(t.id)).status).toBe('Captured');
     // Attempt 2's job runs: the recovery has ended, so nothing is charged and the attempt is gone.
     await attempts.run(second.id);
@@ -320,19 +324,7 @@ describe('late captures and stops: never a charge unaccounted for', () => {
     const first = await settledNotCharged(t);
     // Attempt 2 was marked in flight; its worker died before the request left (nothing at the processor).
     const second = await insertAttemptRow(db, t, { retryNumber: 2, preparedAt: new Date() });
-    await db.transaction((m) =>
-      attempts.record(
-        m,
-        first.id,
-        {
-          outcome: 'approved',
-          responseCode: '00',
-          processorTransactionId: 'psp_late_first_2',
-          message: 'Authorised (Adyen notification)',
-        },
-        AttemptState.Error,
-      ),
-    );
+    await notifiedCapture(first.id, 'psp_late_first_2');
     expect((await txnRow(t.id)).status).toBe('Captured');
     // Its job runs again: the recovery has ended, so the request is looked up by key only, never sent.
     await attempts.run(second.id);
