@@ -6,6 +6,7 @@ import {
   closeTestDb,
   createMerchant,
   startApp,
+  testDb,
   txn,
   type RunningApp,
   type TestMerchant,
@@ -146,10 +147,32 @@ describe('the portal when a request fails', () => {
     await page.unrouteAll();
   });
 
+  it('a double click on Send test push sends one (its button waits for the answer)', async () => {
+    const testPushes = async (): Promise<number> =>
+      (
+        await (
+          await testDb()
+        ).query(
+          `SELECT count(*)::int AS n FROM webhook_messages w JOIN merchants m ON m.id = w.merchant_id
+            WHERE m.login = $1 AND w.event_name = 'test'`,
+          [merchant.login],
+        )
+      )[0].n;
+    await page.goto(`${base}/portal/#/pushes`);
+    const send = page.getByRole('button', { name: 'Send test push' });
+    await send.waitFor({ timeout: 30_000 });
+    const before = await testPushes();
+    await send.dblclick();
+    await page.getByText('Test push sent').waitFor({ timeout: 30_000 });
+    await new Promise((r) => setTimeout(r, 1000));
+    expect((await testPushes()) - before).toBe(1);
+  });
+
   it('the webhook URL that could not be read is never saved over: the page says so and Save waits', async () => {
     await new ApiClient(base, merchant.api_key).request('PUT', '/v1/retain/merchant/webhook', {
       url: 'https://hooks.example.com/kept',
     });
+    await page.goto(`${base}/portal/#/overview`); // the pushes page is opened afresh below
     await page.route('**/v1/retain/merchant/webhook', (route) =>
       route.request().method() === 'GET' ? route.fulfill(BAD_GATEWAY) : route.continue(),
     );

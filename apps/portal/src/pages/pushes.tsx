@@ -57,7 +57,14 @@ export function Pushes() {
         }),
       );
   }, []);
+  // One action at a time (Save, Send test push, Replay): its buttons wait for the answer, and the ref
+  // stops a second click before the page has re-rendered (a double click sent two test pushes).
+  const [busy, setBusy] = useState(false);
+  const acting = useRef(false);
   const act = async (what: () => Promise<string>) => {
+    if (acting.current) return;
+    acting.current = true;
+    setBusy(true);
     setNotice(null);
     try {
       setNotice({ kind: 'ok', text: await what() });
@@ -67,6 +74,9 @@ export function Pushes() {
         kind: 'error',
         text: err instanceof ApiError ? `${err.code}: ${err.message}` : (err as Error).message,
       });
+    } finally {
+      acting.current = false;
+      setBusy(false);
     }
   };
   return (
@@ -84,12 +94,13 @@ export function Pushes() {
       >
         <label for="webhook-url">Webhook URL</label>
         <input id="webhook-url" type="url" value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} />
-        <button type="submit" disabled={!urlRead}>
+        <button type="submit" disabled={!urlRead || busy}>
           Save
         </button>
         <button
           type="button"
           class="secondary"
+          disabled={busy}
           onClick={() =>
             void act(async () => {
               const r = await api<{ message_id: string }>('POST', '/v1/retain/merchant/webhook/test');
@@ -135,6 +146,7 @@ export function Pushes() {
               m['status'] === 'dead' || m['status'] === 'gone' ? (
                 <button
                   type="button"
+                  disabled={busy}
                   onClick={() =>
                     void act(async () => {
                       await api('POST', `/v1/retain/webhook-messages/${m['message_id']}/replay`);
