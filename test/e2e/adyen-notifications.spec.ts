@@ -569,6 +569,43 @@ describe('Adyen notifications (end to end)', () => {
     expect(await pushes(t['id'] as string)).toEqual(['retry succeeded', 'refund completed', 'refund failed']);
   });
 
+  it('an AUTHORISATION success=false for an attempt recorded captured raises the capture alert (the money was not collected)', async () => {
+    const { psp } = await captured();
+    const [{ vid }] = await (
+      await testDb()
+    ).query(`SELECT a.vid FROM attempts a WHERE a.processor_transaction_id = $1`, [psp]);
+    const worker = apps[2]!;
+    const counter = async () => {
+      const text = await (await fetch(`${worker.url}/metrics`)).text();
+      return Number(/^retain_capture_failures_total(?:\{[^}]*\})? (\d+)$/m.exec(text)?.[1] ?? 0);
+    };
+    const before = await counter();
+    expect(
+      (
+        await notify([
+          {
+            eventCode: 'AUTHORISATION',
+            success: false,
+            pspReference: psp,
+            merchantReference: vid,
+            amount: { value: 1999, currency: 'EUR' },
+            reason: 'Refused',
+          },
+        ])
+      ).status,
+    ).toBe(200);
+    await waitFor(
+      async () => {
+        const [r] = await (
+          await testDb()
+        ).query(`SELECT outcome FROM processor_notifications WHERE psp_reference = $1 AND success = false`, [psp]);
+        return r?.outcome ? r : null;
+      },
+      { timeoutMs: 20_000, what: 'the disagreeing notification processed' },
+    );
+    expect(await counter()).toBe(before + 1);
+  });
+
   it('a CAPTURE_FAILED for a captured attempt raises the operator alert (the money was not collected), names the attempt, and changes nothing else', async () => {
     const { psp } = await captured();
     const [{ vid }] = await (

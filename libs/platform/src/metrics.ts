@@ -154,7 +154,7 @@ export class RetainMetrics {
   /** Adyen CAPTURE_FAILED notifications: a charge recorded captured whose money was not collected. */
   readonly captureFailures = new Counter({
     name: 'retain_capture_failures_total',
-    help: 'Captures the card scheme rejected after authorisation (Adyen CAPTURE_FAILED): money recorded captured but not collected (alert on any increase)',
+    help: 'Charges recorded captured whose money was not collected: Adyen CAPTURE_FAILED, or an AUTHORISATION success=false for them (alert on any increase)',
     registers: [this.registry],
   });
   /** Rows the retention sweep deleted (outbox, webhook_messages, sandbox_ledger) or erased (card_data...). */

@@ -124,6 +124,9 @@ export class ProcessorNotificationService {
     const agrees =
       (attempt.state === AttemptState.Captured && n.success) || (attempt.state !== AttemptState.Captured && !n.success);
     if (!agrees) {
+      // Recorded captured, reported refused: the money was not collected, as after a CAPTURE_FAILED
+      // (the same operator alert). Reported authorised after a recorded decline: logged to check.
+      if (attempt.state === AttemptState.Captured) this.metrics.captureFailures.inc();
       this.logger.error(
         { attempt: attempt.vid, state: attempt.state, success: n.success, notification: n.id },
         'processor notification disagrees with the recorded attempt: check it with the processor',
