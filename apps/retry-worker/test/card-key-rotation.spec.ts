@@ -55,6 +55,10 @@ describe('CARD_DATA_KEY rotation: the retry worker charges re-sealed cards with 
     const t = await insertTransactionRow(db, merchantId);
     const a = await insertAttemptRow(db, t);
     await expect(attempts.run(a.id)).rejects.toThrow(/data key dev is not configured/);
+    // Never marked in flight: nothing went to the processor, and the customer's other charges are not
+    // held back by a charge that cannot be (a prepared attempt stays pending until the sweep, ~52 min).
+    const [row] = await db.query(`SELECT state, prepared_at FROM attempts WHERE id = $1`, [a.id]);
+    expect(row).toEqual({ state: 'pending', prepared_at: null });
   });
 
   it('re-sealed under the new first key: charged with only the new key configured', async () => {

@@ -1162,7 +1162,10 @@ export class AttemptService {
       if (runLate(attempt, now.getTime()) && now.getTime() >= (await this.windowEnd(m, txn)).getTime()) continue;
       // An expired card: alone, where the updater is asked first and an expired card is never sent.
       if (cardExpired(txn.expirationDate, now)) continue;
-      if (txn.cardKind !== 'token' && (!txn.cardEnc || !txn.cardKeyId)) continue;
+      // A card whose data key id is not listed (dropped before a reseal, or renamed): alone, where
+      // toCharge opens it before the in-flight mark commits (a dropped key fails there, marking nothing).
+      if (txn.cardKind !== 'token' && (!txn.cardEnc || !this.config.cardKeys.some((k) => k.id === txn.cardKeyId)))
+        continue;
       candidates.push(l);
     }
     if (candidates.length === 0) return decided;
