@@ -121,6 +121,11 @@ describe('Adyen notifications (end to end)', () => {
     const [{ c }] = await (await testDb()).query(`SELECT count(*)::int AS c FROM processor_notifications`);
     return c;
   };
+  /** The retry worker's retain_capture_failures_total (the capture alert's counter). */
+  const captureFailures = async (): Promise<number> => {
+    const text = await (await fetch(`${apps[2]!.url}/metrics`)).text();
+    return Number(/^retain_capture_failures_total(?:\{[^}]*\})? (\d+)$/m.exec(text)?.[1] ?? 0);
+  };
   /** A Received charge: the attempt ends unknown, its replays get the same Received. */
   const unknownAttempt = async () => {
     const stored = `8416${String(++n).padStart(12, '0')}`;
@@ -574,12 +579,7 @@ describe('Adyen notifications (end to end)', () => {
     const [{ vid }] = await (
       await testDb()
     ).query(`SELECT a.vid FROM attempts a WHERE a.processor_transaction_id = $1`, [psp]);
-    const worker = apps[2]!;
-    const counter = async () => {
-      const text = await (await fetch(`${worker.url}/metrics`)).text();
-      return Number(/^retain_capture_failures_total(?:\{[^}]*\})? (\d+)$/m.exec(text)?.[1] ?? 0);
-    };
-    const before = await counter();
+    const before = await captureFailures();
     expect(
       (
         await notify([
@@ -603,7 +603,7 @@ describe('Adyen notifications (end to end)', () => {
       },
       { timeoutMs: 20_000, what: 'the disagreeing notification processed' },
     );
-    expect(await counter()).toBe(before + 1);
+    expect(await captureFailures()).toBe(before + 1);
   });
 
   it('a CAPTURE_FAILED for a captured attempt raises the operator alert (the money was not collected), names the attempt, and changes nothing else', async () => {
@@ -611,12 +611,7 @@ describe('Adyen notifications (end to end)', () => {
     const [{ vid }] = await (
       await testDb()
     ).query(`SELECT a.vid FROM attempts a WHERE a.processor_transaction_id = $1`, [psp]);
-    const worker = apps[2]!;
-    const counter = async () => {
-      const text = await (await fetch(`${worker.url}/metrics`)).text();
-      return Number(/^retain_capture_failures_total(?:\{[^}]*\})? (\d+)$/m.exec(text)?.[1] ?? 0);
-    };
-    const before = await counter();
+    const before = await captureFailures();
     const res = await notify([
       {
         eventCode: 'CAPTURE_FAILED',
@@ -643,8 +638,8 @@ describe('Adyen notifications (end to end)', () => {
       { timeoutMs: 20_000, what: 'the CAPTURE_FAILED notification processed' },
     );
     expect(row.outcome).toBe('capture failed: operator alerted');
-    expect(await counter()).toBe(before + 1);
-    const logged = worker
+    expect(await captureFailures()).toBe(before + 1);
+    const logged = apps[2]!
       .logs()
       .split('\n')
       .filter((l) => l.includes(vid) && l.includes('CAPTURE_FAILED'));

@@ -23,6 +23,9 @@ export const RECOVERING_STATUSES: readonly TransactionStatus[] = [
   TransactionStatus.StopRequested,
 ];
 
+/** Statuses in which a transaction is retried: an attempt may still be made (a stop or a capture ends them). */
+export const IN_RETRY_STATUSES: readonly TransactionStatus[] = [TransactionStatus.Failed, TransactionStatus.InRetry];
+
 export const RefundStatus = {
   Processing: 'Processing',
   Completed: 'Completed',

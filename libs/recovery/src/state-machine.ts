@@ -1,4 +1,4 @@
-import { EventName, RECOVERING_STATUSES, TransactionStatus } from '@retain/domain';
+import { EventName, IN_RETRY_STATUSES, RECOVERING_STATUSES, TransactionStatus } from '@retain/domain';
 
 /**
  * The recovery state machine as data: the states of an attempt and of a transaction, every edge
@@ -64,18 +64,17 @@ export interface TransactionEdge {
 }
 
 const S = TransactionStatus;
-const IN_RETRY = [S.Failed, S.InRetry] as const;
 
 /** Every allowed transaction edge, by name. */
 export const TRANSACTION_EDGES = {
   /** An attempt did not capture and the schedule plans another one (or an attempt is in flight). */
-  retryScheduled: { from: IN_RETRY, to: S.InRetry },
+  retryScheduled: { from: IN_RETRY_STATUSES, to: S.InRetry },
   /** An attempt captured. */
-  retrySucceeded: { from: IN_RETRY, to: S.Captured, announces: EventName.RetrySucceeded },
+  retrySucceeded: { from: IN_RETRY_STATUSES, to: S.Captured, announces: EventName.RetrySucceeded },
   /** Schedule exhausted, retry forbidden or a card blocked: the recovery ends without money. */
-  retryExhausted: { from: IN_RETRY, to: S.Cancelled, announces: EventName.RetryFailed, final: true },
+  retryExhausted: { from: IN_RETRY_STATUSES, to: S.Cancelled, announces: EventName.RetryFailed, final: true },
   /** A refund call on a transaction still in retry (decisions §8). */
-  stopRequested: { from: IN_RETRY, to: S.StopRequested },
+  stopRequested: { from: IN_RETRY_STATUSES, to: S.StopRequested },
   /** The stop's in-flight attempt captured: the stop refund becomes a normal refund. */
   stopCaptured: {
     // Also from the captured statuses: the refund batcher's safety net finds stop refunds left open

@@ -13,7 +13,15 @@ import {
   inTransactionWithRetry,
   type TransactionEntity,
 } from '@retain/db';
-import { RefundStatus, RetCode, RetMessage, TransactionStatus, newVid, type ErrorEntry } from '@retain/domain';
+import {
+  IN_RETRY_STATUSES,
+  RefundStatus,
+  RetCode,
+  RetMessage,
+  TransactionStatus,
+  newVid,
+  type ErrorEntry,
+} from '@retain/domain';
 import { closeStop, statusBeforeRefunds, unresolvedAttempts } from '@retain/recovery';
 import { OutboxRelay } from '@retain/queues';
 import { processorCanRefund } from '@retain/processor';
@@ -41,7 +49,6 @@ const CAPTURED = [
   TransactionStatus.Refunded,
 ] as string[];
 /** Transactions still in the retry phase (a refund call stops them). */
-const IN_RETRY = [TransactionStatus.Failed, TransactionStatus.InRetry] as string[];
 
 class DryRunRollback extends Error {}
 
@@ -221,7 +228,7 @@ export class RefundRequestService {
         accepted++;
         continue;
       }
-      if (IN_RETRY.includes(status)) {
+      if ((IN_RETRY_STATUSES as readonly string[]).includes(status)) {
         const amount = requested ?? BigInt(txn.amountMinor);
         if (amount > BigInt(txn.amountMinor)) {
           reject({ code: RetCode.RET027, message: RetMessage.refundExceeds });

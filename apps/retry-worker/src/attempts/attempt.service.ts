@@ -22,6 +22,7 @@ import {
 import {
   AuthCodeDescription,
   EventName,
+  IN_RETRY_STATUSES,
   RefundStatus,
   TransactionStatus,
   cardDataVersion,
@@ -350,6 +351,9 @@ export interface Recorded {
   lateRefund: LateRefund | null;
 }
 
+/** A transaction still being recovered: an attempt that never started may start (else it is dropped). */
+const recovering = (txn: { status: string }): boolean => (IN_RETRY_STATUSES as readonly string[]).includes(txn.status);
+
 /**
  * One retry attempt, in three steps so no row lock is held across the processor call:
  * 1. under row locks, re-check the transaction (a stop may have arrived, the network limits may
@@ -361,10 +365,6 @@ export interface Recorded {
  * did not decide makes the attempt `unknown`, settled later by the reconciliation.
  * A second run of the same job finds the attempt recorded and does nothing.
  */
-/** A transaction still being recovered: an attempt that never started may start (else it is dropped). */
-const recovering = (txn: { status: string }): boolean =>
-  txn.status === TransactionStatus.Failed || txn.status === TransactionStatus.InRetry;
-
 @Injectable()
 export class AttemptService {
   private readonly logger = new Logger(AttemptService.name);

@@ -61,8 +61,6 @@ export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
   private unclaimed = new Set<string>();
   /** One of `unclaimed` has a free slot and nothing buffered: claim again. */
   private claimable = false;
-  /** Starting stopped at MAX_UNRECORDED: the next record that commits starts it again. */
-  private heldUp = false;
   private stopped = false;
   private idle: (() => void) | null = null;
 
@@ -120,7 +118,6 @@ export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
           if (rows.length === 0) break;
         }
       } while (this.again && !this.stopped);
-      if (this.unrecorded >= MAX_UNRECORDED) this.heldUp = true;
     } catch (err) {
       // Claimed rows stay leased and come due again; the next wake (a job, the tick) claims again.
       this.logger.warn({ err: (err as Error).message }, 'claiming pushes failed; retried on the next wake');
@@ -156,12 +153,13 @@ export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
         freeSlot();
         this.unrecorded--;
         if (this.unrecorded === 0) this.idle?.();
-        // Records held starting up (Postgres slow): this one's commit makes room, nothing else would
-        // wake the pump before the next job or tick.
-        if (this.heldUp && this.unrecorded < MAX_UNRECORDED) {
-          this.heldUp = false;
-          if (this.buffered.length > 0 || this.claimable || this.woken || this.again) this.run();
-        }
+        // At MAX_UNRECORDED nothing starts (Postgres slow to take records): this commit makes room,
+        // and nothing else would wake the pump before the next job or tick.
+        if (
+          this.unrecorded === MAX_UNRECORDED - 1 &&
+          (this.buffered.length > 0 || this.claimable || this.woken || this.again)
+        )
+          this.run();
       });
   }
 

@@ -1,4 +1,4 @@
-import type { CardAttempt } from '@retain/domain';
+import { IN_RETRY_STATUSES, type CardAttempt } from '@retain/domain';
 import { In, type DataSource, type EntityManager } from 'typeorm';
 import { AttemptEntity, TransactionEntity } from '../entities';
 
@@ -143,9 +143,8 @@ export class AttemptsRepository {
    */
   static async noNewCharge(db: Sql, transactionId: string): Promise<boolean> {
     const [row]: { stopped: boolean }[] = await db.query(
-      `SELECT stop_requested_at IS NOT NULL OR status NOT IN ('Failed', 'In Retry') AS stopped
-         FROM transactions WHERE id = $1`,
-      [transactionId],
+      `SELECT stop_requested_at IS NOT NULL OR status <> ALL($2::text[]) AS stopped FROM transactions WHERE id = $1`,
+      [transactionId, IN_RETRY_STATUSES],
     );
     return row?.stopped ?? false;
   }

@@ -4,14 +4,14 @@ import type { EntityManager } from 'typeorm';
 export type IdempotencyClaim =
   { kind: 'claimed' } | { kind: 'replay'; statusCode: number; response: unknown } | { kind: 'mismatch' };
 
+/** How long a key answers with its first call's answer (Stripe's 24 h); retention deletes it after. */
+export const REFUND_IDEMPOTENCY_KEY_HOURS = 24;
+
 /**
  * Idempotency keys of POST /v1/retain/refunds (migration RefundIdempotencyKeys), in the call's own
  * database transaction: the claim is an INSERT, so a concurrent call with the same key waits for
  * this one's commit (or rollback) and then finds its stored answer.
  */
-/** How long a key answers with its first call's answer (Stripe's 24 h); retention deletes it after. */
-export const REFUND_IDEMPOTENCY_KEY_HOURS = 24;
-
 export class RefundIdempotencyRepository {
   static async claim(
     m: EntityManager,

@@ -1,6 +1,6 @@
 import { In, type DataSource, type EntityManager } from 'typeorm';
 import { RefundEntity, TransactionEntity } from '../entities';
-import { REFUNDED_CAPTURE_SQL } from './settlement.repository';
+import { CAPTURING_ACCOUNT_SQL, REFUNDED_CAPTURE_SQL } from './settlement.repository';
 import { refundView } from './transaction-view';
 
 export interface RefundListFilters {
@@ -152,15 +152,13 @@ export class RefundsRepository {
    * The processor (`processor_accounts.processor`) of the account that made the transaction's capture;
    * null when the app's own PROCESSOR made it or no attempt did.
    */
-  static async capturingProcessor(
-    m: Pick<EntityManager, 'query'>,
-    txn: { id: string; processorTransactionId: string | null },
-  ): Promise<string | null> {
-    if (txn.processorTransactionId === null) return null;
+  static async capturingProcessor(m: Pick<EntityManager, 'query'>, txn: { id: string }): Promise<string | null> {
+    // The account settlement checks and refunds go to (CAPTURING_ACCOUNT_SQL), by its processor.
     const [row]: { processor: string }[] = await m.query(
-      `SELECT p.processor FROM attempts a JOIN processor_accounts p ON p.id = a.processor_account_id
-        WHERE a.transaction_id = $1 AND a.processor_transaction_id = $2 LIMIT 1`,
-      [txn.id, txn.processorTransactionId],
+      `SELECT p.processor FROM transactions t
+         JOIN processor_accounts p ON p.id = ((${CAPTURING_ACCOUNT_SQL})->>'id')::uuid
+        WHERE t.id = $1`,
+      [txn.id],
     );
     return row?.processor ?? null;
   }

@@ -5,7 +5,7 @@ import type { DataSource } from 'typeorm';
  * `captured_by`: `{id}` (id null: the app's processor), or null when no attempt made it. Refunds and
  * settlement checks go to that account (migration ProcessorAccountVersions).
  */
-const CAPTURING_ACCOUNT_SQL = `(SELECT json_build_object('id', a.processor_account_id) FROM attempts a
+export const CAPTURING_ACCOUNT_SQL = `(SELECT json_build_object('id', a.processor_account_id) FROM attempts a
    WHERE a.transaction_id = t.id AND a.processor_transaction_id = t.processor_transaction_id
    LIMIT 1)`;
 export const CAPTURED_BY_SQL = `${CAPTURING_ACCOUNT_SQL} AS captured_by`;
