@@ -309,6 +309,24 @@ describe('merchants charged through their own Stripe and Adyen accounts (end to 
     expect(await count()).toBe(1);
   });
 
+  it('stripe: a stop whose amount Stripe could not refund (KWD 1.005) is refused at the call, RET009', async () => {
+    // A capture in flight turns a stop into a refund of its amount: accepted, that refund failed in the
+    // batch and the customer stayed charged though the merchant had stopped (the refunds audit, session 25).
+    const w = wires.find((x) => x.name === 'stripe')!;
+    const pm = `pm_funds${++n}`;
+    stripe.script(pm, { decline_code: 'insufficient_funds', network_decline_code: '51', brand: 'visa' });
+    const t = tokenTxn(pm, { amount: 10, currency: 'KWD' });
+    expect((await w.client.submit([t])).status).toBe(200);
+    const refused = await w.client.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'], amount: 1.005 }] });
+    expect(refused.status, JSON.stringify(refused.json)).toBe(207);
+    expect(refused.json.rejected).toEqual([{ id: t['id'], errors: [expect.objectContaining({ code: 'RET009' })] }]);
+    expect(refused.json.rejected[0].errors[0].message).toBe(
+      'Schema validation error: amount cannot be refunded in KWD by stripe',
+    );
+    const ok = await w.client.request('POST', '/v1/retain/refunds', { refunds: [{ id: t['id'], amount: 1.01 }] });
+    expect(ok.status, JSON.stringify(ok.json)).toBe(200);
+  });
+
   it('stripe: the network rules count a saved payment method as one card: after its 41, it is never charged again', async () => {
     // Stripe never gives the card number back, so the card is known by its PaymentMethod.
     const w = wires.find((x) => x.name === 'stripe')!;

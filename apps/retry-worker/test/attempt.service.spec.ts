@@ -1,6 +1,6 @@
 import { type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
-import { cardLockKey } from '@retain/db';
+import { TransactionsRepository, cardLockKey } from '@retain/db';
 import { POLICY_VERSION } from '@retain/domain';
 import { RetainMetrics } from '@retain/platform';
 import {
@@ -180,8 +180,8 @@ describe('attempt service: every branch of prepare and record', () => {
   });
 
   /** 20 declines (Visa category 4) on a card for this merchant, `daysAgo` days ago: its 30-day budget. */
-  const useUpVisaBudget = async (card: string, daysAgo: number) => {
-    const other = await insertTransactionRow(db, merchantId, { card });
+  const useUpVisaBudget = async (card: string, daysAgo: number, merchant = merchantId) => {
+    const other = await insertTransactionRow(db, merchant, { card });
     const at = new Date(Date.now() - daysAgo * 86_400_000);
     for (let n = 1; n <= 20; n++)
       await insertAttemptRow(db, other, {
@@ -344,6 +344,25 @@ describe('attempt service: every branch of prepare and record', () => {
     expect(await charges(a.vid)).toBe(0);
   });
 
+  it('a card the network limits free only after the recovery window gives way to the account’s other card allowed later (decisions §15)', async () => {
+    // "network limit exhausted for the window": the next eligible payment method. The worker's check
+    // adopted another card only if allowed at once, and otherwise cancelled the transaction (the
+    // network-rules audit, session 25); the review's plan already waited for it.
+    const merchant = await insertMerchantRow(db);
+    const { t, pmB } = await twoCardAccount(merchant, '4000000000000010', '4000000000000036');
+    // Card A's Visa budget frees in 30 days, after t's window (29 days left); card B's in 25.
+    await useUpVisaBudget('4000000000000010', 0, merchant);
+    await useUpVisaBudget('4000000000000036', 5, merchant);
+    const a = await insertAttemptRow(db, t);
+    expect(await attempts.run(a.id)).toBe('nothing to do');
+    const [row] = await db.query(`SELECT status, next_attempt_at, payment_method_ref FROM transactions WHERE id = $1`, [
+      t.id,
+    ]);
+    expect({ status: row.status, pm: row.payment_method_ref }).toEqual({ status: 'In Retry', pm: pmB });
+    expect(new Date(row.next_attempt_at).getTime()).toBeGreaterThan(Date.now() + 24 * 86_400_000);
+    expect(await charges(a.vid)).toBe(0);
+  });
+
   it('the account’s other card is charged only under its own card lock: while another limit check holds it, the attempt waits', async () => {
     const merchantId = await insertMerchantRow(db);
     const { t, pmB } = await twoCardAccount(merchantId, '4100000000000019', '4111111111111111');
@@ -447,6 +466,10 @@ describe('attempt service: every branch of prepare and record', () => {
     expect(row.status).toBe('In Retry');
     expect(row.next_attempt_at).toBeNull();
     expect(await pushes(t.id)).toEqual([]);
+    // Read through the API's view: a status of the spec's list (decisions §7: an attempt is `Captured` or
+    // `Failed`; §16: a processor error shows 96, `Soft Failure`). It showed `Processing`, no Transaction status.
+    const [, shown] = (await new TransactionsRepository(db).fetch(merchantId, t.merchantTxnId, true))!;
+    expect(shown).toMatchObject({ status: 'Failed', auth_code: '96', auth_code_description: 'Soft Failure' });
   });
 
   it('processor error on the last attempt of the schedule: not Cancelled while unknown', async () => {

@@ -249,6 +249,20 @@ describe('webhook delivery', () => {
     await waitFor(async () => (await message(other)).status === 'delivered', { what: 'other merchant delivered' });
   });
 
+  it('never sends a push unsigned when the merchant has no stored secret: dead after the schedule, nothing sent', async () => {
+    // The column allows NULL (a row written by hand or by an old version): the push went out without
+    // its `webhook-signature` header (the webhook audit, session 25). README: "never sent unsigned".
+    const secretless = await createMerchant(receiver.url);
+    const merchantId = await merchantRow(secretless.login);
+    await (
+      await testDb()
+    ).query(`UPDATE merchants SET webhook_secret_key_id = NULL, webhook_secret_enc = NULL WHERE id = $1`, [merchantId]);
+    const id = await push(merchantId);
+    await waitFor(async () => (await message(id)).status === 'dead', { timeoutMs: 20_000, what: 'dead' });
+    expect((await message(id)).last_error).toMatch(/webhook secret/);
+    expect(receiver.received.filter((p) => p.body.header['message_id'] === id)).toHaveLength(0);
+  });
+
   it("delivers a push replayed while its last attempt was in flight: that attempt's failure does not end it dead", async () => {
     // `webhooks replay <id>` takes a pending message too (an operator making a retry hours away due now).
     // Its last attempt (4 of 4 with this schedule) is still waiting for the receiver when the replay comes,

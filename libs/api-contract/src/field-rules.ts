@@ -4,6 +4,7 @@ import { parseDateTimeMillis } from './date-time.parser';
 import { unsafeTextDetail } from './unsafe-text';
 import {
   METADATA_KEY_MAX_LENGTH,
+  METADATA_MAX_TOTAL_LENGTH,
   METADATA_RESERVED_PREFIX,
   METADATA_VALUE_MAX_LENGTH,
   type FieldFormat,
@@ -124,6 +125,7 @@ function describeKey(key: string): string {
 /** Spec "Metadata" rules as `[path, detail]` pairs; empty when the object is valid. */
 export function metadataProblems(metadata: Record<string, unknown>): [string, string][] {
   const problems: [string, string][] = [];
+  let total = 0;
   for (const key in metadata) {
     if (!Object.hasOwn(metadata, key)) continue;
     // Reported (without the key) by the walk of unsafeTextProblems.
@@ -140,7 +142,10 @@ export function metadataProblems(metadata: Record<string, unknown>): [string, st
     if (typeof value !== 'string') problems.push([describeKey(key), 'must be a string']);
     else if (longerThan(value, METADATA_VALUE_MAX_LENGTH)) {
       problems.push([describeKey(key), `must be at most ${METADATA_VALUE_MAX_LENGTH} characters`]);
-    }
+    } else total += key.length + value.length;
+  }
+  if (problems.length === 0 && total > METADATA_MAX_TOTAL_LENGTH) {
+    problems.push(['metadata', `must be at most ${METADATA_MAX_TOTAL_LENGTH} characters in all`]);
   }
   return problems;
 }

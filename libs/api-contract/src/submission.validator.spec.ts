@@ -603,6 +603,14 @@ describe('validateSubmission: metadata', () => {
     ]);
   });
 
+  it('caps the metadata of one transaction at 65,536 characters in all (keys and values): it is copied into every push', () => {
+    const entries = (n: number) =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`.padEnd(256, 'k'), 'v'.repeat(1024)]));
+    // 51 entries of 1,280 characters: 65,280, accepted; one more: 66,560, refused as a whole.
+    expect(accepted(meta(entries(51))).metadata).toEqual(entries(51));
+    expect(errorsOf(meta(entries(52)))).toEqual([schemaError('metadata must be at most 65536 characters in all')]);
+  });
+
   it('accepts keys that only contain the prefix later on', () => {
     expect(one(meta({ 'x-retain:': 'v', Retain: 'v' }))).toHaveProperty('value');
   });

@@ -129,6 +129,12 @@ export type AddressField = (typeof ADDRESS_FIELDS)[number];
 /** Metadata limits of the spec; keys with the reserved prefix belong to the service. */
 export const METADATA_KEY_MAX_LENGTH = 256;
 export const METADATA_VALUE_MAX_LENGTH = 1024;
+/**
+ * All of one transaction's metadata, keys and values: the spec bounds each entry, not their number, and
+ * the metadata is copied into the transaction's every push. Without a bound, one 10 MiB request made
+ * pushes the dispatcher could not hold in memory (51 entries of the largest size still fit).
+ */
+export const METADATA_MAX_TOTAL_LENGTH = 65_536;
 export { METADATA_RESERVED_PREFIX } from '@retain/domain';
 
 export const MAX_TRANSACTIONS_PER_CALL = 1000;

@@ -48,7 +48,20 @@ const CAPTURED = [
   TransactionStatus.RefundRequested,
   TransactionStatus.Refunded,
 ] as string[];
-/** Transactions still in the retry phase (a refund call stops them). */
+
+/**
+ * RET009 when one of the processors the money was (or may be) captured through cannot refund this
+ * amount of the currency (it has no units for it: KWD 1.005 at Stripe); null stands for the app's
+ * processor, which takes any ISO amount.
+ */
+function cannotRefund(processors: (string | null)[], amountMinor: bigint, currency: string): ErrorEntry | undefined {
+  const refuser = processors.find((p) => !processorCanRefund(p, amountMinor, currency));
+  if (refuser === undefined) return undefined;
+  return {
+    code: RetCode.RET009,
+    message: RetMessage.schema('amount', `cannot be refunded in ${currency} by ${refuser ?? 'the processor'}`),
+  };
+}
 
 class DryRunRollback extends Error {}
 
@@ -211,15 +224,9 @@ export class RefundRequestService {
           continue;
         }
         // Refused now rather than answered `received` and failed in the next batch (KWD 1.005 at Stripe).
-        const processor = await RefundsRepository.capturingProcessor(m, txn);
-        if (!processorCanRefund(processor, amount, txn.currency)) {
-          reject({
-            code: RetCode.RET009,
-            message: RetMessage.schema(
-              'amount',
-              `cannot be refunded in ${txn.currency} by ${processor ?? 'the processor'}`,
-            ),
-          });
+        const refuser = cannotRefund([await RefundsRepository.capturingProcessor(m, txn)], amount, txn.currency);
+        if (refuser !== undefined) {
+          reject(refuser);
           continue;
         }
         await this.createRefund(m, txn, 'refund', amount);
@@ -232,6 +239,13 @@ export class RefundRequestService {
         const amount = requested ?? BigInt(txn.amountMinor);
         if (amount > BigInt(txn.amountMinor)) {
           reject({ code: RetCode.RET027, message: RetMessage.refundExceeds });
+          continue;
+        }
+        // A capture in flight turns the stop into a refund of this amount: one its processor cannot
+        // make would fail in the batch, and the customer stay charged though the merchant stopped.
+        const refuser = cannotRefund(await RefundsRepository.chargingProcessors(m, txn), amount, txn.currency);
+        if (refuser !== undefined) {
+          reject(refuser);
           continue;
         }
         await this.createRefund(m, txn, 'stop', amount);

@@ -767,13 +767,13 @@ export class AttemptService {
         : { allowed: false, permanently: true, rule: 'card past its expiry, no new data from the account updater' };
     }
     // decisions §15: a card the limits forbid gives way to another payment method: one they allow
-    // now, or, when this card is blocked for good, the one they allow soonest within the window.
+    // now, or, when this card is blocked for good or for the rest of the window ("network limit
+    // exhausted for the window"), the one they allow soonest within the window.
     let later: Date | null = null;
     if (!check.allowed) {
       const now = new Date();
-      const until = check.permanently
-        ? new Date(Math.max(now.getTime(), (await this.windowEnd(m, txn)).getTime()))
-        : now;
+      const end = await this.windowEnd(m, txn);
+      const until = check.permanently || check.notBefore > end ? new Date(Math.max(now.getTime(), end.getTime())) : now;
       const other = await this.paymentMethods.alternative(m, attempt, txn, until);
       if (other && other.getTime() <= Date.now()) {
         dataVersion = cardDataVersion(txn.expirationDate);

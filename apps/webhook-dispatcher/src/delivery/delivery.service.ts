@@ -39,11 +39,13 @@ const JITTER = 0.2;
  */
 const MAX_RESPONSE_BYTES = 64 * 1024;
 
+/**
+ * `signer` null: the merchant's secret cannot be opened (its data key was dropped) or none is stored,
+ * and nothing is sent (never unsigned).
+ */
 interface CachedMerchant {
   merchant: MerchantEntity;
   signer: Webhook | null;
-  /** The merchant's secret is stored but cannot be opened (its data key was dropped): nothing is sent. */
-  unsignable: boolean;
 }
 
 /** What the push log says of an attempt not sent because the secret cannot be opened (no key named). */
@@ -158,7 +160,8 @@ export class DeliveryService {
       return 'skipped';
     }
     const url = merchant.merchant.webhookUrl;
-    if (merchant.unsignable) {
+    const signer = merchant.signer;
+    if (!signer) {
       // Never sent unsigned. A failed attempt on the retry schedule, so the push ends dead (the alert
       // fires, the merchant can replay it once the key is back) instead of going round its lease forever.
       onSent();
@@ -184,8 +187,8 @@ export class DeliveryService {
         'accept-encoding': 'identity',
         'webhook-id': claimed.message_id,
         'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
+        'webhook-signature': signer.sign(claimed.message_id, timestamp, payload),
       };
-      if (merchant.signer) headers['webhook-signature'] = merchant.signer.sign(claimed.message_id, timestamp, payload);
       // decisions §9: 10 s for the whole exchange. axios' own timeout (a wall-clock timer) covers it up
       // to the response headers and stops there (after them only an idle socket times out), so the
       // body gets what is left of the 10 s: a receiver trickling its body would otherwise hold a slot,
@@ -285,14 +288,16 @@ export class DeliveryService {
       if (!merchant) return null;
       try {
         const secret = this.merchants.webhookSecret(merchant);
-        return { merchant, signer: secret ? new Webhook(secret) : null, unsignable: false };
+        // No stored secret (the column allows NULL): unsignable too, never sent without a signature.
+        if (!secret) throw new Error('the merchant has no stored webhook secret');
+        return { merchant, signer: new Webhook(secret) };
       } catch (err) {
         // The message names the data key, never the secret.
         this.logger.error(
           { merchant: id, err: (err as Error).message },
           'webhook secret cannot be opened: pushes not sent',
         );
-        return { merchant, signer: null, unsignable: true };
+        return { merchant, signer: null };
       }
     });
     value.catch(() => this.merchantCache.delete(id));

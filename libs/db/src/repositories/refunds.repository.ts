@@ -164,6 +164,27 @@ export class RefundsRepository {
   }
 
   /**
+   * The processors a transaction still in retry may be captured through: its attempts' accounts (one in
+   * flight may capture) and the account its next charges go through (the division's, else the default;
+   * none: the app's processor). A stop's amount becomes a refund of such a capture.
+   */
+  static async chargingProcessors(
+    m: Pick<EntityManager, 'query'>,
+    txn: { id: string; merchantId: string; divisionNumber: string | null },
+  ): Promise<string[]> {
+    const rows: { processor: string }[] = await m.query(
+      `SELECT p.processor FROM processor_accounts p
+        WHERE p.id IN (SELECT a.processor_account_id FROM attempts a WHERE a.transaction_id = $1)
+       UNION
+       (SELECT p.processor FROM processor_accounts p
+         WHERE p.merchant_id = $2 AND p.division_number IN ($3, '') AND p.retired_at IS NULL
+         ORDER BY p.division_number = '' LIMIT 1)`,
+      [txn.id, txn.merchantId, txn.divisionNumber ?? ''],
+    );
+    return rows.map((r) => r.processor);
+  }
+
+  /**
    * Completed refunds the processor may still fail whose next read is due (recheck_after, set by
    * recordRefundAnswer), oldest due first, with the capture they refund and the account that made it.
    * Watches left on refunds no longer Completed (reversed by a notification) are dropped first.

@@ -183,7 +183,9 @@ export function attemptView(t: TransactionViewRow, a: AttemptEntity): Transactio
     timestamp: iso(a.processedAt ?? a.scheduledFor),
     amount: fromMinorUnits(a.amountMinor, a.currency),
     currency: a.currency,
-    status: a.status ?? 'Processing',
+    // An attempt whose outcome is not known yet (a processor error, looked up by the reconciliation) has
+    // no status of its own: decisions §7 and §16 show it as a failure, 96 `Soft Failure`, until it resolves.
+    status: a.status ?? (a.state === 'unknown' ? 'Failed' : 'Processing'),
     retain_transaction_id: a.retainTransactionId,
     processor_transaction_id: a.processorTransactionId,
     next_activity: null,
