@@ -97,6 +97,12 @@ describe('retain jobs failed / jobs redrive', () => {
     expect(recordedA.payload).toEqual({ v: 1, submissionId: a });
     expect(recordedA.last_error).toContain('processor said no');
     expect(recordedA.last_error).not.toMatch(/4111 1111 1111 1111|abcdefgh12345678/);
+    // BullMQ keeps its own record of the failure in Redis for 7 days (failedReason, stacktrace): masked too.
+    const inRedis = (await queue.getJob(idA!))!;
+    expect(inRedis.failedReason).toContain('processor said no');
+    expect(JSON.stringify([inRedis.failedReason, inRedis.stacktrace])).not.toMatch(
+      /4111 1111 1111 1111|abcdefgh12345678/,
+    );
     const recordedB = await waitFor(() => failedRow(idB), { what: 'job B recorded as failed' });
     expect(recordedB.attempts).toBe(1);
     expect(recordedB.last_error).toMatch(/version/);

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { RetainConfig } from '@retain/config';
-import { OutboxRelay, assertJobData, type QueueName } from '@retain/queues';
+import { OutboxRelay, assertJobData, sanitizeJobError, type QueueName } from '@retain/queues';
 import { DelayedError, type Job } from 'bullmq';
 import { RetainMetrics } from './metrics';
 import { RETAIN_CONFIG } from './tokens';
@@ -89,7 +89,10 @@ export class JobRunner {
         );
         throw new DelayedError();
       }
-      // The message only: errors of our own code never carry card data; BullMQ retries the job.
+      // BullMQ keeps the error's message and stack in Redis (failedReason, stacktrace) for days: masked
+      // there as in failed_jobs, whatever a library put in its message. The same error, so its class
+      // (UnrecoverableError) still decides what BullMQ does.
+      if (err instanceof Error) maskError(err);
       this.logger.warn(
         { queue, jobId: job.id, attempt: job.attemptsMade + 1, err: (err as Error).message },
         'job failed',
@@ -113,6 +116,14 @@ export class JobRunner {
       return false;
     }
   }
+}
+
+/** The error's message, and its stack's copy of it, masked as failed_jobs masks them (sanitizeJobError). */
+function maskError(err: Error): void {
+  const masked = sanitizeJobError(err.message);
+  if (masked === err.message) return;
+  err.stack = err.stack?.split(err.message).join(masked);
+  err.message = masked;
 }
 
 /**

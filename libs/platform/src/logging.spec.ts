@@ -1,5 +1,7 @@
+import { Writable } from 'node:stream';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { REDACT_PATHS, scrubSecrets } from './logging';
+import { REDACT_PATHS, loggerOptions, scrubSecrets } from './logging';
 
 describe('log scrubbing', () => {
   it('masks card numbers, API keys and webhook secrets wherever they hide', () => {
@@ -22,6 +24,26 @@ describe('log scrubbing', () => {
     expect(out).not.toMatch(/51HxAbCdEfGhIjKlMnOp|51HxQrStUvWxYz0123/);
     expect(out).toContain('sk_live_[REDACTED]');
     expect(REDACT_PATHS).toContain('*.secret_key');
+  });
+
+  it('censors processor credentials by field name at the top level and two levels down (an Adyen key has no pattern to mask)', () => {
+    // The secrets audit (session 25): `api_key` was censored only one level down, `hmac_key` nowhere.
+    const lines: string[] = [];
+    const out = new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        lines.push(chunk.toString());
+        cb();
+      },
+    });
+    const log = pino(loggerOptions('test', 'info'), out);
+    const adyen = { api_key: 'AQEyhmfxKo3NaRVK', hmac_key: '44782DEF547AAA06', merchant_account: 'RetainECOM' };
+    log.info({ ...adyen, secret_key: 'sk_zzTopLevel', webhook_secret: 'whTopLevel' }, 'top level');
+    log.info({ account: adyen }, 'one level down');
+    log.info({ merchant: { account: { ...adyen, secret_key: 'sk_zzDeep' } } }, 'two levels down');
+    const text = lines.join('');
+    expect(lines).toHaveLength(3);
+    expect(text).not.toMatch(/AQEyhmfxKo3NaRVK|44782DEF547AAA06|sk_zz|whTopLevel/);
+    expect(text).toContain('RetainECOM');
   });
 
   it('leaves ordinary numbers alone', () => {

@@ -2,21 +2,31 @@ import { Writable } from 'node:stream';
 import { scrubSecrets } from '@retain/domain';
 import pino, { type Logger, type LoggerOptions } from 'pino';
 
-/** Structured paths that may carry secrets; censored before a line is written. */
+/** Field names that hold a credential or card data wherever they are (a processor account's config). */
+const SECRET_FIELDS = [
+  'api_key',
+  'apiKey',
+  'webhook_secret',
+  'webhookSecret',
+  'secret',
+  'secret_key',
+  'hmac_key',
+  'password',
+  'pan',
+  'card_number',
+  'cryptogram',
+];
+
+/**
+ * Structured paths that may carry secrets; censored before a line is written. pino's wildcards match
+ * one level each: the fields are listed at the top level and one and two levels down. (Text masking,
+ * scrubSecrets, has no pattern for every credential: an Adyen key is any string.)
+ */
 export const REDACT_PATHS = [
   'req.headers.authorization',
   'req.headers.cookie',
   'headers.authorization',
-  '*.api_key',
-  '*.apiKey',
-  '*.webhook_secret',
-  '*.webhookSecret',
-  '*.secret',
-  '*.secret_key',
-  '*.password',
-  '*.pan',
-  '*.card_number',
-  '*.cryptogram',
+  ...SECRET_FIELDS.flatMap((f) => [f, `*.${f}`, `*.*.${f}`]),
   '*.credit_card.account',
   '*.*.credit_card.account',
 ];

@@ -77,6 +77,8 @@ export function parseAccountConfig(processor: string, raw: unknown): AccountConf
     }
     if (!u || (u.protocol !== 'https:' && u.protocol !== 'http:'))
       throw new AccountConfigError(`"${k}" must be an http(s) URL`);
+    // The URL is shown (`processor set`, `processor list`): credentials in it would be a secret shown.
+    if (u.username || u.password) throw new AccountConfigError(`"${k}" must not carry a user name or password`);
   }
   if (o.raw_card_data !== undefined && typeof o.raw_card_data !== 'boolean') {
     throw new AccountConfigError('"raw_card_data" must be true or false');

@@ -329,6 +329,24 @@ describe('Stripe adapter against the Stripe wire fake', () => {
         AccountConfigError,
       );
     });
+
+    it('refuses an api_base or checkout_url with credentials in it: `processor list` prints the URL (decisions §13: secrets never shown)', () => {
+      const key = 'sk_test_retain_spec';
+      expect(() =>
+        parseAccountConfig('stripe', { secret_key: key, api_base: 'https://user:pw@proxy.example' }),
+      ).toThrow(/"api_base" must not carry a user name or password/);
+      expect(() =>
+        parseAccountConfig('adyen', {
+          api_key: 'k',
+          merchant_account: 'M',
+          checkout_url: 'https://u@proxy.example/v71',
+        }),
+      ).toThrow(/"checkout_url" must not carry/);
+      expect(parseAccountConfig('stripe', { secret_key: key, api_base: 'https://proxy.example:8443' }).config).toEqual({
+        secret_key: key,
+        api_base: 'https://proxy.example:8443',
+      });
+    });
   });
 
   it('normalizes a decline: network decline code, network advice code, brand', async () => {
