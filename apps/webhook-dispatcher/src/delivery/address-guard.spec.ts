@@ -1,5 +1,6 @@
-import { describe, expect, it } from 'vitest';
-import { isAllowedAddress, literalAddressAllowed } from './address-guard';
+import dns from 'node:dns';
+import { describe, expect, it, vi } from 'vitest';
+import { guardedLookup, isAllowedAddress, literalAddressAllowed } from './address-guard';
 
 // decisions §9 and issue 9: a webhook may only reach global unicast addresses. IPv4 carried inside
 // IPv6 (mapped, compatible, SIIT, NAT64, 6to4, Teredo) is judged as the IPv4 address it carries.
@@ -110,5 +111,27 @@ describe('webhook address guard', () => {
   it('refuses what is not an address', () => {
     expect(isAllowedAddress('example.com')).toBe(false);
     expect(isAllowedAddress('')).toBe(false);
+  });
+
+  it("shares one DNS lookup among concurrent deliveries to a host: a name server that never answers cannot take every thread of libuv's pool", async () => {
+    // dns.lookup runs on libuv's pool (4 threads): 64 pushes in flight to a host whose name server hangs
+    // held them all, and every other merchant's lookups waited behind (the webhook audit, session 25).
+    const lookup = vi.spyOn(dns, 'lookup');
+    try {
+      const once = () =>
+        new Promise<string>((resolve) => {
+          guardedLookup('localhost', {}, (err) =>
+            resolve(err ? ((err as { code?: string }).code ?? err.message) : 'ok'),
+          );
+        });
+      const answers = await Promise.all(Array.from({ length: 8 }, once));
+      expect(answers).toEqual(Array(8).fill('ADDRESS_NOT_ALLOWED'));
+      expect(lookup).toHaveBeenCalledTimes(1);
+      // Nothing is cached: a later delivery asks again.
+      expect(await once()).toBe('ADDRESS_NOT_ALLOWED');
+      expect(lookup).toHaveBeenCalledTimes(2);
+    } finally {
+      lookup.mockRestore();
+    }
   });
 });

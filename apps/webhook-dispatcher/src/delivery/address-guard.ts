@@ -125,15 +125,35 @@ type LookupCallback = (
   family?: number,
 ) => void;
 
-function guardedLookup(hostname: string, options: dns.LookupOptions, callback: LookupCallback): void {
-  dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+/**
+ * Lookups under way, by host name and family, with the deliveries waiting for each. dns.lookup runs on
+ * libuv's thread pool (4 threads): without sharing, one merchant's pushes to a host whose name server
+ * never answers (64 in flight) held every thread, and every other merchant's lookups waited behind them.
+ * Nothing is cached: each answer serves only the lookups that were waiting for it.
+ */
+const lookupsUnderWay = new Map<string, ((err: NodeJS.ErrnoException | null, list: dns.LookupAddress[]) => void)[]>();
+
+/** The agents' DNS lookup: every address the name has must be allowed (isAllowedAddress). */
+export function guardedLookup(hostname: string, options: dns.LookupOptions, callback: LookupCallback): void {
+  const answer = (err: NodeJS.ErrnoException | null, list: dns.LookupAddress[]): void => {
     if (err) return callback(err, '');
-    const list = addresses as dns.LookupAddress[];
     if (list.length === 0 || list.some((a) => !isAllowedAddress(a.address))) {
       return callback(new AddressNotAllowedError() as NodeJS.ErrnoException, '');
     }
     if (options.all) return callback(null, list);
     return callback(null, list[0]!.address, list[0]!.family);
+  };
+  const key = `${hostname}\0${options.family ?? 0}\0${options.hints ?? 0}`;
+  const waiting = lookupsUnderWay.get(key);
+  if (waiting) {
+    waiting.push(answer);
+    return;
+  }
+  lookupsUnderWay.set(key, [answer]);
+  dns.lookup(hostname, { family: options.family, hints: options.hints, all: true }, (err, addresses) => {
+    const answers = lookupsUnderWay.get(key) ?? [];
+    lookupsUnderWay.delete(key);
+    for (const a of answers) a(err, err ? [] : addresses);
   });
 }
 
