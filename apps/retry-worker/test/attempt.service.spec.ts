@@ -1,8 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { type TestingModule } from '@nestjs/testing';
 import { loadConfig, type RetainConfig } from '@retain/config';
 import { TransactionsRepository, cardLockKey } from '@retain/db';
 import { POLICY_VERSION } from '@retain/domain';
-import { RetainMetrics } from '@retain/platform';
+import { RetainMetrics, isUnavailable } from '@retain/platform';
 import {
   PgSandboxLedger,
   SandboxProcessor,
@@ -23,7 +24,7 @@ import {
 import { UnrecoverableError } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { nextPaymentMethod, rememberPaymentMethod } from '@retain/recovery';
 import { AttemptService } from '../src/attempts/attempt.service';
 import { attemptTestingModule } from './attempt-testing-module';
@@ -909,6 +910,22 @@ describe('attempt service: every branch of prepare and record', () => {
       expect((await txnRow(t.id)).status).toBe('Captured');
     }
     expect(await attempts.runMany([a.id, b.id])).toEqual({ 'nothing to do': 2 });
+  });
+
+  it("a job's attempts failing because Postgres is going away: the job's error still reads as an outage (no try used up)", async () => {
+    // runMany's own Error kept only the first message: a failover's 57P01 (its message matches no outage
+    // pattern) used up the job's 10 tries, then failed it for good (the scale-out audit, session 25).
+    const goingAway = Object.assign(new Error('terminating connection due to administrator command'), {
+      code: '57P01',
+    });
+    const run = vi.spyOn(attempts, 'run').mockRejectedValue(goingAway);
+    try {
+      const err = await attempts.runMany([randomUUID(), randomUUID()]).catch((e: Error) => e);
+      expect((err as Error).message).toMatch(/^2 of 2 attempts failed, first: terminating connection/);
+      expect(isUnavailable(err)).toBe(true);
+    } finally {
+      run.mockRestore();
+    }
   });
 
   it('a transaction without a card to charge fails the job for good (UnrecoverableError)', async () => {

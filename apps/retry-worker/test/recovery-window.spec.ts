@@ -74,6 +74,52 @@ describe('no attempt after the recovery window', () => {
     });
   });
 
+  it.each([
+    ['grouped', (id: string) => attempts.run(id)],
+    ['alone', (id: string) => attempts.runAlone(id)],
+  ])(
+    'an attempt planned seconds before the window ends and run seconds after it (%s): never charged, the recovery ends',
+    async (_path, runIt) => {
+      // Only attempts run over a minute late were checked against the window: one deferred to just before
+      // its end (a network limit freeing the card then) and started 30 s later by a small backlog was
+      // charged after it (the scale-out audit, session 25).
+      const merchantId = await insertMerchantRow(db);
+      const t = await insertTransactionRow(db, merchantId);
+      await submittedAgo(t.id, 30 * DAY + 20_000); // the window ended 20 s ago
+      const a = await insertAttemptRow(db, t, { retryNumber: 2 });
+      // Planned 10 s before the window's end, run now: 30 s late.
+      await db.query(`UPDATE attempts SET scheduled_for = now() - interval '30 seconds' WHERE id = $1`, [a.id]);
+      await runIt(a.id);
+      const [txn] = await db.query(`SELECT status, next_attempt_at FROM transactions WHERE id = $1`, [t.id]);
+      expect({ charges: await charges(a.vid), status: txn.status, next: txn.next_attempt_at }).toEqual({
+        charges: 0,
+        status: 'Cancelled',
+        next: null,
+      });
+    },
+  );
+
+  it('an attempt marked in flight before the window ended is never sent again after it: unknown, looked up by key only', async () => {
+    // A timeout left it unknown; the reconciliation's replay (or a rerun of its job) after the window's end
+    // would make its first authorization then, if the first request never arrived (the scale-out audit, session 25).
+    const merchantId = await insertMerchantRow(db);
+    const rerun = await insertTransactionRow(db, merchantId, { status: 'In Retry' });
+    const looked = await insertTransactionRow(db, merchantId, { status: 'In Retry' });
+    await submittedAgo(rerun.id, 30 * DAY + 20_000); // the windows ended 20 s ago
+    await submittedAgo(looked.id, 30 * DAY + 20_000);
+    const markedAt = new Date(Date.now() - 25_000);
+    const pending = await insertAttemptRow(db, rerun, { retryNumber: 2, preparedAt: markedAt });
+    const unknown = await insertAttemptRow(db, looked, { retryNumber: 2, preparedAt: markedAt, state: 'unknown' });
+    await attempts.run(pending.id);
+    expect(await attempts.lookUp((await attempts.chargeOf(unknown.id))!)).toBeNull();
+    const [row] = await db.query(`SELECT state FROM attempts WHERE id = $1`, [pending.id]);
+    expect({ rerun: await charges(pending.vid), lookedUp: await charges(unknown.vid), state: row.state }).toEqual({
+      rerun: 0,
+      lookedUp: 0,
+      state: 'unknown',
+    });
+  });
+
   it('a backlog run together: the late attempt inside its window is charged, the one past it ends its recovery', async () => {
     const merchantId = await insertMerchantRow(db);
     const inside = await insertTransactionRow(db, merchantId, { status: 'In Retry', attemptCount: 1 });

@@ -271,14 +271,6 @@ const MAX_BATCH = 256;
 const CARD_BUSY_WAIT_MS = 2_000;
 /** How long an expired card waits when the account updater did not answer about it (calendar time, scaled). */
 const UPDATER_AGAIN_MS = 3_600_000;
-/**
- * An attempt run this long after its planned moment (a backlog, workers down) is checked against
- * its transaction's recovery window before it is charged: planned attempts lie inside the window,
- * so attempts on time skip the check (it reads the experiment arm of a transaction in one).
- */
-const LATE_ATTEMPT_MS = 60_000;
-const runLate = (attempt: AttemptEntity, now: number): boolean =>
-  now - attempt.scheduledFor.getTime() > LATE_ATTEMPT_MS;
 
 /** An outcome waiting for the grouped record. */
 interface RecordItem {
@@ -317,6 +309,8 @@ export interface AttemptCharge {
   attemptId: string;
   /** Its transaction, whose stop lookUp reads again right before a replay. */
   transactionId: string;
+  /** Its transaction's recovery window's end: after it, looked up by key only (lookUp). */
+  windowEnd: Date;
   /** Its in-flight mark: past IDEMPOTENCY_WINDOW_MS, looked up by key only (lookUp). */
   preparedAt: Date | null;
   /** The card it charged: a card blocked for good since, looked up by key only (lookUp). Null: no card fingerprint. */
@@ -409,6 +403,7 @@ export class AttemptService {
       processor: await this.processorFor(attempt, txn),
       request: this.chargeRequest(attempt, txn),
       stopped: txn.stopRequestedAt !== null || !recovering(txn),
+      windowEnd: await this.windowEnd(this.db, txn),
       attemptId: attempt.id,
       transactionId: txn.id,
       preparedAt: attempt.preparedAt,
@@ -420,7 +415,8 @@ export class AttemptService {
    * Looks an attempt's charge up. With its original request, a processor replays the key, making the
    * attempt's one charge if the first request never arrived (Adyen has no other lookup; Stripe's search
    * lags): right while the attempt may still be made, never after a stop (decisions §8: the customer is
-   * not charged after it): then by key only, and what is not found is settled by the reconciliation.
+   * not charged after it), nor after the transaction's recovery window (no attempt is made after it): then
+   * by key only, and what is not found is settled by the reconciliation.
    * The stop is read again right before a replay (a stop accepted while the caller's charge timed out,
    * or since its rows were read, is seen); what is left is the few milliseconds of the call itself.
    * Past the processor's idempotency window a replay would be a new charge: by key only too (Adyen,
@@ -435,6 +431,7 @@ export class AttemptService {
     const key = charge.request.idempotencyKey;
     if (
       charge.stopped ||
+      Date.now() >= charge.windowEnd.getTime() ||
       pastIdempotencyWindow(charge.preparedAt) ||
       (await AttemptsRepository.noNewCharge(this.db, charge.transactionId)) ||
       (await this.cardBlocked(this.db, charge.card, charge.attemptId, charge.transactionId))
@@ -544,7 +541,10 @@ export class AttemptService {
     }
     if (failures.length === 0) return outcomes;
     const message = `${failures.length} of ${attemptIds.length} attempts failed, first: ${(failures[0] as Error).message}`;
-    throw failures.every((f) => f instanceof UnrecoverableError) ? new UnrecoverableError(message) : new Error(message);
+    if (failures.every((f) => f instanceof UnrecoverableError)) throw new UnrecoverableError(message);
+    // The failures themselves go along (AggregateError's `errors`): the job runner reads an outage
+    // (a Postgres failover's 57P01) through them and puts the job back without using a try.
+    throw new AggregateError(failures, message);
   }
 
   /** The attempt on its own: every case, one attempt's statements at a time. */
@@ -595,6 +595,7 @@ export class AttemptService {
         processor,
         request,
         stopped: txn.stopRequestedAt !== null || !recovering(txn),
+        windowEnd: await this.windowEnd(this.db, txn),
         attemptId,
         transactionId: txn.id,
         preparedAt: attempt.preparedAt,
@@ -709,6 +710,17 @@ export class AttemptService {
         await this.markUnknown(m, attempt, txn, 'the recovery ended while the attempt was in flight: not sent again');
         return done([], AttemptState.Unknown);
       }
+      if (Date.now() >= (await this.windowEnd(m, txn)).getTime()) {
+        // No attempt after the recovery window: sent again, the request would be the first
+        // authorization if the first never arrived. Unknown, looked up by key only, as after a stop.
+        await this.markUnknown(
+          m,
+          attempt,
+          txn,
+          'the recovery window ended while the attempt was in flight: not sent again',
+        );
+        return done([], AttemptState.Unknown);
+      }
       if (pastIdempotencyWindow(attempt.preparedAt)) {
         // Its key may be pruned at the processor: sent again, it would be a new charge. Unknown,
         // looked up by key only by the reconciliation.
@@ -726,8 +738,9 @@ export class AttemptService {
       await AttemptsRepository.markSent(m, attempt.id);
       return this.toCharge(attempt, txn);
     }
-    // No attempt after the recovery window: one run late is checked against it first.
-    if (runLate(attempt, Date.now()) && Date.now() >= (await this.windowEnd(m, txn)).getTime()) {
+    // No attempt after the recovery window, however little late it runs (one planned seconds before the
+    // window's end and started seconds after it by a backlog). Reads nothing unless in an experiment.
+    if (Date.now() >= (await this.windowEnd(m, txn)).getTime()) {
       await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
       return done(await this.endWithWindow(m, txn, 'run after the recovery window ended'));
     }
@@ -834,7 +847,7 @@ export class AttemptService {
     );
   }
 
-  private windowEnd(m: EntityManager, txn: TransactionEntity): Promise<Date> {
+  private windowEnd(m: EntityManager | DataSource, txn: TransactionEntity): Promise<Date> {
     return transactionWindowEnd(m, txn, this.config.retryTimeScale);
   }
 
@@ -1157,9 +1170,9 @@ export class AttemptService {
         throttled.has(txn.merchantId)
       )
         continue;
-      // Run late (a backlog) and past its recovery window: alone, where it ends the recovery. One late
-      // but inside its window is charged like any other (the window's end reads at most its arm).
-      if (runLate(attempt, now.getTime()) && now.getTime() >= (await this.windowEnd(m, txn)).getTime()) continue;
+      // Past its recovery window (however little late it runs): alone, where it ends the recovery. The
+      // window's end reads nothing but an experiment's arm.
+      if (now.getTime() >= (await this.windowEnd(m, txn)).getTime()) continue;
       // An expired card: alone, where the updater is asked first and an expired card is never sent.
       if (cardExpired(txn.expirationDate, now)) continue;
       // A card whose data key id is not listed (dropped before a reseal, or renamed): alone, where
