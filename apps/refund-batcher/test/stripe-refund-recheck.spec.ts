@@ -54,7 +54,7 @@ describe('refund batch with a Stripe account: a refund that fails after succeede
   });
 
   /** A Captured transaction whose capture is a PaymentIntent at the fake, and its refund requested. */
-  async function refundRequested(): Promise<{ txnId: string; refundId: string }> {
+  async function refundRequested(previousStatus = 'Captured'): Promise<{ txnId: string; refundId: string }> {
     const merchantId = await insertMerchantRow(db);
     const t = await insertTransactionRow(db, merchantId, { status: 'Refund Requested', capturedMinor: '1999' });
     const charged = await stripe.charge({
@@ -75,9 +75,9 @@ describe('refund batch with a Stripe account: a refund that fails after succeede
     const [r]: { id: string }[] = await db.query(
       `INSERT INTO refunds (vid, merchant_id, transaction_id, kind, amount_minor, currency, status, previous_status,
          requested_at, timestamp)
-       VALUES ($1, $2, $3, 'refund', 1999, 'USD', 'Processing', 'Captured', now() - interval '1 minute', now())
+       VALUES ($1, $2, $3, 'refund', 1999, 'USD', 'Processing', $4, now() - interval '1 minute', now())
        RETURNING id`,
-      [newVid(), merchantId, t.id],
+      [newVid(), merchantId, t.id, previousStatus],
     );
     return { txnId: t.id, refundId: r!.id };
   }
@@ -125,6 +125,27 @@ describe('refund batch with a Stripe account: a refund that fails after succeede
     await batch.runBatch();
     expect(reads()).toBe(2);
     expect((await state(txnId, refundId)).pushes).toEqual(['refund completed', 'refund failed']);
+  });
+
+  it('every refund reversed: the transaction returns to Captured, never to a refunded status a refund was requested in', async () => {
+    // The refund was requested while an earlier refund had made the transaction Partially Refunded; that
+    // one was reversed since (Failed). With this one failed too, nothing is refunded: the transaction
+    // showed `Partially Refunded` for good (the settlement audit, session 25).
+    const { txnId, refundId } = await refundRequested('Partially Refunded');
+    const [{ merchant_id: merchantId }] = await db.query(`SELECT merchant_id FROM transactions WHERE id = $1`, [txnId]);
+    await db.query(
+      `INSERT INTO refunds (vid, merchant_id, transaction_id, kind, amount_minor, currency, status, previous_status,
+         requested_at, timestamp, failure_message)
+       VALUES ($1, $2, $3, 'refund', 500, 'USD', 'Failed', 'Captured', now() - interval '1 hour', now(), 'reversed')`,
+      [newVid(), merchantId, txnId],
+    );
+    await batch.runBatch();
+    const done = await state(txnId, refundId);
+    expect(done).toMatchObject({ transaction: 'Refunded', refund: { status: 'Completed' } });
+    fake.settleRefund(done.refund.processor_refund_id as string, 'failed', 'expired_or_canceled_card');
+    await recheckDue(refundId);
+    await batch.runBatch();
+    expect(await state(txnId, refundId)).toMatchObject({ transaction: 'Captured', refund: { status: 'Failed' } });
   });
 
   it('bounded: not read before its next re-check, and never after its window', async () => {

@@ -74,31 +74,6 @@ describe('no attempt after the recovery window', () => {
     });
   });
 
-  it.each([
-    ['grouped', (id: string) => attempts.run(id)],
-    ['alone', (id: string) => attempts.runAlone(id)],
-  ])(
-    'an attempt planned seconds before the window ends and run seconds after it (%s): never charged, the recovery ends',
-    async (_path, runIt) => {
-      // Only attempts run over a minute late were checked against the window: one deferred to just before
-      // its end (a network limit freeing the card then) and started 30 s later by a small backlog was
-      // charged after it (the scale-out audit, session 25).
-      const merchantId = await insertMerchantRow(db);
-      const t = await insertTransactionRow(db, merchantId);
-      await submittedAgo(t.id, 30 * DAY + 20_000); // the window ended 20 s ago
-      const a = await insertAttemptRow(db, t, { retryNumber: 2 });
-      // Planned 10 s before the window's end, run now: 30 s late.
-      await db.query(`UPDATE attempts SET scheduled_for = now() - interval '30 seconds' WHERE id = $1`, [a.id]);
-      await runIt(a.id);
-      const [txn] = await db.query(`SELECT status, next_attempt_at FROM transactions WHERE id = $1`, [t.id]);
-      expect({ charges: await charges(a.vid), status: txn.status, next: txn.next_attempt_at }).toEqual({
-        charges: 0,
-        status: 'Cancelled',
-        next: null,
-      });
-    },
-  );
-
   it('an attempt marked in flight before the window ended is never sent again after it: unknown, looked up by key only', async () => {
     // A timeout left it unknown; the reconciliation's replay (or a rerun of its job) after the window's end
     // would make its first authorization then, if the first request never arrived (the scale-out audit, session 25).

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { loadConfig } from '@retain/config';
 import { PaymentMethodsRepository } from '@retain/db';
 import { fixedProcessor, type AccountUpdater, type PaymentProcessor } from '@retain/processor';
@@ -57,6 +58,39 @@ describe('account updater: a new card number before the charge', () => {
     const after = await hmac();
     expect(after.txn).not.toBe(before.txn);
     expect(after.attempt).toBe(after.txn);
+  });
+
+  it('a new number for a merchant without an updater key: no hash of it is shown (it would give the number back), and its network is the new card’s', async () => {
+    // The session-25 card-data audit: the new number's SHA-1 was stored as `account_hash` and shown beside
+    // 555555******4444 (about 10^5 Luhn candidates: the number, at once). A Visa reissued as a Mastercard
+    // also kept Visa's network rules.
+    const db = await testDb();
+    const config = loadConfig('retry-worker');
+    const merchantId = await insertMerchantRow(db);
+    const t = await insertTransactionRow(db, merchantId, { card: '4111111111111111' });
+    const pmRef = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
+    await db.query(`UPDATE transactions SET payment_method_ref = $2, expiration_date = '202001' WHERE id = $1`, [
+      t.id,
+      pmRef,
+    ]);
+    await db.query(`UPDATE payment_methods SET expiration_date = '202001' WHERE id = $1`, [pmRef]);
+    const attempt = await insertAttemptRow(db, t, {});
+    const updater: AccountUpdater = {
+      name: 'stub',
+      lookup: async () => ({ kind: 'updated', pan: '5555555555554444', expiration: '203012' }),
+    };
+    await new PaymentMethodsService(db, config, updater).refreshCard(attempt.id, null);
+    const newHash = createHash('sha1').update('5555555555554444').digest('hex');
+    const [row] = await db.query(
+      `SELECT t.account_hash AS txn_hash, p.account_hash AS pm_hash, t.card_network AS txn_network,
+              p.card_network AS pm_network, a.card_network AS attempt_network, t.card_last4
+         FROM transactions t JOIN payment_methods p ON p.id = t.payment_method_ref
+         JOIN attempts a ON a.transaction_id = t.id WHERE t.id = $1`,
+      [t.id],
+    );
+    expect(row.card_last4).toBe('4444');
+    expect([row.txn_hash, row.pm_hash]).not.toContain(newHash);
+    expect([row.txn_network, row.pm_network, row.attempt_network]).toEqual(['mastercard', 'mastercard', 'mastercard']);
   });
 
   it("keeps the renewal when the merchant sends the data it replaced again; the merchant's new data still wins", async () => {

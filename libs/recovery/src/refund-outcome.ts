@@ -110,13 +110,30 @@ export async function recordRefundAnswer(
  * retry worker's refund of a second capture.
  */
 export async function statusBeforeRefunds(m: EntityManager, txn: TransactionEntity): Promise<string> {
-  if (txn.status !== TransactionStatus.RefundRequested) return txn.status;
+  if (txn.status !== TransactionStatus.RefundRequested) return unrefunded(txn, txn.status);
   const first = await m.getRepository(RefundEntity).findOne({
     // A stop's own refund row holds the retry status it was requested in, never a status to return to.
     where: { transactionId: txn.id, kind: 'refund', status: RefundStatus.Processing },
     order: { requestedAt: 'ASC' },
   });
-  return first?.previousStatus ?? TransactionStatus.Captured;
+  return unrefunded(txn, first?.previousStatus ?? TransactionStatus.Captured);
+}
+
+/** Statuses that say money was refunded: never one to return to once nothing is (refunds reversed). */
+const REFUNDED_STATUSES: readonly string[] = [
+  TransactionStatus.PartiallyRefunded,
+  TransactionStatus.Refunded,
+  TransactionStatus.RefundRequested,
+];
+
+/**
+ * The status to return to when nothing is refunded: `status`, unless it says money was refunded (a
+ * refund requested while an earlier one had completed, both since reversed); then the captured status
+ * itself, Settled once the capture settled, else Captured.
+ */
+function unrefunded(txn: TransactionEntity, status: string): string {
+  if (!REFUNDED_STATUSES.includes(status)) return status;
+  return txn.settledAt ? TransactionStatus.Settled : TransactionStatus.Captured;
 }
 
 /**
@@ -142,7 +159,7 @@ export async function settleRefundedTransaction(
   if (agg!.processing > 0) status = TransactionStatus.RefundRequested;
   else if (completed >= captured && captured > 0n) status = TransactionStatus.Refunded;
   else if (completed > 0n) status = TransactionStatus.PartiallyRefunded;
-  else status = refund.previousStatus ?? TransactionStatus.Captured;
+  else status = unrefunded(txn, refund.previousStatus ?? TransactionStatus.Captured);
   if (status !== txn.status) {
     Object.assign(txn, { status, statusChangedAt: new Date() });
     await m.save(txn);

@@ -271,6 +271,16 @@ const MAX_BATCH = 256;
 const CARD_BUSY_WAIT_MS = 2_000;
 /** How long an expired card waits when the account updater did not answer about it (calendar time, scaled). */
 const UPDATER_AGAIN_MS = 3_600_000;
+/**
+ * An attempt run this long after its planned moment (a backlog, workers down) is checked against
+ * its transaction's recovery window before it is charged: planned attempts lie inside the window,
+ * and one run less late than this is on time (the last attempt is planned up to the window's end: a
+ * check of every attempt ended it whenever its job started a moment after that). Real time, not
+ * scaled: it stands for a backlog's latency.
+ */
+const LATE_ATTEMPT_MS = 60_000;
+const runLate = (attempt: AttemptEntity, now: number): boolean =>
+  now - attempt.scheduledFor.getTime() > LATE_ATTEMPT_MS;
 
 /** An outcome waiting for the grouped record. */
 interface RecordItem {
@@ -738,9 +748,8 @@ export class AttemptService {
       await AttemptsRepository.markSent(m, attempt.id);
       return this.toCharge(attempt, txn);
     }
-    // No attempt after the recovery window, however little late it runs (one planned seconds before the
-    // window's end and started seconds after it by a backlog). Reads nothing unless in an experiment.
-    if (Date.now() >= (await this.windowEnd(m, txn)).getTime()) {
+    // No attempt after the recovery window: one run late is checked against it first.
+    if (runLate(attempt, Date.now()) && Date.now() >= (await this.windowEnd(m, txn)).getTime()) {
       await AttemptsRepository.dropNeverPrepared(m, attempt.id, txn.id);
       return done(await this.endWithWindow(m, txn, 'run after the recovery window ended'));
     }
@@ -1170,9 +1179,9 @@ export class AttemptService {
         throttled.has(txn.merchantId)
       )
         continue;
-      // Past its recovery window (however little late it runs): alone, where it ends the recovery. The
-      // window's end reads nothing but an experiment's arm.
-      if (now.getTime() >= (await this.windowEnd(m, txn)).getTime()) continue;
+      // Run late (a backlog) and past its recovery window: alone, where it ends the recovery. One late
+      // but inside its window is charged like any other (the window's end reads at most its arm).
+      if (runLate(attempt, now.getTime()) && now.getTime() >= (await this.windowEnd(m, txn)).getTime()) continue;
       // An expired card: alone, where the updater is asked first and an expired card is never sent.
       if (cardExpired(txn.expirationDate, now)) continue;
       // A card whose data key id is not listed (dropped before a reseal, or renamed): alone, where

@@ -12,6 +12,7 @@ import {
 import {
   cardColumnsFromPan,
   cardDataVersion,
+  cardBrand,
   classifyDecline,
   endsCardForAccount,
   endsPaymentMethod,
@@ -259,7 +260,10 @@ export class PaymentMethodsService {
               cardHmacKeyId: null,
               cardBin: c.cardBin,
               cardLast4: c.cardLast4,
-              accountHash: c.accountHash,
+              // Its hash beside 555555******4444 gives the number back: shown only to a merchant that
+              // gets the number anyway (the JWE to its updater key).
+              accountHash: jwe ? c.accountHash : null,
+              cardNetwork: cardBrand(answer.pan),
               display: c.display,
             }
           : null,

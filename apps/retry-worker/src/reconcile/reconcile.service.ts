@@ -60,12 +60,19 @@ export class ReconcileService {
     this.leftPendingAfterMs = leftPendingAfterMs(jobLockMs(), config.processorTimeoutMs);
   }
 
-  /** One pass; returns how many attempts were resolved or found captured late. */
+  /**
+   * One pass; returns how many attempts were resolved or found captured late. It takes no new lookup
+   * after its budget (a tick, at least a second): the tick schedules after it, and lookups one after
+   * another, each up to PROCESSOR_TIMEOUT, would let one merchant's processor that hangs hold every
+   * merchant's due attempts. The rest keep their turn (lookup_after) for the next pass.
+   */
   async reconcile(): Promise<number> {
+    const until = Date.now() + Math.max(this.config.tickMs, 1000);
     await this.sweepLeftPending();
     const rows = await AttemptsRepository.dueForLookup(this.db, BATCH, LATE_WATCH_MS / this.config.retryTimeScale);
     let settled = 0;
     for (const row of rows) {
+      if (Date.now() > until) break;
       try {
         if (await this.reconcileOne(row)) settled++;
       } catch (err) {

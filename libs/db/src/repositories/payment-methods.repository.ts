@@ -49,7 +49,10 @@ export interface CardDataUpdate {
     cardHmacKeyId: string | null;
     cardBin: string;
     cardLast4: string;
-    accountHash: string;
+    /** Null: not shown (a hash beside the masked number gives the number back to whoever lacks the JWE). */
+    accountHash: string | null;
+    /** The new number's network (a card reissued on another network follows that network's rules). */
+    cardNetwork: string | null;
     display: string;
   } | null;
   /** The updated card as a compact JWE to the merchant's updater key, or null (no key). */
@@ -323,7 +326,8 @@ export class PaymentMethodsRepository {
          card_enc = COALESCE($5, card_enc), card_key_id = COALESCE($6, card_key_id),
          card_hmac = COALESCE($7, card_hmac), card_hmac_key_id = COALESCE($8, card_hmac_key_id),
          card_bin = COALESCE($9, card_bin), card_last4 = COALESCE($10, card_last4),
-         account_hash = COALESCE($11, account_hash),
+         account_hash = CASE WHEN $5::text IS NULL THEN account_hash ELSE $11 END,
+         card_network = COALESCE($13, card_network),
          payment_method = CASE WHEN $12::text IS NULL THEN payment_method
                                ELSE jsonb_set(payment_method, '{card_account_display}', to_jsonb($12::text)) END
        WHERE id = $1 AND merchant_id = $2`,
@@ -340,6 +344,7 @@ export class PaymentMethodsRepository {
         c?.cardLast4 ?? null,
         c?.accountHash ?? null,
         c?.display ?? null,
+        c?.cardNetwork ?? null,
       ],
     );
   }
