@@ -330,11 +330,8 @@ describe('attempt service: every branch of prepare and record', () => {
     expect(ended.map((r: { id: string }) => r.id).sort()).toEqual([pmA, pmB].sort());
   });
 
-  it('a card blocked for good gives way to the account’s other card allowed only later: adopted, the transaction waits for it', async () => {
-    const { t, pmB } = await twoCardAccount(merchantId, '4100000000000019', '4000000000000036');
-    // Card A: a 41 on it (never again). Card B: its Visa budget used up, free again in 25 days (t's window: 29).
-    await hardDeclined(merchantId, '4100000000000019');
-    await useUpVisaBudget('4000000000000036', 5);
+  /** t's attempt runs: nothing charged, card B adopted, the transaction waits for it (over 24 days). */
+  const expectWaitsForOtherCard = async (t: { id: string; merchantId: string }, pmB: string) => {
     const a = await insertAttemptRow(db, t);
     expect(await attempts.run(a.id)).toBe('nothing to do');
     const [row] = await db.query(`SELECT status, next_attempt_at, payment_method_ref FROM transactions WHERE id = $1`, [
@@ -343,6 +340,14 @@ describe('attempt service: every branch of prepare and record', () => {
     expect({ status: row.status, pm: row.payment_method_ref }).toEqual({ status: 'In Retry', pm: pmB });
     expect(new Date(row.next_attempt_at).getTime()).toBeGreaterThan(Date.now() + 24 * 86_400_000);
     expect(await charges(a.vid)).toBe(0);
+  };
+
+  it('a card blocked for good gives way to the account’s other card allowed only later: adopted, the transaction waits for it', async () => {
+    const { t, pmB } = await twoCardAccount(merchantId, '4100000000000019', '4000000000000036');
+    // Card A: a 41 on it (never again). Card B: its Visa budget used up, free again in 25 days (t's window: 29).
+    await hardDeclined(merchantId, '4100000000000019');
+    await useUpVisaBudget('4000000000000036', 5);
+    await expectWaitsForOtherCard(t, pmB);
   });
 
   it('a card the network limits free only after the recovery window gives way to the account’s other card allowed later (decisions §15)', async () => {
@@ -354,14 +359,7 @@ describe('attempt service: every branch of prepare and record', () => {
     // Card A's Visa budget frees in 30 days, after t's window (29 days left); card B's in 25.
     await useUpVisaBudget('4000000000000010', 0, merchant);
     await useUpVisaBudget('4000000000000036', 5, merchant);
-    const a = await insertAttemptRow(db, t);
-    expect(await attempts.run(a.id)).toBe('nothing to do');
-    const [row] = await db.query(`SELECT status, next_attempt_at, payment_method_ref FROM transactions WHERE id = $1`, [
-      t.id,
-    ]);
-    expect({ status: row.status, pm: row.payment_method_ref }).toEqual({ status: 'In Retry', pm: pmB });
-    expect(new Date(row.next_attempt_at).getTime()).toBeGreaterThan(Date.now() + 24 * 86_400_000);
-    expect(await charges(a.vid)).toBe(0);
+    await expectWaitsForOtherCard(t, pmB);
   });
 
   it('the account’s other card is charged only under its own card lock: while another limit check holds it, the attempt waits', async () => {

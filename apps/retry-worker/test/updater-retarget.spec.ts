@@ -27,10 +27,12 @@ describe('account updater: a new card number before the charge', () => {
     return merchantId;
   };
 
-  it("moves the attempt not yet sent to the new card's fingerprint", async () => {
-    const db = await testDb();
+  /**
+   * A transaction on 4111111111111111 whose card expired, its payment method remembered, an attempt not
+   * yet sent, and the payment-methods service with an updater that renews it as 5555555555554444.
+   */
+  const expiredVisaRenewedAsMastercard = async (db: DataSource, merchantId: string) => {
     const config = loadConfig('retry-worker');
-    const merchantId = await merchantWithUpdaterKey(db);
     const t = await insertTransactionRow(db, merchantId, { card: '4111111111111111' });
     const pmRef = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
     // The card expired: the updater is asked before the attempt is charged.
@@ -44,7 +46,12 @@ describe('account updater: a new card number before the charge', () => {
       name: 'stub',
       lookup: async () => ({ kind: 'updated', pan: '5555555555554444', expiration: '203012' }),
     };
-    const service = new PaymentMethodsService(db, config, updater);
+    return { t, attempt, service: new PaymentMethodsService(db, config, updater) };
+  };
+
+  it("moves the attempt not yet sent to the new card's fingerprint", async () => {
+    const db = await testDb();
+    const { attempt, service } = await expiredVisaRenewedAsMastercard(db, await merchantWithUpdaterKey(db));
     const hmac = async () => {
       const [row] = await db.query(
         `SELECT t.card_hmac AS txn, a.card_hmac AS attempt, a.card_network AS network
@@ -65,21 +72,8 @@ describe('account updater: a new card number before the charge', () => {
     // 555555******4444 (about 10^5 Luhn candidates: the number, at once). A Visa reissued as a Mastercard
     // also kept Visa's network rules.
     const db = await testDb();
-    const config = loadConfig('retry-worker');
-    const merchantId = await insertMerchantRow(db);
-    const t = await insertTransactionRow(db, merchantId, { card: '4111111111111111' });
-    const pmRef = await db.transaction((m) => rememberPaymentMethod(m, config.cardKeys, merchantId, t.id));
-    await db.query(`UPDATE transactions SET payment_method_ref = $2, expiration_date = '202001' WHERE id = $1`, [
-      t.id,
-      pmRef,
-    ]);
-    await db.query(`UPDATE payment_methods SET expiration_date = '202001' WHERE id = $1`, [pmRef]);
-    const attempt = await insertAttemptRow(db, t, {});
-    const updater: AccountUpdater = {
-      name: 'stub',
-      lookup: async () => ({ kind: 'updated', pan: '5555555555554444', expiration: '203012' }),
-    };
-    await new PaymentMethodsService(db, config, updater).refreshCard(attempt.id, null);
+    const { t, attempt, service } = await expiredVisaRenewedAsMastercard(db, await insertMerchantRow(db));
+    await service.refreshCard(attempt.id, null);
     const newHash = createHash('sha1').update('5555555555554444').digest('hex');
     const [row] = await db.query(
       `SELECT t.account_hash AS txn_hash, p.account_hash AS pm_hash, t.card_network AS txn_network,
