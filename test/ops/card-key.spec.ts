@@ -68,6 +68,19 @@ describe('the development card key', () => {
     expect(r.stderr).toContain(variable);
   });
 
+  // The migration Job too (the deploy audit, session 25: it exited 1 with "migration failed"): a
+  // configuration error is no failed migration, and an orchestrator tells the two apart by the code.
+  it('the migrator stops with exit code 78 and the variable name on a bad configuration', () => {
+    const env: Record<string, string> = { ...(process.env as Record<string, string>), NODE_ENV: 'staging' };
+    const r = spawnSync(process.execPath, [path.join(root, 'dist', 'libs', 'db', 'src', 'migrate.cli.js')], {
+      env,
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(r.status).toBe(78);
+    expect(r.stderr).toContain('NODE_ENV');
+  });
+
   // Worker options read when a processor class is declared (JOB_LOCK_MS, RETRY_ATTEMPT_CONCURRENCY): a bad
   // value stops each worker the same way, not with a stack trace and exit 1 while its module loads.
   it.each([
