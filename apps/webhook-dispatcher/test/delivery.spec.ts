@@ -249,6 +249,23 @@ describe('webhook delivery', () => {
     await waitFor(async () => (await message(other)).status === 'delivered', { what: 'other merchant delivered' });
   });
 
+  it('ends dead, unsent, a push claimed over and over without a recorded answer (its sending stops the dispatcher)', async () => {
+    // A push whose sending kills the dispatcher (out of memory, a crash) is never recorded: each 60 s lease
+    // it was claimed again, its attempt count growing past the schedule, and the crash came back for good,
+    // every merchant's pushes with it (the webhook audit, session 25). Schedule here: 3 retries, 4 attempts;
+    // this claim is its 7th, three more than any answer was recorded for.
+    const id = await push(await merchantRow(merchant.login), 'q'.repeat(40), false);
+    await (
+      await testDb()
+    ).query(
+      `UPDATE webhook_messages SET attempt_count = 6, next_attempt_at = now() - interval '1 second' WHERE message_id = $1`,
+      [id],
+    );
+    await waitFor(async () => (await message(id)).status === 'dead', { timeoutMs: 20_000, what: 'dead' });
+    expect((await message(id)).last_error).toMatch(/claimed 7 times/);
+    expect(receiver.received.filter((p) => p.body.header['message_id'] === id)).toHaveLength(0);
+  });
+
   it('never sends a push unsigned when the merchant has no stored secret: dead after the schedule, nothing sent', async () => {
     // The column allows NULL (a row written by hand or by an old version): the push went out without
     // its `webhook-signature` header (the webhook audit, session 25). README: "never sent unsigned".

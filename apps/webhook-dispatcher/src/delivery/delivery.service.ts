@@ -38,6 +38,12 @@ const JITTER = 0.2;
  * an endless body.
  */
 const MAX_RESPONSE_BYTES = 64 * 1024;
+/**
+ * Claims past the schedule's last attempt without a recorded answer (a lease ran out: the dispatcher
+ * stopped, or Postgres refused the record) before a push is given up unsent. A few: one lost record
+ * must not end a push whose receiver is fine.
+ */
+const MAX_UNRECORDED_CLAIMS = 2;
 
 /**
  * `signer` null: the merchant's secret cannot be opened (its data key was dropped) or none is stored,
@@ -134,6 +140,18 @@ export class DeliveryService {
     onSent: () => void = () => undefined,
   ): Promise<DeliveryResult> {
     const claimedAt = claimed.claimed_at;
+    const unrecorded = claimed.attempt_count - (this.config.webhookRetryScheduleMs.length + 1);
+    if (unrecorded > MAX_UNRECORDED_CLAIMS) {
+      // Claimed again and again with no answer recorded: its sending stops the dispatcher (a crash, out
+      // of memory) before any record. Sent again, it would do so for good, and every merchant's pushes
+      // with it. Dead, unsent: the alert fires, and a replay sends it once the cause is found.
+      onSent();
+      const error = `not sent: claimed ${claimed.attempt_count} times without a recorded answer (its sending stopped the dispatcher?)`;
+      this.logger.error({ message: claimed.message_id, merchant: claimed.merchant_id }, error);
+      await this.recordOutcome({ claimed, outboxId, log: null, statusCode: null }, 'dead', error);
+      this.metrics.webhooksDead.inc();
+      return 'dead';
+    }
     let merchant = await this.merchant(claimed.merchant_id);
     // No URL ends the push `no_endpoint`, and nothing retries that: a merchant cached without one is
     // looked up again, by a lookup started after this claim (the URL may have been set a moment ago,
