@@ -21,6 +21,16 @@ export class ConfigError extends Error {
   }
 }
 
+/** EX_CONFIG (sysexits.h): how an app or the migrator stops on a bad variable (README, Configuration). */
+export const CONFIG_ERROR_EXIT_CODE = 78;
+
+/** Stops the process with CONFIG_ERROR_EXIT_CODE and the message naming the variable, if `err` is a ConfigError. */
+export function exitOnConfigError(name: string, err: unknown): void {
+  if (!(err instanceof ConfigError)) return;
+  process.stderr.write(`${name}: ${err.message}\n`);
+  process.exit(CONFIG_ERROR_EXIT_CODE);
+}
+
 export interface CardKey {
   id: string;
   key: Buffer;

@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { ConfigError, loadConfig } from '@retain/config';
+import { exitOnConfigError, loadConfig } from '@retain/config';
 import { createDataSource, migrate } from './data-source';
 import { checkPostgresSettings } from './postgres-settings';
 
@@ -25,10 +25,7 @@ async function main(): Promise<void> {
 
 main().catch((err: unknown) => {
   // A bad variable is no failed migration: exit 78 (EX_CONFIG), as the apps do, naming the variable.
-  if (err instanceof ConfigError) {
-    process.stderr.write(`migrate: ${err.message}\n`);
-    process.exit(78);
-  }
+  exitOnConfigError('migrate', err);
   process.stderr.write(`migration failed: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);
 });

@@ -2,7 +2,13 @@ import 'reflect-metadata';
 import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
-import { ConfigError, usesDevCardKey, usesDevFingerprintKey, type AppName, type RetainConfig } from '@retain/config';
+import {
+  exitOnConfigError,
+  usesDevCardKey,
+  usesDevFingerprintKey,
+  type AppName,
+  type RetainConfig,
+} from '@retain/config';
 import { Logger } from 'nestjs-pino';
 import { RetainMetrics } from './metrics';
 import { RETAIN_CONFIG } from './tokens';
@@ -65,10 +71,7 @@ export async function runApp(
   try {
     config = loadConfig(app);
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`${app}: ${err.message}\n`);
-      process.exit(78);
-    }
+    exitOnConfigError(app, err);
     throw err;
   }
   const nest = await createApp(moduleFactory(config), config, options);

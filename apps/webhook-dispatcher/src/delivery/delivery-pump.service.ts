@@ -124,6 +124,11 @@ export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
     }
   }
 
+  /** Rows buffered, or a claim or wake waiting: worth a run once a slot or a record frees up. */
+  private get hasWork(): boolean {
+    return this.buffered.length > 0 || this.claimable || this.woken || this.again;
+  }
+
   private start(row: ClaimedWebhookMessage): void {
     this.inFlight++;
     this.inFlightOf.set(row.merchant_id, (this.inFlightOf.get(row.merchant_id) ?? 0) + 1);
@@ -141,7 +146,7 @@ export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
         this.claimable = true;
       }
       // A wake that came while every slot was taken claims now (it used to wait for the next tick).
-      if (this.buffered.length > 0 || this.claimable || this.woken || this.again) this.run();
+      if (this.hasWork) this.run();
     };
     void this.delivery
       .deliverClaimed(row, null, freeSlot)
@@ -155,11 +160,7 @@ export class DeliveryPump implements OnModuleDestroy, OnApplicationShutdown {
         if (this.unrecorded === 0) this.idle?.();
         // At MAX_UNRECORDED nothing starts (Postgres slow to take records): this commit makes room,
         // and nothing else would wake the pump before the next job or tick.
-        if (
-          this.unrecorded === MAX_UNRECORDED - 1 &&
-          (this.buffered.length > 0 || this.claimable || this.woken || this.again)
-        )
-          this.run();
+        if (this.unrecorded === MAX_UNRECORDED - 1 && this.hasWork) this.run();
       });
   }
 

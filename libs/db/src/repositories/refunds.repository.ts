@@ -1,6 +1,7 @@
 import { In, type DataSource, type EntityManager } from 'typeorm';
 import { RefundEntity, TransactionEntity } from '../entities';
 import { CAPTURING_ACCOUNT_SQL, REFUNDED_CAPTURE_SQL } from './settlement.repository';
+import { ProcessorAccountsRepository } from './processor-accounts.repository';
 import { refundView } from './transaction-view';
 
 export interface RefundListFilters {
@@ -172,14 +173,13 @@ export class RefundsRepository {
     m: Pick<EntityManager, 'query'>,
     txn: { id: string; merchantId: string; divisionNumber: string | null },
   ): Promise<string[]> {
+    // The next charges' account as the attempts' prepare picks it (decisions §13).
+    const current = await ProcessorAccountsRepository.currentIds(m, [txn]);
     const rows: { processor: string }[] = await m.query(
-      `SELECT p.processor FROM processor_accounts p
-        WHERE p.id IN (SELECT a.processor_account_id FROM attempts a WHERE a.transaction_id = $1)
-       UNION
-       (SELECT p.processor FROM processor_accounts p
-         WHERE p.merchant_id = $2 AND p.division_number IN ($3, '') AND p.retired_at IS NULL
-         ORDER BY p.division_number = '' LIMIT 1)`,
-      [txn.id, txn.merchantId, txn.divisionNumber ?? ''],
+      `SELECT DISTINCT p.processor FROM processor_accounts p
+        WHERE p.id = ANY($2::uuid[])
+           OR p.id IN (SELECT a.processor_account_id FROM attempts a WHERE a.transaction_id = $1)`,
+      [txn.id, [...current.values()]],
     );
     return rows.map((r) => r.processor);
   }
